@@ -1,0 +1,141 @@
+"""The ``lab`` command line (also ``python -m lab``).
+
+Commands: ``doctor``, ``broker start|stop|status``, ``run``. Errors the user
+can fix print one line, ``error: ...``, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from lab.errors import LabError
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    from lab.config import COMMIT_MODES, SINK_MODES
+    from lab.pipelines.registry import PIPELINES
+
+    p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
+    p.add_argument("--sink", default="append", help=f"one of: {', '.join(SINK_MODES)} (default append)")
+    p.add_argument("--events", type=int, default=3000, help="events to produce (default 3000)")
+    p.add_argument("--rate", type=float, default=1000.0, help="events/s; 0 = as fast as possible (default 1000)")
+    p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
+    p.add_argument("--faults", default="", help="fault plan, e.g. driver-crash@at=3s or driver-crash@batch=2:mid-output")
+    p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
+    p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
+    p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
+    p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
+    p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
+    p.add_argument("--name", default="", help="run name (default PIPELINE-SINK)")
+    p.add_argument("--deadline", type=float, default=None, help="seconds before the run stops undrained (default 120, or LAB_DEADLINE)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object, last")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lab", description="Make stream-processing delivery guarantees visible.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    sub.add_parser("doctor", help="check Python, Java, PySpark, the broker and disk space")
+    b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
+    b.add_argument("action", choices=("start", "stop", "status"))
+    b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
+    r = sub.add_parser("run", help="run one scenario and audit it")
+    _add_run_args(r)
+    return p
+
+
+def _print_table(report: dict) -> None:
+    rows = [
+        ("acknowledged", report["acked"]),
+        ("exactly once", report["exactly_once"]),
+        ("duplicated", f"{report['duplicated']}  (+{report['extra_copies']} extra rows)"),
+        ("lost", report["lost"]),
+        ("unseen (not yet read)", report["unseen"]),
+        ("unexpected rows", report["unexpected"]),
+        ("write attempts / stored", f"{report['write_attempts']} / {report['stored_rows']}"),
+        ("restarts", report["restarts"]),
+        ("guarantee measured", report["guarantee"]),
+    ]
+    print(f"\n{report['pipeline']} pipeline, sink={report['settings']['sink']}, faults={report['faults'] or 'none'}")
+    for k, v in rows:
+        print(f"  {k:<26} {v}")
+    print(f"  run directory              {report['run_dir']}")
+
+
+def cmd_run(a) -> int:
+    from lab.config import make_config
+    from lab.supervisor import Run
+
+    config = make_config(
+        pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
+        faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
+        acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
+    )
+    run = Run(config, on_event=None if a.json else _echo_event)
+    run.start()
+    if not a.json:
+        print(f"run {run.run_dir.name}: {config.events} events at {config.rate:g}/s, faults: {config.faults or 'none'}",
+              flush=True)
+    result = run.wait()
+    if a.json:
+        print(json.dumps(result.report))
+    else:
+        _print_table(result.report)
+    return 0
+
+
+def _echo_event(e: dict) -> None:
+    t = e.get("type")
+    if t in ("fault", "driver-start", "driver-exit", "drained", "deadline", "producer-done", "run-error"):
+        detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
+        print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
+
+
+def cmd_broker(a) -> int:
+    from lab import broker
+
+    runs_dir = os.environ.get("LAB_RUNS_DIR") or "runs"
+    if a.action == "start":
+        info = broker.start_detached(runs_dir, port=a.port)
+        print(f"broker running: bootstrap {info.bootstrap} (tansu pid {info.broker_pid}, proxy pid {info.proxy_pid})")
+    elif a.action == "stop":
+        print("broker stopped" if broker.stop_detached(runs_dir) else "no broker was running")
+    else:
+        info = broker.load_running(runs_dir)
+        if info is None:
+            print("no broker running (runs start their own)")
+            return 1
+        print(f"broker running: bootstrap {info.bootstrap} (tansu pid {info.broker_pid}, proxy pid {info.proxy_pid})")
+    return 0
+
+
+def cmd_doctor(a) -> int:
+    from lab.doctor import run_checks
+
+    ok = True
+    for check in run_checks():
+        print(f"{'PASS' if check.ok else 'FAIL'}  {check.name:<8} {check.detail}")
+        if not check.ok:
+            ok = False
+            if check.fix:
+                print(f"      fix: {check.fix}")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "broker": cmd_broker, "doctor": cmd_doctor}[a.command](a)
+    except LabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: every process of the run was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

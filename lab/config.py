@@ -1,0 +1,224 @@
+"""Run configuration: one frozen dataclass built from parameters and ``LAB_*`` variables.
+
+Every setting that changes delivery semantics is explicit here (producer
+``acks``, retries and idempotence; sink mode; the plain consumer's commit
+order; checkpoint location, which is always inside the run directory), so no
+library default decides an outcome.
+
+Environment variables
+---------------------
+``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
+``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
+``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
+``LAB_RUNS_DIR``         where run directories go (default ``./runs``).
+``LAB_RESTART_DELAY``    seconds between a driver crash and its restart (default 1).
+``LAB_DEADLINE``         seconds after which a run stops even if not drained (default 120).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+from lab.errors import LabError, choices_error
+from lab.faults import Fault, parse_fault_plan
+from lab.pipelines.registry import PIPELINES
+
+SINK_MODES = {
+    "append": "plain insert: every write attempt stores a row (at-least-once output)",
+    "idempotent": "upsert on the event id: writing twice stores once",
+    "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
+}
+ACKS = ("0", "1", "all")
+COMMIT_MODES = {
+    "auto": "offsets committed on a timer inside poll() (kafka-python auto-commit)",
+    "after-output": "offsets committed after the sink returns: at-least-once",
+    "before-output": "offsets committed before the sink is written: at-most-once",
+}
+_MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    """Producer settings that change semantics; all passed to kafka-python explicitly.
+
+    kafka-python 3.x turns idempotence off silently when ``acks`` is not ``all``
+    or ``retries`` is 0, so :func:`validate` rejects those combinations instead.
+    """
+
+    acks: str = "all"
+    retries: int = 5
+    idempotence: bool = True
+    request_timeout_ms: int = 3000
+    linger_ms: int = 5
+    max_in_flight: int = 5
+
+    def validate(self) -> None:
+        if str(self.acks) not in ACKS:
+            raise choices_error("acks", self.acks, ACKS)
+        if self.retries < 0:
+            raise LabError(f"retries must be >= 0, got {self.retries}")
+        if self.idempotence and (str(self.acks) != "all" or self.retries == 0):
+            raise LabError(
+                f"idempotence needs acks=all and retries > 0 (got acks={self.acks}, retries={self.retries}); "
+                "turn idempotence off or change acks/retries"
+            )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one scenario run needs.
+
+    Build it with :func:`make_config`, which validates and fills ``LAB_*``
+    environment variables; the constructor alone does not validate.
+    """
+
+    pipeline: str = "plain"
+    sink: str = "append"
+    events: int = 3000
+    rate: float = 1000.0
+    partitions: int = 3
+    faults: str = ""
+    seed: int = 1
+    name: str = ""
+    topic: str = "events"
+    commit: str = "auto"
+    batch_interval_s: float = 1.0
+    max_batch_records: int = 500
+    restart_delay_s: float = 1.0
+    deadline_s: float = 120.0
+    kafka_bootstrap: str | None = None
+    sink_url: str | None = None
+    spark_master: str = "local[2]"
+    runs_dir: str = "runs"
+    producer: ProducerSettings = field(default_factory=ProducerSettings)
+
+    @property
+    def fault_plan(self) -> tuple[Fault, ...]:
+        return parse_fault_plan(self.faults)
+
+    @property
+    def settings(self) -> dict:
+        """The semantic settings a report lists next to the counts."""
+        return {
+            "sink": self.sink,
+            "commit": self.commit,
+            "partitions": self.partitions,
+            "events": self.events,
+            "rate": self.rate,
+            "acks": self.producer.acks,
+            "retries": self.producer.retries,
+            "idempotence": self.producer.idempotence,
+            "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
+            "broker": "external" if self.kafka_bootstrap else "embedded",
+            "sink_backend": "postgresql" if self.sink_url else "sqlite",
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        data = json.loads(text)
+        data["producer"] = ProducerSettings(**data.get("producer", {}))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def validate(self) -> None:
+        """Raise :class:`LabError` naming the first bad value and the valid choices."""
+        spec = PIPELINES.get(self.pipeline)
+        if spec is None:
+            raise choices_error("pipeline", self.pipeline, PIPELINES)
+        if self.sink not in SINK_MODES:
+            raise choices_error("sink", self.sink, SINK_MODES)
+        if self.commit not in COMMIT_MODES:
+            raise choices_error("commit mode", self.commit, COMMIT_MODES)
+        if self.events < 1:
+            raise LabError(f"events must be >= 1, got {self.events}")
+        if self.rate < 0:
+            raise LabError(f"rate must be >= 0 events/s (0 = as fast as possible), got {self.rate}")
+        if not 1 <= self.partitions <= 64:
+            raise LabError(f"partitions must be between 1 and 64, got {self.partitions}")
+        if self.max_batch_records < 1:
+            raise LabError(f"max_batch_records must be >= 1, got {self.max_batch_records}")
+        if self.deadline_s <= 0 or self.restart_delay_s < 0:
+            raise LabError("deadline must be > 0 s and restart delay >= 0 s")
+        if not _MASTER.match(self.spark_master):
+            raise LabError(
+                f"bad Spark master {self.spark_master!r}; valid forms: local[N], local-cluster[W,C,M], spark://host:port"
+            )
+        if self.sink_url and not self.sink_url.startswith(("postgresql://", "postgres://")):
+            raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
+        self.producer.validate()
+        for fault in self.fault_plan:
+            if fault.kind not in spec.faults:
+                raise LabError(
+                    f"fault {fault.kind!r} does not apply to pipeline {self.pipeline!r}; "
+                    f"valid for it: {', '.join(spec.faults)}"
+                )
+            if fault.point and fault.point not in spec.points:
+                raise LabError(
+                    f"point {fault.point!r} does not exist in pipeline {self.pipeline!r}; "
+                    f"valid points: {', '.join(spec.points)}"
+                )
+            if fault.kind in ("broker-outage", "ack-loss") and self.kafka_bootstrap:
+                raise LabError(
+                    f"fault {fault.kind!r} needs the lab's proxy in front of the embedded broker; "
+                    "unset LAB_KAFKA_BOOTSTRAP to use it"
+                )
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise LabError(f"{name}={raw!r} is not a number") from None
+
+
+def make_config(**params) -> RunConfig:
+    """Build and validate a :class:`RunConfig` from parameters and ``LAB_*`` variables.
+
+    Parameters
+    ----------
+    **params
+        Any :class:`RunConfig` field; producer settings may be given flat
+        (``acks=``, ``retries=``, ``idempotence=``). Parameters win over
+        environment variables.
+
+    Raises
+    ------
+    LabError
+        On an unknown parameter or a bad value.
+    """
+    producer_keys = {f.name for f in fields(ProducerSettings)}
+    known = {f.name for f in fields(RunConfig)}
+    producer_params = {k: params.pop(k) for k in list(params) if k in producer_keys}
+    unknown = set(params) - known
+    if unknown:
+        raise choices_error("parameter", sorted(unknown)[0], known | producer_keys)
+    if "acks" in producer_params:
+        producer_params["acks"] = str(producer_params["acks"])
+    base = dict(
+        kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
+        sink_url=os.environ.get("LAB_SINK_URL") or None,
+        spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
+        runs_dir=os.environ.get("LAB_RUNS_DIR") or "runs",
+        restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
+        deadline_s=_env_float("LAB_DEADLINE", 120.0),
+    )
+    base.update({k: v for k, v in params.items() if v is not None})
+    config = RunConfig(**base, producer=ProducerSettings(**producer_params))
+    if not config.name:
+        config = replace(config, name=f"{config.pipeline}-{config.sink}")
+    config.validate()
+    return config
+
+
+def runs_root(config: RunConfig) -> Path:
+    return Path(config.runs_dir).resolve()

@@ -1,0 +1,114 @@
+"""What runs inside a pipeline driver process: ``python -m lab.driver RUN_DIR``.
+
+The supervisor starts this in its own process group. It reads the run's
+``config.json``, ``broker.json`` and ``sink.json``, then hands a
+:class:`DriverContext` to the pipeline's ``run(ctx)``.
+
+Named fault points
+------------------
+A pipeline calls :meth:`DriverContext.point` at each named place in a
+batch. When the fault plan has a crash planned there, the driver writes a
+``fault-point`` event and waits; the supervisor, watching the timeline,
+SIGKILLs the whole process group. The crash is therefore a real kill at an
+exact place, and the same plan gives the same outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from lab.config import RunConfig
+from lab.events import EventLog, read_events, read_progress, write_progress
+from lab.faults import Fault
+
+#: Seconds a driver waits at a fault point for its SIGKILL before dying on its own.
+POINT_WAIT_S = 30.0
+
+
+class DriverContext:
+    """The pipeline's window on its run: config, timeline, progress and fault points."""
+
+    def __init__(self, run_dir: Path | str) -> None:
+        self.run_dir = Path(run_dir)
+        self.config = RunConfig.from_json((self.run_dir / "config.json").read_text())
+        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
+        self.events = EventLog(self.run_dir, "driver")
+        fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in ("fault", "fault-point")}
+        self.pending: list[Fault] = [f for f in self.config.fault_plan if f.index not in fired]
+        self.stopping = False
+        self.attempt = int(os.environ.get("LAB_DRIVER_ATTEMPT", "1"))
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    def last_batch(self) -> int:
+        """The last batch this run completed (-1 before the first)."""
+        return read_progress(self.run_dir).get("batch", -1)
+
+    def point(self, name: str, batch: int) -> None:
+        """Reach named point ``name`` of ``batch``; block here if a crash is planned at it."""
+        for fault in self.pending:
+            if fault.kind == "driver-crash" and fault.point == name and fault.batch == batch:
+                self.pending.remove(fault)
+                self.events.write("fault-point", index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
+                deadline = time.monotonic() + POINT_WAIT_S
+                while time.monotonic() < deadline:
+                    time.sleep(0.05)
+                # No supervisor came: die as the crash would have.
+                os._exit(70)
+
+    def task_failure_due(self, batch: int) -> Fault | None:
+        """The planned task failure for ``batch``, if any (consumed by this call)."""
+        for fault in self.pending:
+            if fault.kind == "task-failure" and fault.batch == batch:
+                self.pending.remove(fault)
+                self.events.write("fault", index=fault.index, kind=fault.kind, batch=batch, point=fault.point)
+                return fault
+        return None
+
+    def batch_start(self, batch: int, ranges: dict[int, tuple[int, int]], rows: int, **extra) -> None:
+        self.events.write("batch-start", batch=batch, rows=rows,
+                          ranges={str(p): list(r) for p, r in sorted(ranges.items())}, attempt=self.attempt, **extra)
+
+    def batch_done(self, batch: int, rows: int, **extra) -> None:
+        self.events.write("batch-done", batch=batch, rows=rows, attempt=self.attempt, **extra)
+
+    def progress(self, positions: dict[int, int], batch: int) -> None:
+        write_progress(self.run_dir, positions, batch)
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM asks for a clean stop after the current batch."""
+
+        def on_term(signum, frame):
+            self.stopping = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m lab.driver RUN_DIR", file=sys.stderr)
+        return 2
+    import importlib
+
+    from lab.pipelines.registry import PIPELINES
+
+    ctx = DriverContext(argv[0])
+    ctx.install_signal_handlers()
+    module = importlib.import_module(PIPELINES[ctx.config.pipeline].module)
+    ctx.events.write("driver-ready", pid=os.getpid(), attempt=ctx.attempt)
+    module.run(ctx)
+    ctx.events.write("driver-stop", pid=os.getpid(), attempt=ctx.attempt)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

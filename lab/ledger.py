@@ -1,0 +1,86 @@
+"""The producer's ledger: what the broker acknowledged, per event.
+
+One SQLite file per run (``ledger.sqlite``), table ``sends``:
+
+========== ===================================================================
+status     meaning
+========== ===================================================================
+acked      the broker acknowledged it; partition and offset are known
+failed     the client gave up before the broker could have stored it
+unknown    the request may have reached the broker (timeout, lost
+           connection, lost acknowledgement): it may or may not be in the topic
+========== ===================================================================
+
+Only ``acked`` events are owed to the sink. An ``unknown`` send that did land
+shows up in the audit as an unexpected row, which is the truth.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+LEDGER_FILE = "ledger.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sends (
+    seq INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('acked', 'failed', 'unknown')),
+    partition INTEGER,
+    kafka_offset INTEGER,
+    error TEXT,
+    sent_at REAL NOT NULL,
+    done_at REAL
+);
+"""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    seq: int
+    event_id: str
+    key: str
+    status: str
+    partition: int | None
+    kafka_offset: int | None
+    error: str | None
+    sent_at: float
+    done_at: float | None
+
+
+class Ledger:
+    """Writer for a run's ledger. Not thread-safe: one writer thread owns it."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.db = sqlite3.connect(self.path, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(SCHEMA)
+
+    def record(self, entries: list[LedgerEntry]) -> None:
+        """Insert or replace entries in one transaction (a later outcome replaces an earlier one)."""
+        if not entries:
+            return
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO sends VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [tuple(e.__dict__.values()) for e in entries],
+            )
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def ledger_counts(path: Path | str) -> dict[str, int]:
+    """Number of sends per status."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT status, COUNT(*) FROM sends GROUP BY status").fetchall()
+    finally:
+        db.close()
+    counts = {"acked": 0, "failed": 0, "unknown": 0}
+    counts.update(dict(rows))
+    return counts

