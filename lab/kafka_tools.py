@@ -78,9 +78,35 @@ def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
         c.close()
 
 
-def end_offsets(c, topic: str, partitions: int) -> dict[int, int]:
-    """Log end offsets per partition (transaction markers included)."""
+def end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float = 5.0) -> dict[int, int]:
+    """Log end offsets per partition (transaction markers included), as a fetch sees them.
+
+    Tansu answers ListOffsets(latest) with the base offset of the partition's
+    last record batch plus one, not with the log end (measured: 10 records in
+    one batch give 1). The high watermark of a fetch response is right, so
+    this seeks each partition to that lower bound, fetches once, and takes
+    the high watermark. A fresh consumer each call, because kafka-python keeps
+    a stale high watermark across seeks.
+
+    Raises
+    ------
+    TimeoutError
+        When no fetch response arrives within ``timeout_s``.
+    """
     from kafka import TopicPartition
 
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    return {tp.partition: off for tp, off in c.end_offsets(tps).items()}
+    c = consumer(bootstrap, max_poll_records=1)
+    try:
+        listed = c.end_offsets(tps)
+        c.assign(tps)
+        for tp in tps:
+            c.seek(tp, max(0, listed[tp] - 1))
+        deadline = time.monotonic() + timeout_s
+        while any(c.highwater(tp) is None for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no fetch response for {topic} within {timeout_s} s")
+            c.poll(timeout_ms=100, max_records=1)
+        return {tp.partition: max(listed[tp], c.highwater(tp)) for tp in tps}
+    finally:
+        c.close()

@@ -116,6 +116,15 @@ class LedgeredProducer:
     # -- the thread --------------------------------------------------------
     def _make_producer(self):
         from kafka import KafkaProducer
+        from kafka.serializer import Serializer
+
+        class _Json(Serializer):
+            def serialize(self, topic, headers, data):
+                return json.dumps(data, separators=(",", ":")).encode()
+
+        class _Utf8(Serializer):
+            def serialize(self, topic, headers, data):
+                return data.encode()
 
         p = self.config.producer
         return KafkaProducer(
@@ -131,8 +140,8 @@ class LedgeredProducer:
             retry_backoff_ms=100,
             reconnect_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
-            key_serializer=str.encode,
-            value_serializer=lambda v: json.dumps(v, separators=(",", ":")).encode(),
+            key_serializer=_Utf8(),
+            value_serializer=_Json(),
         )
 
     def _on_ack(self, seq: int, md) -> None:

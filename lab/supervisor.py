@@ -135,7 +135,6 @@ class Run:
         self._killed_pids: set[int] = set()
         self._fired: list[dict] = []
         self._end_offsets: dict[int, int] = {}
-        self._offsets_consumer = None
         self._drained = False
         self._times: dict[str, float] = {}
 
@@ -345,7 +344,7 @@ class Run:
             if proc is not None and self._restart_at is None and proc.poll() is not None and proc.pid not in self._killed_pids:
                 self._on_unplanned_exit(proc)
             if now >= next_drain_check:
-                next_drain_check = now + 0.3
+                next_drain_check = now + 0.5
                 if self._check_drained(plan):
                     self._drained = True
                     self.events.write("drained", elapsed_s=round(self.elapsed(), 3))
@@ -396,9 +395,7 @@ class Run:
     def _check_drained(self, plan: list[Fault]) -> bool:
         if not (self.producer and self.producer.stats.done) or plan or self._restart_at is not None:
             return False
-        if self._offsets_consumer is None:
-            self._offsets_consumer = kafka_tools.consumer(self.broker.bootstrap)
-        self._end_offsets = kafka_tools.end_offsets(self._offsets_consumer, self.config.topic, self.config.partitions)
+        self._end_offsets = kafka_tools.end_offsets(self.broker.bootstrap, self.config.topic, self.config.partitions)
         positions = read_progress(self.run_dir)["positions"]
         alive = self.driver is not None and self.driver.poll() is None
         return alive and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
@@ -426,12 +423,6 @@ class Run:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.
         self._kill_remaining_driver()
-        if self._offsets_consumer is not None:
-            try:
-                self._offsets_consumer.close()
-            except Exception:
-                pass
-            self._offsets_consumer = None
         self._stack.close()
 
     def _kill_remaining_driver(self) -> None:

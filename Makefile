@@ -1,0 +1,41 @@
+# The lab's two commands: `make demo` (the main job) and `make test` (everything).
+# Both create .venv first when it is missing or out of date.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: venv demo test test-fast lab bench doctor clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+demo: venv
+	$(BIN)/lab doctor
+	$(BIN)/lab run --pipeline plain --sink append --events 3000 --rate 1000 --faults driver-crash@at=3s
+
+test: venv
+	$(PYTEST) -q tests
+
+test-fast: venv
+	$(PYTEST) -q tests/unit
+
+lab: venv
+	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks \
+	  --IdentityProvider.token="$${LAB_JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets;print(secrets.token_hex(16))')}"
+
+bench: venv
+	$(BIN)/python bench/testbed.py
+
+doctor: venv
+	$(BIN)/lab doctor
+
+clean:
+	rm -rf runs .pytest_cache test-artifacts

@@ -1,0 +1,103 @@
+"""Figures of a run. Every function returns a ``plotly.graph_objects.Figure``.
+
+Inputs are plain data (an :class:`lab.auditor.Audit` or its counts, the
+per-event table, the timeline events), so figures can be rebuilt from a run
+directory long after the run.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+COLORS = {
+    "exactly-once": "#2ca02c",
+    "duplicated": "#ff7f0e",
+    "lost": "#d62728",
+    "unseen": "#7f7f7f",
+    "unexpected": "#9467bd",
+}
+_FAULT_COLOR = "#d62728"
+
+
+def _counts(audit_or_counts) -> dict:
+    return audit_or_counts.counts() if hasattr(audit_or_counts, "counts") else dict(audit_or_counts)
+
+
+def delivery_counts(audit_or_counts, title: str = "Deliveries per acknowledged event") -> go.Figure:
+    """Bars: events delivered exactly once, more than once, lost, unseen; and unexpected rows."""
+    c = _counts(audit_or_counts)
+    labels = ["exactly-once", "duplicated", "lost", "unseen", "unexpected"]
+    values = [c["exactly_once"], c["duplicated"], c["lost"], c["unseen"], c["unexpected"]]
+    fig = go.Figure(go.Bar(
+        x=labels, y=values, marker_color=[COLORS[l] for l in labels], text=values, textposition="outside",
+        hovertemplate="%{x}: %{y}<extra></extra>",
+    ))
+    extra = c.get("extra_copies", 0)
+    fig.update_layout(
+        title=f"{title}<br><sup>{c['acked']} acknowledged · {extra} extra copies · measured: {c.get('guarantee', '')}</sup>",
+        yaxis_title="events", template="plotly_white", height=380, margin=dict(t=80),
+    )
+    return fig
+
+
+def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
+    """One marker per event: sequence number on x, copies in the sink on y, colour by status.
+
+    Lost events are large red crosses on the zero line, so they cannot be missed.
+    """
+    fig = go.Figure()
+    for status in ("exactly-once", "duplicated", "unseen", "lost"):
+        part = table[table["status"] == status]
+        if not len(part) and status != "lost":
+            continue
+        lost = status == "lost"
+        fig.add_trace(go.Scattergl(
+            x=part["seq"], y=part["delivered"], mode="markers", name=f"{status} ({len(part)})",
+            marker=dict(color=COLORS[status], size=11 if lost else 4, symbol="x" if lost else "circle",
+                        line=dict(width=0)),
+            customdata=part[["event_id", "partition", "kafka_offset"]].to_numpy() if len(part) else None,
+            hovertemplate="seq %{x}<br>copies %{y}<br>id %{customdata[0]}<br>partition %{customdata[1]} offset %{customdata[2]}<extra></extra>",
+        ))
+    ymax = int(table["delivered"].max()) if len(table) else 1
+    fig.update_layout(
+        title=title, xaxis_title="event sequence number (production order)", yaxis_title="copies in the sink",
+        yaxis=dict(tickmode="linear", dtick=1, range=[-0.5, max(ymax, 2) + 0.5]),
+        template="plotly_white", height=340, legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
+    """Batches (rows per batch, by driver attempt), faults, driver starts and the producer's end, over time."""
+    t0 = next((e["t"] for e in events if e["type"] == "run-start"), events[0]["t"] if events else 0.0)
+    fig = go.Figure()
+    done = [e for e in events if e["type"] == "batch-done"]
+    attempts = sorted({e.get("attempt", 1) for e in done})
+    for attempt in attempts:
+        mine = [e for e in done if e.get("attempt", 1) == attempt]
+        fig.add_trace(go.Scatter(
+            x=[e["t"] - t0 for e in mine], y=[e["rows"] for e in mine], mode="markers",
+            name=f"batches, driver #{attempt}", marker=dict(size=7),
+            customdata=[e["batch"] for e in mine],
+            hovertemplate="batch %{customdata}<br>%{y} rows<br>t=%{x:.2f}s<extra></extra>",
+        ))
+    ymax = max([e["rows"] for e in done] or [1])
+    for e in events:
+        x = e["t"] - t0
+        if e["type"] == "fault":
+            label = e.get("kind", "fault") + (f" @{e['point']}" if e.get("point") else "")
+            fig.add_vline(x=x, line=dict(color=_FAULT_COLOR, width=2, dash="dash"))
+            fig.add_annotation(x=x, y=ymax * 1.08, text=label, showarrow=False, font=dict(color=_FAULT_COLOR), textangle=-20)
+        elif e["type"] == "driver-start" and e.get("attempt", 1) > 1:
+            fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
+            fig.add_annotation(x=x, y=ymax * 0.95, text=f"restart #{e['attempt'] - 1}", showarrow=False, font=dict(color="#1f77b4"))
+        elif e["type"] == "producer-done":
+            fig.add_vline(x=x, line=dict(color="#7f7f7f", width=1))
+            fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))
+        elif e["type"] == "driver-exit":
+            fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
+    fig.update_layout(
+        title=title, xaxis_title="seconds since the run started", yaxis_title="rows in batch",
+        yaxis=dict(range=[0, ymax * 1.2]), template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25),
+    )
+    return fig

@@ -1,0 +1,101 @@
+"""Integration fixtures: a real PostgreSQL server, independent counts, leak checks."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pwd
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lab import processes
+
+pytestmark = pytest.mark.integration
+
+
+def pg_bin(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A real PostgreSQL server on 127.0.0.1, started for the test session and stopped after it."""
+    initdb, pg_ctl = pg_bin("initdb"), pg_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        pytest.fail("PostgreSQL server binaries not found; .ci/run installs Debian's postgresql package")
+    data = tmp_path_factory.mktemp("pg") / "data"
+    sock = data.parent
+    prefix = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        user = pwd.getpwnam("postgres")
+        os.chown(data.parent, user.pw_uid, user.pw_gid)
+        os.chmod(data.parent, 0o755)
+        for p in (data.parent.parent, data.parent.parent.parent):
+            os.chmod(p, os.stat(p).st_mode | 0o005)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(prefix + [initdb, "-D", str(data), "-U", "lab", "--auth=trust", "-E", "UTF8"],
+                   check=True, capture_output=True)
+    port = processes.free_port()
+    subprocess.run(prefix + [pg_ctl, "-D", str(data), "-w", "-t", "30", "-l", str(data.parent / "pg.log"), "-o",
+                             f"-p {port} -h 127.0.0.1 -k {sock} -c fsync=off", "start"], check=True, capture_output=True)
+    try:
+        yield f"postgresql://lab@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
+
+
+def independent_counts(run_dir: Path) -> dict:
+    """Counts taken straight from the ledger and sink files with plain SQL, not through the auditor."""
+    led = sqlite3.connect(run_dir / "ledger.sqlite")
+    acked = {eid: (p, o) for eid, p, o in led.execute("SELECT event_id, partition, kafka_offset FROM sends WHERE status='acked'")}
+    sink = sqlite3.connect(run_dir / "sink.sqlite")
+    copies = Counter(eid for (eid,) in sink.execute("SELECT event_id FROM sink_events"))
+    progress = json.loads((run_dir / "progress.json").read_text())["positions"]
+    lost = sum(1 for eid, (p, o) in acked.items() if copies[eid] == 0 and o < progress[str(p)])
+    return {
+        "acked": len(acked),
+        "exactly_once": sum(1 for eid in acked if copies[eid] == 1),
+        "duplicated": sum(1 for eid in acked if copies[eid] > 1),
+        "extra_copies": sum(copies[eid] - 1 for eid in acked if copies[eid] > 1),
+        "lost": lost,
+        "unexpected": sum(n for eid, n in copies.items() if eid not in acked),
+    }
+
+
+def run_pids(run_dir: Path) -> list[int]:
+    """Every PID a run started: broker, proxy, each driver attempt."""
+    pids = []
+    broker = json.loads((run_dir / "broker.json").read_text())
+    pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p]
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["type"] in ("driver-start", "driver-ready"):
+            pids.append(e["pid"])
+    return pids
+
+
+def assert_all_gone(pids, within_s: float = 10.0):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(processes.pid_alive(p) for p in pids):
+        time.sleep(0.1)
+    alive = [p for p in pids if processes.pid_alive(p)]
+    assert not alive, f"processes still running: {alive}"
+    for p in pids:  # nor anything in their process groups (JVMs, Python workers)
+        assert not processes.group_alive(p), f"process group {p} still has members"
+
+
+def batch_rows(run_dir: Path, batch: int) -> int:
+    """Rows of ``batch`` as the driver logged them when it started that batch (first attempt)."""
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e["type"] == "batch-start" and e["batch"] == batch:
+            return e["rows"]
+    raise AssertionError(f"batch {batch} never started")

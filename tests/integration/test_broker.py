@@ -1,0 +1,81 @@
+"""The embedded broker and the proxy, with real clients."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from lab import broker, kafka_tools, processes, proxy
+from tests.conftest import clean_env, lab_cmd
+from tests.integration.conftest import assert_all_gone
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    info = broker.start_embedded(tmp_path / "logs")
+    yield info
+    broker.stop_embedded(info)
+    assert_all_gone([info.broker_pid, info.proxy_pid])
+
+
+def test_produce_and_consume_through_the_proxy(embedded):
+    from kafka import KafkaProducer, TopicPartition
+
+    kafka_tools.create_topic(embedded.bootstrap, "t", 3)
+    p = KafkaProducer(bootstrap_servers=embedded.bootstrap, acks="all", retries=3, enable_idempotence=True)
+    for i in range(300):
+        p.send("t", key=str(i).encode(), value=b"v")
+    p.flush()
+    p.close()
+    c = kafka_tools.consumer(embedded.bootstrap)
+    c.assign([TopicPartition("t", i) for i in range(3)])
+    got = 0
+    deadline = time.monotonic() + 15
+    while got < 300 and time.monotonic() < deadline:
+        got += sum(len(v) for v in c.poll(timeout_ms=200).values())
+    ends = kafka_tools.end_offsets(embedded.bootstrap, "t", 3)
+    c.close()
+    assert got == 300 and sum(ends.values()) == 300
+    assert proxy.control(embedded.control_port, {"cmd": "status"})["accepted"] >= 2  # clients did go through it
+
+
+def test_ack_loss_makes_a_producer_without_idempotence_write_twice(embedded):
+    from kafka import KafkaProducer, TopicPartition
+
+    kafka_tools.create_topic(embedded.bootstrap, "dup", 1)
+    p = KafkaProducer(bootstrap_servers=embedded.bootstrap, acks="all", retries=5, enable_idempotence=False,
+                      request_timeout_ms=1000, max_in_flight_requests_per_connection=1, linger_ms=0)
+    p.send("dup", b"warm-up").get(timeout=10)
+    proxy.control(embedded.control_port, {"cmd": "ack_loss", "count": 1})
+    md = p.send("dup", b"once").get(timeout=30)
+    p.close()
+    c = kafka_tools.consumer(embedded.bootstrap)
+    tp = TopicPartition("dup", 0)
+    c.assign([tp])
+    values = []
+    end = kafka_tools.end_offsets(embedded.bootstrap, "dup", 1)[0]
+    deadline = time.monotonic() + 10
+    while c.position(tp) < end and time.monotonic() < deadline:
+        values += [r.value for r in c.poll(timeout_ms=200).get(tp, [])]
+    c.close()
+    assert proxy.control(embedded.control_port, {"cmd": "status"})["dropped_responses"] == 1
+    assert values.count(b"once") == 2  # stored by the broker, response dropped, retried, stored again
+    assert md.offset == 2  # the acknowledged copy is the second one
+
+
+def test_cli_broker_start_status_stop_leaves_nothing(tmp_path):
+    env = clean_env(LAB_RUNS_DIR=str(tmp_path))
+    out = subprocess.run(lab_cmd("broker", "start"), capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    info = json.loads((tmp_path / "broker.json").read_text())
+    assert processes.pid_alive(info["broker_pid"]) and processes.pid_alive(info["proxy_pid"])  # outlives the CLI
+    st = subprocess.run(lab_cmd("broker", "status"), capture_output=True, text=True, env=env, timeout=30)
+    assert st.returncode == 0 and info["bootstrap"] in st.stdout
+    stop = subprocess.run(lab_cmd("broker", "stop"), capture_output=True, text=True, env=env, timeout=30)
+    assert stop.returncode == 0 and "stopped" in stop.stdout
+    assert_all_gone([info["broker_pid"], info["proxy_pid"]])
+    st = subprocess.run(lab_cmd("broker", "status"), capture_output=True, text=True, env=env, timeout=30)
+    assert st.returncode == 1 and "no broker" in st.stdout

@@ -1,0 +1,53 @@
+import pytest
+
+from lab.config import RunConfig, make_config
+from lab.errors import LabError
+
+
+def test_defaults_are_explicit_and_valid(runs_dir):
+    c = make_config()
+    assert c.pipeline == "plain" and c.producer.acks == "all" and c.producer.idempotence is True
+    assert c.name == "plain-append"
+    assert RunConfig.from_json(c.to_json()) == c
+
+
+def test_environment_is_read(runs_dir, monkeypatch):
+    monkeypatch.setenv("LAB_SINK_URL", "postgresql://lab@127.0.0.1:5999/lab")
+    monkeypatch.setenv("LAB_SPARK_MASTER", "local-cluster[2,1,1024]")
+    monkeypatch.setenv("LAB_DEADLINE", "30")
+    c = make_config()
+    assert c.sink_url.startswith("postgresql://") and c.spark_master == "local-cluster[2,1,1024]" and c.deadline_s == 30
+    assert make_config(spark_master="local[1]").spark_master == "local[1]"  # a parameter wins
+
+
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        (dict(pipeline="flink"), ["'flink'", "plain"]),
+        (dict(sink="upsert"), ["'upsert'", "append", "idempotent", "transactional"]),
+        (dict(faults="driver-crash@batch=1:after-wal-before-ack"), ["after-wal-before-ack", "mid-output"]),
+        (dict(faults="executor-crash@at=1s"), ["executor-crash", "plain", "driver-crash"]),
+        (dict(commit="sometimes"), ["sometimes", "after-output"]),
+        (dict(acks="2"), ["'2'", "all"]),
+        (dict(acks="1"), ["idempotence needs acks=all"]),
+        (dict(spark_master="yarn"), ["yarn", "local[N]"]),
+        (dict(events=0), ["events must be >= 1"]),
+        (dict(colour="red"), ["'colour'", "pipeline"]),
+    ],
+)
+def test_bad_values_are_named_with_the_valid_choices(runs_dir, params, words):
+    with pytest.raises(LabError) as e:
+        make_config(**params)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_bad_sink_url(runs_dir, monkeypatch):
+    monkeypatch.setenv("LAB_SINK_URL", "mysql://x")
+    with pytest.raises(LabError, match="mysql://x"):
+        make_config()
+
+
+def test_settings_name_everything_that_changes_semantics(runs_dir):
+    s = make_config(acks="1", idempotence=False, sink="idempotent").settings
+    assert s["acks"] == "1" and s["idempotence"] is False and s["sink"] == "idempotent" and s["broker"] == "embedded"

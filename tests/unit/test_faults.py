@@ -1,0 +1,66 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lab.errors import LabError
+from lab.faults import FAULT_KINDS, POINTS, Fault, format_fault_plan, parse_fault_plan
+
+
+def test_examples_from_the_docs():
+    plan = parse_fault_plan("driver-crash@at=5s, driver-crash@batch=3:after-output-before-commit,broker-outage@at=4s:for=2.5s")
+    assert plan[0] == Fault("driver-crash", at_s=5.0, index=0)
+    assert plan[1] == Fault("driver-crash", batch=3, point="after-output-before-commit", index=1)
+    assert plan[2].kind == "broker-outage" and plan[2].duration_s == 2.5 and plan[2].at_s == 4.0
+
+
+def test_empty_plan_means_no_faults():
+    assert parse_fault_plan("") == () == parse_fault_plan(None) == parse_fault_plan("  ")
+
+
+@pytest.mark.parametrize(
+    "plan, must_name",
+    [
+        ("driver-krash@at=1s", ["driver-krash", "driver-crash", "ack-loss"]),
+        ("driver-crash", ["driver-crash@at=<seconds>s"]),
+        ("driver-crash@at=5", ["at=5", "at=<seconds>s", "batch=<n>"]),
+        ("driver-crash@batch=2:mid-outpt", ["mid-outpt", "mid-output", "after-offset-log"]),
+        ("driver-crash@at=2s:mid-output", ["needs a batch trigger"]),
+        ("broker-outage@at=1s:for=3", ["for=3", "for=<seconds>s"]),
+        ("ack-loss@at=1s:count=0", ["count=0"]),
+        ("ack-loss@at=1s:size=2", ["size", "for", "count"]),
+        ("driver-crash@at=1s,,ack-loss@at=2s", ["empty item"]),
+        ("broker-outage@batch=2:mid-output", ["named points apply to"]),
+    ],
+)
+def test_bad_plans_name_the_value_and_the_choices(plan, must_name):
+    with pytest.raises(LabError) as e:
+        parse_fault_plan(plan)
+    msg = str(e.value)
+    assert "\n" not in msg
+    for word in must_name:
+        assert word in msg
+
+
+faults = st.builds(
+    lambda kind, trig, point, dur, count: Fault(
+        kind=kind,
+        at_s=trig[1] if trig[0] == "at" else None,
+        batch=trig[1] if trig[0] == "batch" else None,
+        point=point if (kind in ("driver-crash", "task-failure") and trig[0] == "batch") else None,
+        duration_s=dur if kind in ("broker-outage", "ack-loss") else 3.0,
+        count=count if kind == "ack-loss" else None,
+    ),
+    st.sampled_from(sorted(FAULT_KINDS)),
+    st.one_of(st.tuples(st.just("at"), st.integers(0, 600).map(float)), st.tuples(st.just("batch"), st.integers(0, 99))),
+    st.one_of(st.none(), st.sampled_from(sorted(POINTS))),
+    st.integers(1, 60).map(float),
+    st.one_of(st.none(), st.integers(1, 50)),
+)
+
+
+@given(st.lists(faults, min_size=1, max_size=4))
+def test_plan_text_round_trips(plan):
+    plan = [f for f in plan if not (f.kind == "task-failure" and f.batch is None)]
+    plan = [Fault(**{**f.__dict__, "index": i}) for i, f in enumerate(plan)]
+    if plan:
+        assert list(parse_fault_plan(format_fault_plan(plan))) == plan

@@ -1,0 +1,122 @@
+"""The proxy against a tiny upstream that answers Kafka-framed requests (no broker, no JVM)."""
+
+import socket
+import struct
+import sys
+import threading
+import time
+
+import pytest
+
+from lab import processes, proxy
+
+
+class FakeBroker:
+    """Answers every request frame with a response frame carrying its correlation id."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.requests = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            while True:
+                head = _recv(conn, 4)
+                if head is None:
+                    return
+                body = _recv(conn, struct.unpack(">i", head)[0])
+                self.requests += 1
+                corr = body[4:8]
+                conn.sendall(struct.pack(">i", 8) + corr + b"okok")
+
+
+def _recv(conn, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def closed_by_peer(conn) -> bool:
+    """A cut shows as EOF or as a reset, depending on timing; both mean the proxy closed it."""
+    try:
+        return conn.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def request(conn, api_key, corr):
+    body = struct.pack(">hhi", api_key, 0, corr) + b"\x00\x00"
+    conn.sendall(struct.pack(">i", len(body)) + body)
+
+
+@pytest.fixture
+def running_proxy():
+    upstream = FakeBroker()
+    listen, ctl = processes.free_port(), processes.free_port()
+    p = processes.spawn([sys.executable, "-m", "lab.proxy", "--listen", listen, "--upstream", f"127.0.0.1:{upstream.port}", "--control", ctl])
+    processes.wait_for_port("127.0.0.1", ctl, 10, p, "proxy")
+    yield listen, ctl, upstream
+    processes.stop_process(p)
+    assert not processes.group_alive(p.pid)
+
+
+def test_forwards_and_drops_exactly_n_produce_responses(running_proxy):
+    listen, ctl, upstream = running_proxy
+    assert proxy.control(ctl, {"cmd": "ack_loss", "count": 2})["ok"]
+    with socket.create_connection(("127.0.0.1", listen)) as c:
+        c.settimeout(1.0)
+        request(c, 3, 1)   # metadata: passes
+        request(c, 0, 2)   # produce: dropped
+        request(c, 0, 3)   # produce: dropped
+        request(c, 0, 4)   # produce: passes
+        got = []
+        for _ in range(2):
+            head = _recv(c, 4)
+            got.append(struct.unpack(">i", _recv(c, 8)[:4])[0])
+        with pytest.raises(socket.timeout):
+            c.recv(1)
+    assert got == [1, 4]
+    assert upstream.requests == 4  # the broker did receive both produce requests
+    st = proxy.control(ctl, {"cmd": "status"})
+    assert st["dropped_responses"] == 2 and st["produce_requests"] == 3
+
+
+def test_cut_closes_connections_and_refuses_new_ones_then_heals(running_proxy):
+    listen, ctl, _ = running_proxy
+    c = socket.create_connection(("127.0.0.1", listen))
+    request(c, 3, 1)
+    assert _recv(c, 12) is not None
+    proxy.control(ctl, {"cmd": "cut", "seconds": 1.0})
+    c.settimeout(2)
+    assert closed_by_peer(c)  # the open connection was cut
+    c2 = socket.create_connection(("127.0.0.1", listen))
+    c2.settimeout(2)
+    request(c2, 3, 2)
+    assert closed_by_peer(c2)  # refused while cut
+    time.sleep(1.1)
+    with socket.create_connection(("127.0.0.1", listen)) as c3:
+        request(c3, 3, 3)
+        assert _recv(c3, 12) is not None
+    assert proxy.control(ctl, {"cmd": "status"})["refused"] >= 1
+
+
+def test_unknown_command_is_an_error_reply(running_proxy):
+    _, ctl, _ = running_proxy
+    reply = proxy.control(ctl, {"cmd": "explode"})
+    assert not reply["ok"] and "explode" in reply["error"] and "cut" in reply["error"]
