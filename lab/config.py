@@ -32,6 +32,14 @@ SINK_MODES = {
     "idempotent": "upsert on the event id: writing twice stores once",
     "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
 }
+
+# -- files sink ---------------------------------------------------------------
+# Spark's own Parquet file sink, not a database: only Spark SQL pipelines can
+# write it, and the auditor reads it through its _spark_metadata log.
+SINK_MODES["files"] = "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)"
+FILES_SINK_PIPELINES = ("structured",)
+# -- end files sink -------------------------------------------------------------
+
 ACKS = ("0", "1", "all")
 COMMIT_MODES = {
     "auto": "offsets committed on a timer inside poll() (kafka-python auto-commit)",
@@ -134,6 +142,8 @@ class RunConfig:
             raise choices_error("pipeline", self.pipeline, PIPELINES)
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)
+        if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:  # files sink block
+            raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.commit not in COMMIT_MODES:
             raise choices_error("commit mode", self.commit, COMMIT_MODES)
         if self.events < 1:

@@ -194,7 +194,11 @@ class _OffsetClient:
         return {tp.partition: o for tp, o in self._c().beginning_offsets(self._tps()).items()}
 
     def latest(self) -> dict[int, int]:
-        return {tp.partition: o for tp, o in self._c().end_offsets(self._tps()).items()}
+        from lab import kafka_tools
+
+        # Not ListOffsets: Tansu answers it with the last batch's base offset + 1;
+        # kafka_tools.end_offsets takes the high watermark of a real fetch.
+        return kafka_tools.end_offsets(self.opts.bootstrap, self.opts.topic, len(self.partition_ids()))
 
     def resolve(self, spec: str, default: str) -> dict[int, int]:
         """``earliest`` / ``latest`` / JSON to concrete offsets (JSON may name a subset)."""
@@ -215,6 +219,16 @@ class _OffsetClient:
             except Exception:
                 pass
             self._consumer = None
+
+
+def earliest_offsets(bootstrap: str, topic: str, partitions: int | None = None) -> dict[int, int]:
+    """The first offset of each partition: where a new query with ``startingOffsets=earliest`` begins."""
+    client = _OffsetClient(_Options({"bootstrap": bootstrap, "topic": topic,
+                                     "partitions": str(partitions) if partitions else ""}))
+    try:
+        return client.earliest()
+    finally:
+        client.close()
 
 
 # -- executors: reading one range -----------------------------------------
@@ -254,7 +268,8 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
         batch = pa.RecordBatch.from_arrays(
             [pa.array(ids, pa.string()), pa.array(seqs, pa.int64()), pa.array(keys, pa.string()),
              pa.array([partition] * n, pa.int32()), pa.array(offs, pa.int64())], schema=schema)
-        ids.clear(), seqs.clear(), keys.clear(), offs.clear()
+        for column in (ids, seqs, keys, offs):
+            column.clear()
         return batch
 
     try:

@@ -68,6 +68,8 @@ class SinkSpec:
 
 def sink_spec_for_run(mode: str, run_dir: Path | str, sink_url: str | None) -> SinkSpec:
     """Choose the backend for a run: PostgreSQL for ``sink_url``, else a SQLite file in the run dir."""
+    if mode == FILES_MODE:  # files sink block, below
+        return files_sink_spec(run_dir)
     if mode not in MODES:
         raise choices_error("sink", mode, MODES)
     if sink_url:
@@ -83,7 +85,7 @@ def _schema_sql(mode: str) -> list[str]:
             event_id TEXT NOT NULL{unique}, seq INTEGER, partition INTEGER,
             kafka_offset BIGINT, batch_key TEXT, written_at DOUBLE PRECISION)""",
         """CREATE TABLE IF NOT EXISTS sink_attempts (
-            event_id TEXT NOT NULL, batch_key TEXT, outcome TEXT NOT NULL)""",
+            event_id TEXT NOT NULL, seq INTEGER, batch_key TEXT, outcome TEXT NOT NULL)""",
         """CREATE TABLE IF NOT EXISTS sink_batches (
             batch_key TEXT PRIMARY KEY, rows INTEGER, committed_at DOUBLE PRECISION)""",
         """CREATE TABLE IF NOT EXISTS sink_offsets (
@@ -165,7 +167,7 @@ class Sink:
         else:
             sql = "INSERT INTO sink_events VALUES (?, ?, ?, ?, ?, ?)"
         self._many(sql, [(r[0], r[1], r[2], r[3], batch_key, now) for r in rows])
-        self._many("INSERT INTO sink_attempts VALUES (?, ?, ?)", [(r[0], batch_key, outcome) for r in rows])
+        self._many("INSERT INTO sink_attempts VALUES (?, ?, ?, ?)", [(r[0], r[1], batch_key, outcome) for r in rows])
 
     def _advance_offsets(self, topic: str, offsets: dict[int, tuple[int, int]]) -> None:
         for partition, (start, until) in sorted(offsets.items()):
@@ -225,7 +227,7 @@ class Sink:
             already = self._exec("SELECT 1 FROM sink_batches WHERE batch_key = ?", (batch_key,)).fetchone()
             if already:
                 self._txn(lambda: self._many(
-                    "INSERT INTO sink_attempts VALUES (?, ?, ?)", [(r[0], batch_key, "skipped") for r in rows]))
+                    "INSERT INTO sink_attempts VALUES (?, ?, ?, ?)", [(r[0], r[1], batch_key, "skipped") for r in rows]))
                 return "skipped"
 
             def body() -> None:
@@ -251,6 +253,21 @@ class Sink:
 
     def committed_batches(self) -> set[str]:
         return {r[0] for r in self._exec("SELECT batch_key FROM sink_batches").fetchall()}
+
+    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:
+        """Every stored row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
+        import numpy as np
+
+        rows = self._exec("SELECT seq, event_id FROM sink_events").fetchall()
+        seqs = np.fromiter((-1 if r[0] is None else r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return seqs, np.array([r[1] for r in rows], dtype=object)
+
+    def attempt_seqs(self) -> "np.ndarray":
+        """The event sequence number of every write attempt (int64)."""
+        import numpy as np
+
+        rows = self._exec("SELECT seq FROM sink_attempts").fetchall()
+        return np.fromiter((-1 if r[0] is None else r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def event_counts(self) -> list[tuple[str, int]]:
         """``(event_id, stored rows)`` for every event in the sink."""
@@ -279,4 +296,147 @@ class Sink:
 def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink:
     """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
     spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
+    if spec.backend == FILES_MODE:  # files sink block, below
+        return FileSink(spec)
     return Sink(spec)
+
+
+# == files sink ===============================================================
+# Spark's own Parquet file sink (structured pipeline, ``--sink files``). Spark
+# writes it; the lab only reads it, so the auditor can count it like the
+# database sinks.
+#
+# Delivery guarantee: exactly once per batch id. A batch's data files count
+# only once the batch's entry is in ``<dir>/_spark_metadata`` (the file sink's
+# own log, written after every task committed); a batch id already in the log
+# is skipped on re-run. Files of killed or failed attempts stay on disk
+# uncommitted: they are counted as write attempts, never as stored rows.
+
+FILES_MODE = "files"
+FILES_DIR = "sink-files"
+FILES_METADATA_DIR = "_spark_metadata"
+
+
+def files_sink_spec(run_dir: Path | str) -> SinkSpec:
+    """The files sink of a run: Parquet under ``<run_dir>/sink-files`` (``LAB_SINK_URL`` does not apply)."""
+    return SinkSpec(mode=FILES_MODE, backend=FILES_MODE, path=str(Path(run_dir).resolve() / FILES_DIR))
+
+
+def committed_files(out_dir: Path | str) -> list[Path]:
+    """Data files the file sink's metadata log lists as committed, in log order.
+
+    Reads ``_spark_metadata`` as Spark does: the newest ``N.compact`` file
+    holds every entry up to ``N``; plain ``N`` files hold one batch each.
+    Temporary files (``.N.<uuid>.tmp``) are ignored: a batch is committed only
+    once its file has been renamed into place.
+
+    Raises
+    ------
+    LabError
+        On a log version the lab does not know.
+    """
+    from urllib.parse import unquote, urlparse
+
+    log_dir = Path(out_dir) / FILES_METADATA_DIR
+    if not log_dir.is_dir():
+        return []
+    logs = {}
+    for f in log_dir.iterdir():
+        m = re.fullmatch(r"(\d+)(\.compact)?", f.name)
+        if m:
+            logs[int(m.group(1))] = f
+    compacts = [b for b, f in logs.items() if f.name.endswith(".compact")]
+    first = max(compacts) if compacts else 0
+    entries: dict[str, dict] = {}
+    for batch in sorted(b for b in logs if b >= first):
+        lines = logs[batch].read_text().splitlines()
+        if not lines or lines[0] != "v1":
+            raise LabError(f"unknown file sink log version in {logs[batch]}: {lines[:1]}")
+        for line in lines[1:]:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if entry.get("action") == "delete":
+                entries.pop(entry["path"], None)
+            else:
+                entries[entry["path"]] = entry
+    return [Path(unquote(urlparse(p).path)) for p in entries]
+
+
+def data_files(out_dir: Path | str) -> list[Path]:
+    """Every Parquet data file under ``out_dir``, committed or not (hidden and metadata files excluded)."""
+    root = Path(out_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.rglob("*.parquet")
+                  if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
+
+
+def _event_id_counts(files: Iterable[Path]) -> tuple[dict[str, int], int]:
+    """``({event_id: rows}, unreadable files)`` over ``files``; a file still being written is unreadable."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    counts: dict[str, int] = {}
+    unreadable = 0
+    for f in files:
+        try:
+            column = pq.read_table(f, columns=["event_id"]).column("event_id")
+        except Exception:
+            unreadable += 1
+            continue
+        for item in pc.value_counts(column).to_pylist():
+            counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
+    return counts, unreadable
+
+
+class FileSink:
+    """Read side of the files sink, with the :class:`Sink` methods the auditor uses.
+
+    ``event_counts`` counts rows in committed files (what a reader of the
+    sink through its metadata log, such as ``spark.read.parquet``, sees);
+    ``attempt_counts`` counts rows in every complete data file on disk, so
+    output that a crash left uncommitted shows as "written, not stored".
+    """
+
+    def __init__(self, spec: SinkSpec) -> None:
+        self.spec = spec
+        self.mode = spec.mode
+        self.path = Path(spec.path)
+
+    def write_batch(self, *args, **kwargs) -> str:
+        raise LabError("the files sink is written by Spark's file sink inside the structured pipeline, not row by row")
+
+    def committed_files(self) -> list[Path]:
+        return committed_files(self.path)
+
+    def event_counts(self) -> list[tuple[str, int]]:
+        """``(event_id, stored rows)`` over the committed files."""
+        return list(_event_id_counts(self.committed_files())[0].items())
+
+    def attempt_counts(self) -> list[tuple[str, int]]:
+        """``(event_id, rows written)`` over every readable data file, committed or not."""
+        return list(_event_id_counts(data_files(self.path))[0].items())
+
+    def totals(self) -> dict[str, int]:
+        committed = self.committed_files()
+        on_disk = data_files(self.path)
+        stored, _ = _event_id_counts(committed)
+        written, unreadable = _event_id_counts(on_disk)
+        return {
+            "stored_rows": sum(stored.values()),
+            "write_attempts": sum(written.values()),
+            "committed_files": len(committed),
+            "uncommitted_files": len(set(on_disk) - set(committed)),
+            "unreadable_files": unreadable,
+        }
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "FileSink":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+# == end files sink ===========================================================

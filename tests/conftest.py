@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,3 +30,19 @@ def clean_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     env.update(extra)
     return env
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_process_left_behind():
+    """After the whole suite, nothing the tests started may still run (broker, proxy, drivers, JVMs, Jupyter)."""
+    import psutil
+
+    yield
+    me = psutil.Process()
+    deadline = time.monotonic() + 15
+    while True:
+        left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, "processes left behind: " + "; ".join(f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in left)

@@ -48,4 +48,12 @@ PIPELINES: dict[str, PipelineSpec] = {
         points=("mid-output", "after-output-before-commit", "after-commit-before-output"),
         uses_spark=False,
     ),
+    "structured": PipelineSpec(
+        name="structured",
+        module="lab.pipelines.structured",
+        summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
+        faults=("driver-crash", "task-failure", "broker-outage", "ack-loss"),
+        points=("after-offset-log", "mid-output", "after-output-before-commit"),
+        uses_spark=True,
+    ),
 }

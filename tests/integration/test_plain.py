@@ -86,7 +86,7 @@ def test_auditor_reports_exactly_the_tampered_events(runs_dir):
     with db:
         db.executemany("DELETE FROM sink_events WHERE event_id = ?", [(i,) for i in deleted])
         db.executemany("INSERT INTO sink_events SELECT * FROM sink_events WHERE event_id = ?", [(i,) for i in doubled])
-        db.execute("INSERT INTO sink_events VALUES ('not-a-sent-event', -1, 0, 0, 'forged', 0)")
+        db.execute("INSERT INTO sink_events VALUES ('not-a-sent-event', 3, 0, 0, 'forged', 0)")
     db.close()
     with open_sink(run_dir) as sink:
         a = audit_run(run_dir / "ledger.sqlite", sink, read_progress(run_dir)["positions"])

@@ -1,11 +1,29 @@
 """The auditor against synthetic ledgers and sinks whose anomalies are known by construction."""
 
-import pandas as pd
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.auditor import audit_frames
+from lab.auditor import LedgerView, audit_core
 from lab.sinks import SinkSpec, open_sink
+
+
+def ledger_view(rows):
+    """rows: (seq, event_id, status, partition, offset)."""
+    acked = [r for r in rows if r[2] == "acked"]
+    return LedgerView(
+        seq=np.array([r[0] for r in acked], dtype=np.int64),
+        event_id=np.array([r[1] for r in acked], dtype=object),
+        partition=np.array([r[3] for r in acked], dtype=np.int64),
+        kafka_offset=np.array([r[4] for r in acked], dtype=np.int64),
+        failed=sum(r[2] == "failed" for r in rows),
+        unknown=sum(r[2] == "unknown" for r in rows),
+    )
+
+
+def sink_arrays(stored):
+    """stored: list of (seq, event_id) rows."""
+    return np.array([s for s, _ in stored], dtype=np.int64), np.array([e for _, e in stored], dtype=object)
 
 event = st.fixed_dictionaries({
     "status": st.sampled_from(["acked", "acked", "acked", "failed", "unknown"]),
@@ -24,18 +42,19 @@ def build(events, positions_shift):
             off = next_off[e["partition"]]
             next_off[e["partition"]] += 1
         ledger.append((seq, eid, e["status"], e["partition"] if off is not None else None, off))
-        stored += [eid] * e["copies"]
+        stored += [(seq, eid)] * e["copies"]
     positions = {p: max(0, n - positions_shift) for p, n in next_off.items()}
-    led = pd.DataFrame(ledger, columns=["seq", "event_id", "status", "partition", "kafka_offset"])
-    st_ = pd.Series(stored, dtype=object).value_counts().rename_axis("event_id").reset_index(name="copies")
-    return led, st_, positions
+    return ledger_view(ledger), sink_arrays(stored), positions
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(event, max_size=60), st.integers(0, 3))
-def test_counts_match_construction(events, shift):
-    led, stored, positions = build(events, shift)
-    a = audit_frames(led, stored, None, positions)
+@given(st.lists(event, max_size=60), st.integers(0, 3), st.integers(0, 3))
+def test_counts_match_construction(events, shift, forged):
+    led, (sseq, sids), positions = build(events, shift)
+    # forged rows: a real sequence number with a wrong id, and an unknown one
+    sseq = np.concatenate([sseq, np.arange(forged, dtype=np.int64)])
+    sids = np.concatenate([sids, np.array([f"forged-{i}" for i in range(forged)], dtype=object)])
+    a = audit_core(led, sseq, sids, None, positions)
     # expected, computed independently of the auditor
     exp = dict(exactly_once=0, duplicated=0, extra=0, lost=0, unseen=0, unexpected=0)
     offsets = {}
@@ -55,18 +74,19 @@ def test_counts_match_construction(events, shift):
         else:
             exp["lost"] += 1
     assert (a.exactly_once, a.duplicated, a.extra_copies, a.lost, a.unseen, a.unexpected) == (
-        exp["exactly_once"], exp["duplicated"], exp["extra"], exp["lost"], exp["unseen"], exp["unexpected"])
+        exp["exactly_once"], exp["duplicated"], exp["extra"], exp["lost"], exp["unseen"], exp["unexpected"] + forged)
     assert a.acked == a.exactly_once + a.duplicated + a.lost + a.unseen
     assert len(a.table) == a.acked
     assert a.failed_sends == sum(e["status"] == "failed" for e in events)
 
 
 def test_guarantee_names():
-    led = pd.DataFrame([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)],
-                       columns=["seq", "event_id", "status", "partition", "kafka_offset"])
+    led = ledger_view([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)])
+    seq_of = {"a": 0, "b": 1}
+
     def g(copies, pos=2):
-        s = pd.DataFrame([(k, v) for k, v in copies.items() if v], columns=["event_id", "copies"])
-        return audit_frames(led, s, None, {0: pos}).guarantee
+        rows = [(seq_of[k], k) for k, v in copies.items() for _ in range(v)]
+        return audit_core(led, *sink_arrays(rows), None, {0: pos}).guarantee
     assert g({"a": 1, "b": 1}) == "exactly-once"
     assert g({"a": 2, "b": 1}) == "at-least-once"
     assert g({"a": 1}) == "at-most-once"
@@ -79,9 +99,8 @@ def test_written_twice_stored_once_is_visible(tmp_path):
     with open_sink(spec) as sink:
         sink.write_batch([("a", 0, 0, 0), ("b", 1, 0, 1)], "batch-1")
         sink.write_batch([("a", 0, 0, 0)], "batch-1-replay")
-        stored = pd.DataFrame(sink.event_counts(), columns=["event_id", "copies"])
-        attempts = pd.DataFrame(sink.attempt_counts(), columns=["event_id", "attempts"])
-    led = pd.DataFrame([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)],
-                       columns=["seq", "event_id", "status", "partition", "kafka_offset"])
-    a = audit_frames(led, stored, attempts, {0: 2})
+        sseq, sids = sink.event_rows()
+        attempts = sink.attempt_seqs()
+    led = ledger_view([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)])
+    a = audit_core(led, sseq, sids, attempts, {0: 2})
     assert (a.exactly_once, a.duplicated, a.write_attempts, a.stored_rows, a.absorbed_rewrites) == (2, 0, 3, 2, 1)

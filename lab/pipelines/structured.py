@@ -1,0 +1,356 @@
+"""The ``structured`` pipeline: Spark Structured Streaming over the lab's Kafka source.
+
+The query reads the topic with :mod:`lab.kafka_source` (admission control:
+``max_batch_records`` offsets per micro-batch), runs on a processing-time
+trigger of ``batch_interval_s``, and keeps its offset and commit logs in
+``<run_dir>/checkpoint``. A restarted driver recovers from that checkpoint:
+a batch in the offset log without a commit-log entry is run again with the
+same offsets and the same batch id.
+
+Output
+------
+``append`` / ``idempotent`` / ``transactional``
+    ``foreachBatch``; inside it each Spark partition (one Kafka partition's
+    range) is written *by its task* through :func:`lab.sinks.open_sink` with
+    batch key ``batch-<batch id>-part-<partition index>``.
+``files``
+    Spark's own Parquet file sink (the ``FileStreamSink`` that
+    ``writeStream.format("parquet")`` creates), called from ``foreachBatch``
+    so that the named points below exist for it too. A batch's files are
+    committed by its entry in ``sink-files/_spark_metadata``; a batch id
+    already there is skipped.
+
+Delivery guarantee
+------------------
+Receipt is exactly once (replayable ranges + offset log). End to end:
+
+``append``         at-least-once: a batch re-run after a crash, or a task
+                   retried after a failure, stores its rows again.
+``idempotent``     exactly-once state (upsert on the event id).
+``transactional``  exactly-once: a part whose batch key is committed is skipped.
+``files``          exactly-once: the metadata log decides what is committed.
+
+Named points (a ``driver-crash@batch=N:<point>`` blocks there until the
+supervisor kills the driver's process group):
+
+``after-offset-log``            start of the ``foreachBatch`` function: the batch
+                                is in the offset log, no output has started.
+``mid-output``                  inside the task of Spark partition 0, after part
+                                of its rows are written (database sinks), or
+                                handed to the file writer (files).
+``after-output-before-commit``  end of the ``foreachBatch`` function: the sink
+                                returned; Spark writes the commit log after it.
+
+``task-failure@batch=N`` makes the task of Spark partition 0 fail once after
+writing part of its rows; Spark retries it (the master is given task
+retries, e.g. ``local[2]`` runs as ``local[2,4]``).
+
+On failure
+----------
+A query that stops with an error (a task failing on every retry, a broken
+checkpoint) ends the driver with that error; the supervisor restarts it and
+recovery is by the checkpoint. SIGTERM stops the query once no batch is in
+flight (or after :data:`STOP_WAIT_S`), then the session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+from lab.driver import DriverContext
+from lab.events import read_events
+from lab.sinks import FILES_MODE, SinkSpec, open_sink
+
+#: Task attempts Spark makes before failing a stage (so one task failure is retried).
+TASK_ATTEMPTS = 4
+#: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
+STOP_WAIT_S = 15.0
+#: Seconds between looks at the checkpoint's commit log.
+POLL_S = 0.1
+#: The Spark partition whose task carries ``mid-output`` and ``task-failure``.
+FAULT_PARTITION = 0
+
+
+class InjectedTaskFailure(RuntimeError):
+    """The planned ``task-failure``: raised once inside a task, after part of its rows were written."""
+
+
+def spark_master(master: str) -> str:
+    """The master to start: ``local[N]`` gains task retries (``local[N,F]``); others are unchanged.
+
+    Local mode fails a job on the first task failure unless the master
+    names a retry count; cluster masters use ``spark.task.maxFailures``.
+    """
+    m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
+    if m:
+        return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]"
+    return master
+
+
+# -- the checkpoint ----------------------------------------------------------
+class Checkpoint:
+    """Read-only view of a query's offset and commit logs."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def _ids(self, log: str) -> list[int]:
+        d = self.path / log
+        if not d.is_dir():
+            return []
+        return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit())
+
+    def last_committed(self) -> int:
+        """The newest batch id with a commit-log entry (-1 when none)."""
+        ids = self._ids("commits")
+        return ids[-1] if ids else -1
+
+    def end_offsets(self, batch: int) -> dict[int, int] | None:
+        """The source's end offsets of ``batch`` from the offset log (``None`` if not logged)."""
+        f = self.path / "offsets" / str(batch)
+        try:
+            lines = [l for l in f.read_text().splitlines() if l.strip()]
+        except FileNotFoundError:
+            return None
+        # Line 1 is the version, line 2 the batch metadata, then one line per source.
+        return {int(p): int(o) for p, o in json.loads(lines[2]).items()}
+
+
+# -- tasks -------------------------------------------------------------------
+def _rows_of(batches) -> list[tuple]:
+    rows: list[tuple] = []
+    for b in batches:
+        cols = b.to_pydict()
+        rows.extend(zip(cols["event_id"], cols["seq"], cols["partition"], cols["offset"]))
+    return rows
+
+
+def _task_hook(ctx: DriverContext, batch: int, fail_once: bool):
+    """What the task of :data:`FAULT_PARTITION` does half-way through its output."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    if tc.partitionId() != FAULT_PARTITION:
+        return None
+    if fail_once:
+        if tc.attemptNumber() > 0:
+            return None
+
+        def fail() -> None:
+            raise InjectedTaskFailure(f"planned task-failure in batch {batch}, partition {FAULT_PARTITION}")
+
+        return fail
+    return lambda: ctx.point("mid-output", batch)
+
+
+def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
+    """The ``mapInArrow`` function that writes one Spark partition to the run's database sink.
+
+    Delivery guarantee: the sink mode's, per part ``batch-<batch>-part-<index>``.
+    On failure the task raises; Spark retries it, and an append sink then
+    holds the rows the failed attempt had committed as well.
+    """
+
+    def write(batches):
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        rows = _rows_of(batches)
+        hook = _task_hook(ctx, batch, fail_once)
+        with open_sink(ctx.run_dir) as sink:
+            outcome = sink.write_batch(rows, f"batch-{batch}-part-{part}", on_midway=hook)
+        yield pa.RecordBatch.from_pydict({"part": [part], "rows": [len(rows)], "outcome": [outcome]},
+                                         schema=pa.schema([("part", pa.int32()), ("rows", pa.int64()),
+                                                           ("outcome", pa.string())]))
+
+    return write
+
+
+def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool):
+    """The ``mapInArrow`` identity in front of the file writer that carries the task's fault hook.
+
+    The hook runs after half of the partition's rows have been handed on.
+    """
+
+    def passthrough(batches):
+        hook = _task_hook(ctx, batch, fail_once)
+        if hook is None:
+            yield from batches
+            return
+        items = list(batches)
+        total = sum(b.num_rows for b in items)
+        handed = 0
+        for b in items:
+            if handed < total // 2 <= handed + b.num_rows:
+                cut = total // 2 - handed
+                yield b.slice(0, cut)
+                hook()
+                yield b.slice(cut)
+            else:
+                yield b
+            handed += b.num_rows
+        if total == 0:
+            hook()
+
+    return passthrough
+
+
+# -- the driver ----------------------------------------------------------------
+class _BatchLog:
+    """What the foreachBatch function tells the commit watcher (shared between threads)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight: int | None = None
+        self.done: dict[int, dict] = {}
+
+
+def _parquet_file_sink(spark, path: str):
+    """Spark's own file sink object, as ``writeStream.format("parquet").option("path", path)`` makes it."""
+    jvm = spark._jvm
+    utils = jvm.org.apache.spark.api.python.PythonUtils
+    fmt = jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat()
+    return jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+        spark._jsparkSession, path, fmt, utils.toSeq(jvm.java.util.ArrayList()),
+        utils.toScalaMap(jvm.java.util.HashMap()))
+
+
+def run(ctx: DriverContext) -> None:
+    """Run the streaming query until SIGTERM; report progress from the commit log.
+
+    Delivery guarantee: see the module docstring (decided by ``--sink``).
+
+    Raises
+    ------
+    Exception
+        The query's own error when it stops with one (the supervisor restarts the driver).
+    """
+    from pyspark import StorageLevel
+
+    from lab.kafka_source import SHORT_NAME, earliest_offsets, register
+    from lab.spark import spark_session
+
+    cfg = ctx.config
+    spec = SinkSpec.load(ctx.run_dir)
+    checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
+    spark = spark_session(spark_master(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
+                          extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
+                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
+    register(spark)
+    file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
+    log = _BatchLog()
+    first_start: dict[int, int] | None = None
+
+    def batch_ranges(batch: int) -> dict[int, tuple[int, int]]:
+        nonlocal first_start
+        end = checkpoint.end_offsets(batch) or {}
+        start = checkpoint.end_offsets(batch - 1) if batch > 0 else None
+        if start is None:
+            # Batch 0 starts at the source's initial offset (earliest).
+            if first_start is None:
+                first_start = earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions)
+            start = first_start
+        return {p: (start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)}
+
+    def process(batch_df, batch_id) -> None:
+        batch = int(batch_id)
+        with log.lock:
+            log.in_flight = batch
+        cached = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            ranges = batch_ranges(batch)
+            rows = cached.count()
+            ctx.batch_start(batch, ranges, rows)
+            ctx.point("after-offset-log", batch)
+            fail_once = ctx.task_failure_due(batch) is not None
+            if file_sink is not None:
+                out = cached.mapInArrow(files_passthrough(ctx, batch, fail_once), cached.schema)
+                file_sink.addBatch(batch, out._jdf)
+                parts = None
+            else:
+                parts = cached.mapInArrow(database_writer(ctx, batch, fail_once),
+                                          "part int, rows long, outcome string").collect()
+            ctx.point("after-output-before-commit", batch)
+            info = {"rows": rows}
+            if parts is not None:
+                info["skipped_parts"] = sum(1 for p in parts if p["outcome"] == "skipped")
+            with log.lock:
+                log.done[batch] = info
+        finally:
+            cached.unpersist()
+            with log.lock:
+                log.in_flight = None
+
+    source = (spark.readStream.format(SHORT_NAME)
+              .option("bootstrap", ctx.bootstrap)
+              .option("topic", cfg.topic)
+              .option("partitions", cfg.partitions)
+              .option("maxRecordsPerTrigger", cfg.max_batch_records)
+              .load())
+    _report_recovered(ctx, checkpoint)
+    query = (source.writeStream
+             .queryName(f"lab_structured_{cfg.sink}")
+             .foreachBatch(process)
+             .option("checkpointLocation", str(checkpoint.path))
+             .trigger(processingTime=f"{cfg.batch_interval_s:g} seconds")
+             .start())
+    committed = checkpoint.last_committed()
+    try:
+        while not ctx.stopping:
+            if not query.isActive:
+                error = query.exception()
+                if error is not None:
+                    raise error
+                break
+            committed = _report_commits(ctx, checkpoint, log, committed)
+            time.sleep(POLL_S)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while log.in_flight is not None and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        try:
+            query.stop()
+        except Exception as e:  # a batch cut short by the stop is re-run by the next query
+            ctx.events.write("query-stop-error", error=repr(e)[:300])
+        _report_commits(ctx, checkpoint, log, committed)
+    finally:
+        spark.stop()
+
+
+def _report_commits(ctx: DriverContext, checkpoint: Checkpoint, log: _BatchLog, committed: int) -> int:
+    """Log ``batch-done`` and write progress for batches whose commit-log entry appeared."""
+    latest = checkpoint.last_committed()
+    if latest <= committed:
+        return committed
+    for batch in range(committed + 1, latest + 1):
+        with log.lock:
+            info = log.done.pop(batch, None)
+        if info is not None:
+            ctx.batch_done(batch, **info)
+    positions = checkpoint.end_offsets(latest)
+    if positions is not None:
+        ctx.progress(positions, latest)
+    return latest
+
+
+def _report_recovered(ctx: DriverContext, checkpoint: Checkpoint) -> None:
+    """On (re)start: progress from the checkpoint, and ``batch-done`` for a commit the last driver left unlogged.
+
+    A driver killed between Spark's commit-log write and its own next look
+    at the log never said the batch was done; the checkpoint says so now.
+    """
+    latest = checkpoint.last_committed()
+    if latest < 0:
+        return
+    events = read_events(ctx.run_dir)
+    if not any(e["type"] == "batch-done" and e.get("batch") == latest for e in events):
+        starts = [e for e in events if e["type"] == "batch-start" and e.get("batch") == latest]
+        if starts:
+            ctx.batch_done(latest, rows=starts[-1]["rows"], recovered=True)
+    positions = checkpoint.end_offsets(latest)
+    if positions is not None:
+        ctx.progress(positions, latest)
