@@ -19,7 +19,7 @@ def run_lab(*args, env=None, timeout=10):
     "args, words",
     [
         (["run", "--pipeline", "storm"], ["'storm'", "plain"]),
-        (["run", "--sink", "upsert"], ["'upsert'", "append, idempotent, transactional"]),
+        (["run", "--sink", "upsert"], ["'upsert'", "append", "idempotent", "transactional"]),
         (["run", "--faults", "driver-crush@at=1s"], ["'driver-crush'", "driver-crash"]),
         (["run", "--faults", "driver-crash@sometime"], ["'sometime'", "at=<seconds>s"]),
         (["run", "--faults", "driver-crash@batch=2:middle"], ["'middle'", "mid-output"]),
