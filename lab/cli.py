@@ -15,7 +15,7 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import COMMIT_MODES, SINK_MODES
+    from lab.config import COMMIT_MODES, OFFSET_STORES, RECEIVER_ACKS, SINK_MODES
     from lab.pipelines.registry import PIPELINES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
@@ -26,6 +26,13 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults", default="", help="fault plan, e.g. driver-crash@at=3s or driver-crash@batch=2:mid-output")
     p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
     p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
+    p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
+    p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
+    p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
+    p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
+    p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
+    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
+    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (default 500)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
@@ -72,6 +79,8 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
+        offsets=a.offsets, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
     )
     run = Run(config, on_event=None if a.json else _echo_event)

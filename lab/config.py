@@ -46,6 +46,16 @@ COMMIT_MODES = {
     "after-output": "offsets committed after the sink returns: at-least-once",
     "before-output": "offsets committed before the sink is written: at-most-once",
 }
+OFFSET_STORES = {
+    "checkpoint": "offset ranges in the checkpoint, marked done after output (at-least-once output)",
+    "sink": "offsets committed in the sink's transaction with the rows (needs --sink transactional)",
+    "kafka": "offsets committed to the consumer group after output, like commitAsync",
+}
+RECEIVER_ACKS = {
+    "auto": "offsets committed on a timer as records reach the receiver (unreliable receiver)",
+    "stored": "offsets committed only for blocks Spark reports stored (reliable receiver)",
+}
+ON_OFF = ("on", "off")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
@@ -101,6 +111,10 @@ class RunConfig:
     kafka_bootstrap: str | None = None
     sink_url: str | None = None
     spark_master: str = "local[2]"
+    offsets: str = "checkpoint"
+    wal: str = "on"
+    ack: str = "stored"
+    replication: int = 1
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -113,7 +127,6 @@ class RunConfig:
         """The semantic settings a report lists next to the counts."""
         return {
             "sink": self.sink,
-            "commit": self.commit,
             "partitions": self.partitions,
             "events": self.events,
             "rate": self.rate,
@@ -121,6 +134,7 @@ class RunConfig:
             "retries": self.producer.retries,
             "idempotence": self.producer.idempotence,
             "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
+            **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",
             "sink_backend": "postgresql" if self.sink_url else "sqlite",
         }
@@ -146,6 +160,16 @@ class RunConfig:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.commit not in COMMIT_MODES:
             raise choices_error("commit mode", self.commit, COMMIT_MODES)
+        if self.offsets not in OFFSET_STORES:
+            raise choices_error("offset store", self.offsets, OFFSET_STORES)
+        if self.offsets == "sink" and self.sink != "transactional":
+            raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
+        if self.wal not in ON_OFF:
+            raise choices_error("wal setting", self.wal, ON_OFF)
+        if self.ack not in RECEIVER_ACKS:
+            raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
+        if self.replication not in (1, 2):
+            raise LabError(f"replication must be 1 or 2, got {self.replication}")
         if self.events < 1:
             raise LabError(f"events must be >= 1, got {self.events}")
         if self.rate < 0:
@@ -173,6 +197,11 @@ class RunConfig:
                 raise LabError(
                     f"point {fault.point!r} does not exist in pipeline {self.pipeline!r}; "
                     f"valid points: {', '.join(spec.points)}"
+                )
+            if fault.kind == "executor-crash" and not self.spark_master.startswith(("local-cluster", "spark://")):
+                raise LabError(
+                    f"executor-crash needs executors in their own JVMs; master {self.spark_master!r} has none. "
+                    "Valid masters for it: local-cluster[W,C,M], spark://host:port"
                 )
             if fault.kind in ("broker-outage", "ack-loss") and self.kafka_bootstrap:
                 raise LabError(

@@ -41,7 +41,7 @@ from lab import kafka_tools, processes, proxy
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
 from lab.errors import LabError
-from lab.events import EventLog, EventTail, read_progress
+from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.faults import FAULT_KINDS, Fault
 from lab.ledger import LEDGER_FILE
 from lab.producer import LedgeredProducer
@@ -285,6 +285,32 @@ class Run:
             except Exception:
                 pass
 
+    def _kill_executor(self) -> int | None:
+        """SIGKILL one executor JVM of the driver (the one the driver named last, else the oldest).
+
+        Executors of ``local-cluster`` are descendants of the driver's JVM, so
+        they are found in the process tree the lab started.
+        """
+        import psutil
+
+        with self._lock:
+            if self.driver is None or self.driver.poll() is not None:
+                return None
+            try:
+                tree = psutil.Process(self.driver.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                return None
+        executors = [p for p in tree if _is_executor(p)]
+        if not executors:
+            return None
+        named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == "executor-target"]
+        target = next((p for p in executors if named and p.pid == named[-1]), min(executors, key=lambda p: p.pid))
+        try:
+            target.kill()
+        except psutil.NoSuchProcess:
+            return None
+        return target.pid
+
     # -- faults ----------------------------------------------------------
     def _apply(self, fault: Fault, source: str, **context) -> dict:
         info = {"index": fault.index, "kind": fault.kind, "source": source, "elapsed_s": round(self.elapsed(), 3),
@@ -292,6 +318,8 @@ class Run:
         if fault.kind == "driver-crash":
             info["pid"] = self._kill_driver()
             self._restart_at = time.monotonic() + self.config.restart_delay_s
+        elif fault.kind == "executor-crash":
+            info["pid"] = self._kill_executor()
         elif fault.kind in ("broker-outage", "ack-loss"):
             if not self.broker or not self.broker.has_proxy:
                 raise LabError(f"fault {fault.kind!r} needs the embedded broker's proxy (unset LAB_KAFKA_BOOTSTRAP)")
@@ -434,6 +462,13 @@ class Run:
                     self.driver.wait(timeout=5)
                 except Exception:
                     pass
+
+
+def _is_executor(proc) -> bool:
+    try:
+        return any("CoarseGrainedExecutorBackend" in part for part in proc.cmdline())
+    except Exception:
+        return False
 
 
 def _last_line(path: Path) -> str:

@@ -27,6 +27,9 @@ class PipelineSpec:
         Named points the driver stops at.
     uses_spark : bool
         Whether the driver starts a JVM.
+    options : tuple of str
+        The :class:`lab.config.RunConfig` fields that change this pipeline's
+        semantics (listed in its reports' settings).
     """
 
     name: str
@@ -35,6 +38,7 @@ class PipelineSpec:
     faults: tuple[str, ...]
     points: tuple[str, ...]
     uses_spark: bool
+    options: tuple[str, ...] = ()
 
 
 _COMMON = ("driver-crash", "broker-outage", "ack-loss")
@@ -47,6 +51,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         faults=_COMMON,
         points=("mid-output", "after-output-before-commit", "after-commit-before-output"),
         uses_spark=False,
+        options=("commit",),
     ),
     "structured": PipelineSpec(
         name="structured",
