@@ -106,7 +106,9 @@ def _echo_event(e: dict) -> None:
 def cmd_broker(a) -> int:
     from lab import broker
 
-    runs_dir = os.environ.get("LAB_RUNS_DIR") or "runs"
+    from lab.config import default_runs_dir
+
+    runs_dir = os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
     if a.action == "start":
         info = broker.start_detached(runs_dir, port=a.port)
         print(f"broker running: bootstrap {info.bootstrap} (tansu pid {info.broker_pid}, proxy pid {info.proxy_pid})")

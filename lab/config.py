@@ -10,7 +10,7 @@ Environment variables
 ``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
-``LAB_RUNS_DIR``         where run directories go (default ``./runs``).
+``LAB_RUNS_DIR``         where run directories go (default ``runs/`` at the project root).
 ``LAB_RESTART_DELAY``    seconds between a driver crash and its restart (default 1).
 ``LAB_DEADLINE``         seconds after which a run stops even if not drained (default 120).
 """
@@ -210,6 +210,13 @@ class RunConfig:
                 )
 
 
+def default_runs_dir() -> str:
+    """``runs/`` at the project root when the lab runs from its checkout (notebooks run in
+    ``notebooks/``), else ``./runs``."""
+    root = Path(__file__).resolve().parent.parent
+    return str(root / "runs") if (root / "pyproject.toml").is_file() else "runs"
+
+
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -247,7 +254,7 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
-        runs_dir=os.environ.get("LAB_RUNS_DIR") or "runs",
+        runs_dir=os.environ.get("LAB_RUNS_DIR") or default_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),
     )

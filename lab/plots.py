@@ -29,7 +29,7 @@ def delivery_counts(audit_or_counts, title: str = "Deliveries per acknowledged e
     labels = ["exactly-once", "duplicated", "lost", "unseen", "unexpected"]
     values = [c["exactly_once"], c["duplicated"], c["lost"], c["unseen"], c["unexpected"]]
     fig = go.Figure(go.Bar(
-        x=labels, y=values, marker_color=[COLORS[l] for l in labels], text=values, textposition="outside",
+        x=labels, y=values, marker_color=[COLORS[l] for l in labels], text=values, textposition="outside", cliponaxis=False,
         hovertemplate="%{x}: %{y}<extra></extra>",
     ))
     extra = c.get("extra_copies", 0)

@@ -1,0 +1,108 @@
+"""What the notebooks call: set up, run a scenario with progress, show its result.
+
+Thin by design: the logic lives in :mod:`lab.supervisor`, :mod:`lab.auditor`
+and :mod:`lab.plots`; this module only displays.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from lab.config import RunConfig, make_config
+from lab.supervisor import Run, RunResult
+
+
+def setup() -> None:
+    """Prepare the notebook: plotly figures render live in JupyterLab *and* in executed/HTML copies.
+
+    ``plotly_mimetype`` is what JupyterLab draws; ``notebook`` embeds plotly.js
+    in the output, so a papermill run exported to HTML shows the same figures
+    with no network.
+    """
+    import plotly.io as pio
+
+    pio.renderers.default = "plotly_mimetype+notebook"
+
+
+def config(**params) -> RunConfig:
+    """:func:`lab.config.make_config` with parameter names as notebooks write them (UPPER_CASE allowed)."""
+    return make_config(**{k.lower(): v for k, v in params.items()})
+
+
+def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
+    """Run one scenario to the end, with a progress bar, and return its result.
+
+    Delivery guarantee: none of its own; it measures the pipeline's. On
+    interrupt (the stop button), every process of the run is ended first.
+    """
+    import ipywidgets as w
+    from IPython.display import display
+
+    r = Run(cfg)
+    r.start()
+    bar = w.IntProgress(value=0, min=0, max=max(1, cfg.events), description="read:", bar_style="info")
+    label = w.Label(f"run {r.run_dir.name}")
+    if not quiet:
+        display(w.HBox([bar, label]))
+    while not r.status().finished:
+        st = r.status()
+        total = sum(st.end_offsets.values()) or st.acked or 1
+        bar.max = max(1, total)
+        bar.value = min(sum(st.positions.values()), bar.max)
+        label.value = f"batch {st.batches} · restarts {st.restarts} · {st.elapsed_s:.0f}s"
+        time.sleep(0.5)
+    result = r.wait()
+    bar.value, bar.bar_style = bar.max, "success"
+    if not quiet:
+        print(f"{cfg.pipeline}/{cfg.sink} faults={cfg.faults or 'none'}: {result.audit.guarantee} "
+              f"({result.audit.duplicated} duplicated, {result.audit.lost} lost of {result.audit.acked}) "
+              f"in {result.timings.get('total_s', 0):.0f}s -> {result.run_dir}")
+    return result
+
+
+def show(result: RunResult) -> None:
+    """Display a result: counts table and the three figures."""
+    from IPython.display import HTML, display
+
+    from lab import plots
+    from lab.events import read_events
+    from lab.ui import counts_html
+
+    display(HTML(counts_html(result.report)))
+    plots.delivery_counts(result.audit).show()
+    plots.event_strip(result.audit.table).show()
+    plots.timeline(read_events(result.run_dir)).show()
+
+
+def compare(results: dict[str, RunResult]):
+    """A table of several results side by side (a pandas DataFrame, one row per label)."""
+    import pandas as pd
+
+    rows = []
+    for label, r in results.items():
+        c = r.audit.counts()
+        rows.append({"scenario": label, "guarantee": c["guarantee"], "acked": c["acked"],
+                     "exactly once": c["exactly_once"], "duplicated": c["duplicated"], "lost": c["lost"],
+                     "unseen": c["unseen"], "write attempts": c["write_attempts"], "stored rows": c["stored_rows"]})
+    return pd.DataFrame(rows).set_index("scenario")
+
+
+def files_under(path: Path | str, max_files: int = 60) -> str:
+    """A tree listing of ``path`` (checkpoints, WAL) with sizes, for showing what is on disk."""
+    root = Path(path)
+    if not root.exists():
+        return f"{root} (does not exist)"
+    lines = [str(root)]
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for p in files[:max_files]:
+        lines.append(f"  {p.relative_to(root)}  ({p.stat().st_size} B)")
+    if len(files) > max_files:
+        lines.append(f"  ... {len(files) - max_files} more files")
+    return "\n".join(lines)
+
+
+def read_json(path: Path | str):
+    """Read a JSON file (a checkpoint entry, a report)."""
+    return json.loads(Path(path).read_text())
