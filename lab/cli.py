@@ -24,6 +24,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="events/s; 0 = as fast as possible (default 1000)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
     p.add_argument("--faults", default="", help="fault plan, e.g. driver-crash@at=3s or driver-crash@batch=2:mid-output")
+    p.add_argument("--faults-from", default=None, metavar="EVENTS_JSONL",
+                   help="replay the faults recorded in a run's events.jsonl (presses included)")
     p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
     p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
@@ -76,6 +78,12 @@ def cmd_run(a) -> int:
     from lab.config import make_config
     from lab.supervisor import Run
 
+    if a.faults_from:
+        if a.faults:
+            raise LabError("give --faults or --faults-from, not both")
+        from lab.faults import plan_from_events
+
+        a.faults = plan_from_events(a.faults_from)
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,

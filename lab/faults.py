@@ -168,3 +168,43 @@ def _parse_one(item: str, index: int) -> Fault:
 def format_fault_plan(faults) -> str:
     """Render faults back to plan syntax."""
     return ",".join(f.to_text() for f in faults)
+
+
+def plan_from_events(path) -> str:
+    """The fault plan that replays the faults recorded in a run's ``events.jsonl``.
+
+    Presses and time triggers replay at the same second of the run; faults
+    fired at a named point replay at the same point of the same batch; task
+    failures at the same batch. ``lab run --faults-from`` uses this.
+
+    Raises
+    ------
+    LabError
+        When the file cannot be read or holds no fault.
+    """
+    import json
+    from pathlib import Path
+
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise LabError(f"cannot read fault log {str(path)!r}: {e.strerror}") from None
+    faults = []
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            raise LabError(f"{str(path)!r} is not a run's events.jsonl (a line is not JSON)") from None
+        if e.get("type") != "fault" or e.get("kind") not in FAULT_KINDS:
+            continue
+        if e.get("point") and e.get("batch") is not None:
+            f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])
+        elif e["kind"] == "task-failure":
+            f = Fault(e["kind"], batch=int(e["batch"]))
+        else:
+            f = Fault(e["kind"], at_s=round(float(e.get("elapsed_s", 0.0)), 1),
+                      duration_s=float(e.get("duration_s") or 3.0), count=e.get("count"))
+        faults.append(replace(f, index=len(faults)))
+    if not faults:
+        raise LabError(f"no faults recorded in {str(path)!r}")
+    return format_fault_plan(faults)

@@ -46,13 +46,17 @@ def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
     label = w.Label(f"run {r.run_dir.name}")
     if not quiet:
         display(w.HBox([bar, label]))
-    while not r.status().finished:
-        st = r.status()
-        total = sum(st.end_offsets.values()) or st.acked or 1
-        bar.max = max(1, total)
-        bar.value = min(sum(st.positions.values()), bar.max)
-        label.value = f"batch {st.batches} · restarts {st.restarts} · {st.elapsed_s:.0f}s"
-        time.sleep(0.5)
+    try:
+        while not r.status().finished:
+            st = r.status()
+            total = sum(st.end_offsets.values()) or st.acked or 1
+            bar.max = max(1, total)
+            bar.value = min(sum(st.positions.values()), bar.max)
+            label.value = f"batch {st.batches} · restarts {st.restarts} · {st.elapsed_s:.0f}s"
+            time.sleep(0.5)
+    except BaseException:  # the stop button: end every process of the run, then stop
+        r.stop()
+        raise
     result = r.wait()
     bar.value, bar.bar_style = bar.max, "success"
     if not quiet:

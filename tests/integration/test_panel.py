@@ -1,0 +1,77 @@
+"""The control panel against real runs: a press equals the parameter, errors show, nothing survives."""
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from lab.config import make_config
+from lab.events import read_events
+from lab.supervisor import run_scenario
+from lab.ui import Panel
+from tests.conftest import clean_env, lab_cmd
+from tests.integration.conftest import assert_all_gone, run_pids
+
+pytestmark = pytest.mark.integration
+
+LAB_THREADS = ("lab-panel", "lab-supervisor", "lab-producer")
+
+
+def lab_threads():
+    return [t.name for t in threading.enumerate() if t.name in LAB_THREADS and t.is_alive()]
+
+
+def test_press_has_the_same_effect_as_the_parameter_and_the_replay(runs_dir):
+    cfg = dict(events=4000, rate=1000, commit="before-output", max_batch_records=100)
+    panel = Panel(make_config(**cfg), interactive=True, refresh_s=0.2)
+    panel.predict.value = "at-most-once"
+    panel.start_button.click()
+    time.sleep(2.0)
+    panel.fault_buttons["driver-crash"].click()
+    pressed = panel.wait(timeout=120)
+    assert not panel.errors.outputs, panel.errors.outputs
+    faults = [e for e in read_events(pressed.run_dir) if e["type"] == "fault"]
+    assert len(faults) == 1 and faults[0]["by"] == "ui" and faults[0]["kind"] == "driver-crash"
+    assert panel.verdict.measured == pressed.audit.guarantee and panel.verdict.predicted == "at-most-once"
+    assert "lab-verdict" in panel.verdict_html.value
+
+    at = faults[0]["elapsed_s"]
+    by_parameter = run_scenario(make_config(**cfg, faults=f"driver-crash@at={at:.1f}s"))
+    assert by_parameter.audit.guarantee == pressed.audit.guarantee
+
+    p = subprocess.run(lab_cmd("run", "--events", "4000", "--rate", "1000", "--commit", "before-output",
+                               "--max-batch", "100", "--faults-from", str(pressed.run_dir / "events.jsonl"), "--json"),
+                       capture_output=True, text=True, timeout=180, env=clean_env(LAB_RUNS_DIR=str(runs_dir)))
+    assert p.returncode == 0, p.stderr
+    replay = json.loads(p.stdout.strip().splitlines()[-1])
+    assert replay["faults"] == f"driver-crash@at={round(at, 1):g}s"
+    assert replay["guarantee"] == pressed.audit.guarantee
+    time.sleep(0.5)
+    assert lab_threads() == []
+    for r in (pressed.run_dir, by_parameter.run_dir):
+        assert_all_gone(run_pids(r))
+
+
+def test_a_failing_press_is_shown_in_the_panel(runs_dir):
+    panel = Panel(make_config(events=100), interactive=True)
+    button = panel.fault_buttons["driver-crash"]
+    button.disabled = False
+    button.click()  # before Start: nothing to crash
+    text = "".join(o.get("text", "") for o in panel.errors.outputs)
+    assert "press Start first" in text and panel.errors.layout.display is None
+    panel.close()
+
+
+def test_close_mid_run_stops_every_thread_and_process(runs_dir):
+    panel = Panel(make_config(events=50000, rate=500), interactive=True, refresh_s=0.2)
+    panel.start()
+    deadline = time.monotonic() + 30
+    while panel.run.status().batches < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = run_pids(panel.run.run_dir)
+    panel.close()
+    assert_all_gone(pids)
+    time.sleep(0.5)
+    assert lab_threads() == []
