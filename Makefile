@@ -28,7 +28,7 @@ test-fast: venv
 	$(PYTEST) -q tests/unit
 
 lab: venv
-	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks \
+	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
 	  --IdentityProvider.token="$${LAB_JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets;print(secrets.token_hex(16))')}"
 
 bench: venv

@@ -152,7 +152,7 @@ class Panel:
                 b.on_click(self._callback(lambda _b, k=kind: self.inject(k)))
                 self.fault_buttons[kind] = b
         self.start_button.on_click(self._callback(lambda _b: self.start()))
-        self.counters = w.HTML(self._counters_html(None))
+        self.counters = w.HTML(self._counters_html(None), layout={"min_width": "600px"})
         self.progress = w.IntProgress(value=0, min=0, max=1, description="read:", bar_style="info")
         self.progress_label = w.Label("not started")
         self.fault_log = w.HTML("<i>no faults yet</i>")
@@ -269,7 +269,7 @@ class Panel:
         import plotly.graph_objects as go
 
         fig = plots.timeline([])
-        fig.update_layout(height=300)
+        fig.update_layout(height=320, legend=dict(orientation="h", y=-0.4), margin=dict(b=90))
         return go.FigureWidget(fig)
 
     def _counters_html(self, c: LiveCounts | None) -> str:
@@ -328,6 +328,7 @@ class Panel:
                 self.timeline.layout.shapes = new.layout.shapes
                 self.timeline.layout.annotations = new.layout.annotations
                 self.timeline.layout.yaxis.range = new.layout.yaxis.range
+                self.timeline.layout.xaxis.range = [0, max(5.0, self.run.elapsed() + 1)]
 
     def _final_render(self) -> None:
         if self.result is None:
