@@ -110,3 +110,46 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
         return {tp.partition: max(listed[tp], c.highwater(tp)) for tp in tps}
     finally:
         c.close()
+
+
+def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: str = "read_uncommitted",
+                 timeout_s: float = 120.0) -> dict[str, list]:
+    """Each event id's copies in the topic, read straight from the broker: ``{id: [copies, partition, offset]}``
+    with the partition and offset of its first copy.
+
+    Reads every partition from the beginning to its log end (stopping on the
+    consumer's position, since transaction markers occupy offsets).
+
+    Raises
+    ------
+    TimeoutError
+        When the topic cannot be read to its end within ``timeout_s``.
+    """
+    import json
+
+    from kafka import TopicPartition
+
+    ends = end_offsets(bootstrap, topic, partitions)
+    c = consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    counts: dict[str, list] = {}
+    try:
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        deadline = time.monotonic() + timeout_s
+        while any(c.position(tp) < ends[tp.partition] for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
+            for records in c.poll(timeout_ms=200).values():
+                for r in records:
+                    try:
+                        eid = json.loads(r.value)["id"]
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    if eid in counts:
+                        counts[eid][0] += 1
+                    else:
+                        counts[eid] = [1, r.partition, r.offset]
+    finally:
+        c.close()
+    return counts

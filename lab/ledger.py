@@ -84,3 +84,20 @@ def ledger_counts(path: Path | str) -> dict[str, int]:
     counts = {"acked": 0, "failed": 0, "unknown": 0}
     counts.update(dict(rows))
     return counts
+
+
+def place_acks(path: Path | str, locations: dict[str, tuple[int, int]]) -> int:
+    """Fill in partition and offset of acknowledged sends that came back without an offset.
+
+    ``locations`` maps event id to ``(partition, offset)`` of its first copy in
+    the topic. Returns how many sends were placed.
+    """
+    db = sqlite3.connect(path)
+    try:
+        todo = db.execute("SELECT seq, event_id FROM sends WHERE status = 'acked' AND kafka_offset IS NULL").fetchall()
+        rows = [(*locations[eid], seq) for seq, eid in todo if eid in locations]
+        with db:
+            db.executemany("UPDATE sends SET partition = ?, kafka_offset = ? WHERE seq = ?", rows)
+    finally:
+        db.close()
+    return len(rows)

@@ -150,9 +150,13 @@ class LedgeredProducer:
             if entry is None:
                 return
             offset = md.offset if md.offset is not None and md.offset >= 0 else None
-            status = "acked" if offset is not None else "unknown"  # acks=0: no offset, no proof
+            # acks=0 gives no proof of storage. With acks >= 1 an acknowledgement without an offset
+            # is still a "stored" (Tansu answers a deduplicated idempotent retry with offset -1);
+            # the supervisor places it from the topic before the audit.
+            status = "acked" if (offset is not None or self.config.producer.acks != "0") else "unknown"
+            note = "acknowledged without an offset" if status == "acked" and offset is None else None
             self._done_entries.append(
-                LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, None, entry.sent_at, time.time())
+                LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, note, entry.sent_at, time.time())
             )
             if status == "acked":
                 self.stats.acked += 1

@@ -55,6 +55,9 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     """
     os.environ.update(java_env(find_java()))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # local-cluster's in-JVM master, workers and executors bind to the host's address
+    # unless told otherwise; the lab binds only to loopback.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     (Path(run_dir) / "spark-tmp").mkdir(parents=True, exist_ok=True)
     from pyspark.sql import SparkSession
 

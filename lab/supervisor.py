@@ -43,7 +43,7 @@ from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.faults import FAULT_KINDS, Fault
-from lab.ledger import LEDGER_FILE
+from lab.ledger import LEDGER_FILE, place_acks
 from lab.producer import LedgeredProducer
 from lab.sinks import open_sink, sink_spec_for_run
 
@@ -329,6 +329,8 @@ class Run:
                 reply = proxy.control(self.broker.control_port,
                                       {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
             info.update(duration_s=fault.duration_s, count=fault.count, proxy=reply)
+        elif fault.kind == "receiver-restart":
+            pass  # the receiver pipeline's driver watches the timeline for this event and drops the connection
         else:
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
         self._fired.append(info)
@@ -401,6 +403,10 @@ class Run:
                 self._apply(fault, source="plan", batch=event.get("batch"))
         elif kind == "producer-done":
             self._times["producer_s"] = self.elapsed()
+        elif kind == "fault" and event.get("source") == "driver":
+            # A fault the pipeline carries out itself (task-failure) is no longer pending once
+            # it reports it; left in the plan, it would keep the run from ever draining.
+            plan[:] = [f for f in plan if f.index != event.get("index")]
         if self.on_event:
             try:
                 self.on_event(event)
@@ -433,9 +439,14 @@ class Run:
         self._stop_driver_gracefully()
         self.events.write("run-end", elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         positions = read_progress(self.run_dir)["positions"]
+        copies = kafka_tools.topic_copies(self.broker.bootstrap, self.config.topic, self.config.partitions)
+        placed = place_acks(self.run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
         with open_sink(self.run_dir) as sink:
             audit = audit_run(self.run_dir / LEDGER_FILE, sink, positions)
         audit.table.to_csv(self.run_dir / "audit.csv", index=False)
+        dup = [c[0] for c in copies.values() if c[0] > 1]
+        self._source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
+                        "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed}
         self._times["total_s"] = self.elapsed()
         self.result = RunResult(
             config=self.config, run_dir=self.run_dir, audit=audit,
@@ -443,6 +454,7 @@ class Run:
             restarts=self._restarts, drained=self._drained, batches=self._batches_done,
         )
         self.result.report = build_report(self.result)
+        self.result.report.update(self._source)
         (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
 
     def _cleanup(self) -> None:
