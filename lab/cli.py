@@ -38,6 +38,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
+    p.add_argument("--transactional", choices=("on", "off"), default="off",
+                   help="transactional producer (100 events per transaction; readers use read_committed)")
     p.add_argument("--name", default="", help="run name (default PIPELINE-SINK)")
     p.add_argument("--deadline", type=float, default=None, help="seconds before the run stops undrained (default 120, or LAB_DEADLINE)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object, last")
@@ -89,7 +91,7 @@ def cmd_run(a) -> int:
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
         offsets=a.offsets, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
-        acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
+        acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     run = Run(config, on_event=None if a.json else _echo_event)
     run.start()

@@ -73,12 +73,23 @@ class ProducerSettings:
     request_timeout_ms: int = 3000
     linger_ms: int = 5
     max_in_flight: int = 5
+    transactional: bool = False
+    transaction_size: int = 100
+
+    @property
+    def isolation_level(self) -> str:
+        """What readers must use: transactional output is only final once committed."""
+        return "read_committed" if self.transactional else "read_uncommitted"
 
     def validate(self) -> None:
         if str(self.acks) not in ACKS:
             raise choices_error("acks", self.acks, ACKS)
         if self.retries < 0:
             raise LabError(f"retries must be >= 0, got {self.retries}")
+        if self.transactional and not self.idempotence:
+            raise LabError("a transactional producer is idempotent: use --idempotence on with --transactional on")
+        if self.transaction_size < 1:
+            raise LabError(f"transaction_size must be >= 1, got {self.transaction_size}")
         if self.idempotence and (str(self.acks) != "all" or self.retries == 0):
             raise LabError(
                 f"idempotence needs acks=all and retries > 0 (got acks={self.acks}, retries={self.retries}); "
@@ -133,6 +144,7 @@ class RunConfig:
             "acks": self.producer.acks,
             "retries": self.producer.retries,
             "idempotence": self.producer.idempotence,
+            "transactional": self.producer.transactional,
             "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
             **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",

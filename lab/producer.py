@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lab.config import RunConfig
 from lab.events import EventLog
@@ -91,6 +91,8 @@ class LedgeredProducer:
         self._in_flight: dict[int, LedgerEntry] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Transactional mode: acknowledged records stay here until their transaction commits.
+        self._held: list[LedgerEntry] | None = [] if config.producer.transactional else None
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
@@ -140,6 +142,7 @@ class LedgeredProducer:
             retry_backoff_ms=100,
             reconnect_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
+            transactional_id=f"lab-{self.config.name}-{self.config.seed}" if p.transactional else None,
             key_serializer=_Utf8(),
             value_serializer=_Json(),
         )
@@ -155,9 +158,11 @@ class LedgeredProducer:
             # the supervisor places it from the topic before the audit.
             status = "acked" if (offset is not None or self.config.producer.acks != "0") else "unknown"
             note = "acknowledged without an offset" if status == "acked" and offset is None else None
-            self._done_entries.append(
-                LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, note, entry.sent_at, time.time())
-            )
+            done = LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, note, entry.sent_at, time.time())
+            if self._held is not None:
+                self._held.append(done)
+                return
+            self._done_entries.append(done)
             if status == "acked":
                 self.stats.acked += 1
             else:
@@ -177,6 +182,31 @@ class LedgeredProducer:
             else:
                 self.stats.unknown += 1
 
+    def _end_transaction(self, producer) -> None:
+        """Commit the open transaction; its records count as acknowledged only if that succeeds."""
+        try:
+            producer.commit_transaction()
+            outcome, error = "acked", None
+        except Exception as exc:
+            outcome, error = "unknown", f"commit failed: {exc!r}"[:300]
+            try:
+                producer.abort_transaction()
+                outcome = "failed"  # aborted: read_committed readers never see it
+            except Exception:
+                pass
+        with self._lock:
+            held, self._held = self._held, []
+            for e in held:
+                status = outcome if e.status == "acked" else e.status
+                self._done_entries.append(LedgerEntry(e.seq, e.event_id, e.key, status, e.partition, e.kafka_offset,
+                                                      error or e.error, e.sent_at, time.time()))
+                if status == "acked":
+                    self.stats.acked += 1
+                elif status == "failed":
+                    self.stats.failed += 1
+                else:
+                    self.stats.unknown += 1
+
     def _drain_to(self, ledger: Ledger) -> None:
         with self._lock:
             batch, self._done_entries = self._done_entries, []
@@ -191,11 +221,18 @@ class LedgeredProducer:
         self.events.write("producer-start", planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
         try:
             producer = self._make_producer()
+            txn = cfg.producer.transaction_size if cfg.producer.transactional else 0
+            if txn:
+                producer.init_transactions()
             t0 = time.monotonic()
             last_flush = t0
             for seq in range(cfg.events):
                 if self._stop.is_set():
                     break
+                if txn and seq % txn == 0:
+                    if seq:
+                        self._end_transaction(producer)
+                    producer.begin_transaction()
                 if cfg.rate > 0:
                     delay = t0 + seq / cfg.rate - time.monotonic()
                     if delay > 0:
@@ -222,6 +259,8 @@ class LedgeredProducer:
                     self._drain_to(ledger)
                     last_flush = time.monotonic()
             producer.flush(timeout=max(5.0, cfg.producer.request_timeout_ms / 1000 * (cfg.producer.retries + 1)))
+            if txn:
+                self._end_transaction(producer)
         except Exception as exc:
             self.stats.error = repr(exc)
             self.events.write("producer-error", error=repr(exc))
@@ -232,7 +271,13 @@ class LedgeredProducer:
                 except Exception:
                     pass
             with self._lock:
-                # Still in flight after flush and close: the outcome is unknowable.
+                # Still in flight after flush and close, or acknowledged inside a transaction that
+                # never committed: the outcome is unknowable.
+                for entry in self._held or []:
+                    self._done_entries.append(replace(entry, status="unknown", error="transaction not committed"))
+                    self.stats.unknown += 1
+                if self._held:
+                    self._held.clear()
                 for seq, entry in self._in_flight.items():
                     self._done_entries.append(entry)
                     self.stats.unknown += 1

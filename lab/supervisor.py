@@ -439,7 +439,8 @@ class Run:
         self._stop_driver_gracefully()
         self.events.write("run-end", elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         positions = read_progress(self.run_dir)["positions"]
-        copies = kafka_tools.topic_copies(self.broker.bootstrap, self.config.topic, self.config.partitions)
+        copies = kafka_tools.topic_copies(self.broker.bootstrap, self.config.topic, self.config.partitions,
+                                          isolation_level=self.config.producer.isolation_level)
         placed = place_acks(self.run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
         with open_sink(self.run_dir) as sink:
             audit = audit_run(self.run_dir / LEDGER_FILE, sink, positions)

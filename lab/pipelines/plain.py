@@ -38,6 +38,7 @@ def run(ctx: DriverContext) -> None:
         enable_auto_commit=cfg.commit == "auto",
         auto_commit_interval_ms=1000,
         max_poll_records=cfg.max_batch_records,
+        isolation_level=cfg.producer.isolation_level,
     )
     tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
     consumer.assign(tps)

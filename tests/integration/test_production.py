@@ -35,3 +35,13 @@ def test_broker_outage_loses_no_acknowledged_event(runs_dir):
     assert rep["faults_fired"][0]["proxy"]["ok"] and rep["faults_fired"][0]["duration_s"] == 3.0
     assert rep["acked"] + rep["failed_sends"] + rep["unknown_sends"] == 3000
     assert rep["lost"] == 0 and rep["unseen"] == 0 and rep["drained"]
+
+
+def test_transactional_producer_under_ack_loss(runs_dir):
+    rep = run_scenario(make_config(events=2000, rate=1000, transactional=True, sink="idempotent",
+                                   faults="ack-loss@at=0.5s:count=4")).report
+    assert rep["settings"]["transactional"] is True
+    # read_committed: only committed transactions count, in the topic and in the sink
+    assert rep["source_duplicates"] == 0 and rep["topic_records"] == rep["acked"]
+    assert rep["acked"] + rep["failed_sends"] + rep["unknown_sends"] == 2000
+    assert rep["lost"] == 0 and rep["unseen"] == 0
