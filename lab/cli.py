@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
+    c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
+    c.add_argument("action", choices=("start", "stop", "status"))
+    c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
     r = sub.add_parser("run", help="run one scenario and audit it")
     _add_run_args(r)
     return p
@@ -133,6 +136,26 @@ def cmd_broker(a) -> int:
     return 0
 
 
+def cmd_cluster(a) -> int:
+    from lab import cluster
+    from lab.config import default_runs_dir
+
+    runs_dir = os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
+    if a.action == "start":
+        info = cluster.start(runs_dir, workers=a.workers)
+        print(f"cluster running: {info.master_url} (master pid {info.master_pid}, worker pids {info.worker_pids})")
+        print(f"use it: export LAB_SPARK_MASTER={info.master_url}")
+    elif a.action == "stop":
+        print("cluster stopped" if cluster.stop(runs_dir) else "no cluster was running")
+    else:
+        info = cluster.load_running(runs_dir)
+        if info is None:
+            print("no cluster running")
+            return 1
+        print(f"cluster running: {info.master_url} (master pid {info.master_pid}, worker pids {info.worker_pids})")
+    return 0
+
+
 def cmd_doctor(a) -> int:
     from lab.doctor import run_checks
 
@@ -149,7 +172,7 @@ def cmd_doctor(a) -> int:
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "broker": cmd_broker, "doctor": cmd_doctor}[a.command](a)
+        return {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "doctor": cmd_doctor}[a.command](a)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

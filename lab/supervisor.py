@@ -288,8 +288,9 @@ class Run:
     def _kill_executor(self) -> int | None:
         """SIGKILL one executor JVM of the driver (the one the driver named last, else the oldest).
 
-        Executors of ``local-cluster`` are descendants of the driver's JVM, so
-        they are found in the process tree the lab started.
+        Executors of ``local-cluster`` are descendants of the driver's JVM;
+        those of a ``lab cluster`` are descendants of its workers. Either way
+        they are found in process trees the lab started.
         """
         import psutil
 
@@ -301,6 +302,10 @@ class Run:
             except psutil.NoSuchProcess:
                 return None
         executors = [p for p in tree if _is_executor(p)]
+        if self.config.spark_master.startswith("spark://"):
+            from lab.cluster import executor_pids
+
+            executors += [psutil.Process(pid) for pid in executor_pids(self.config.runs_dir)]
         if not executors:
             return None
         named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == "executor-target"]
