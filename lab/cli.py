@@ -56,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
     c.add_argument("action", choices=("start", "stop", "status"))
     c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
+    m = sub.add_parser("matrix", help="run a grid of scenarios through papermill; print the results table")
+    m.add_argument("--grid", default=None, help="grid file (YAML or JSON); default: the expected-outcomes table")
+    m.add_argument("--jobs", type=int, default=1, help="scenarios run at once (default 1, for 2 cores)")
+    m.add_argument("--out", default="data/results", help="results directory (default data/results)")
+    rp = sub.add_parser("report", help="build one self-contained HTML report of a matrix's results")
+    rp.add_argument("--out", default="data/results", help="results directory (default data/results)")
+    rp.add_argument("--html", default=None, help="report file (default <out>/report.html)")
     r = sub.add_parser("run", help="run one scenario and audit it")
     _add_run_args(r)
     return p
@@ -156,6 +163,31 @@ def cmd_cluster(a) -> int:
     return 0
 
 
+def cmd_matrix(a) -> int:
+    from lab.matrix import load_grid, run_matrix, summary_lines
+
+    if a.jobs < 1:
+        raise LabError(f"--jobs must be >= 1, got {a.jobs}")
+    grid = load_grid(a.grid)
+    df = run_matrix(grid, a.out, jobs=a.jobs)
+    print("\n".join(summary_lines(df)))
+    print(f"results: {os.path.join(a.out, 'matrix.csv')} (and .parquet); report: lab report --out {a.out}")
+    return 0
+
+
+def cmd_report(a) -> int:
+    from pathlib import Path
+
+    from lab.report import build_html, read_results
+
+    table = Path(a.out) / "matrix.csv"
+    if not table.exists():
+        raise LabError(f"no results table at {str(table)!r}; run `lab matrix --out {a.out}` first")
+    path = build_html(read_results(table), a.html or Path(a.out) / "report.html")
+    print(f"report written: {path}")
+    return 0
+
+
 def cmd_doctor(a) -> int:
     from lab.doctor import run_checks
 
@@ -172,7 +204,9 @@ def cmd_doctor(a) -> int:
 def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "doctor": cmd_doctor}[a.command](a)
+        commands = {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "matrix": cmd_matrix,
+                    "report": cmd_report, "doctor": cmd_doctor}
+        return commands[a.command](a)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,299 @@
+"""The semantics matrix: many scenarios, run headless, one results table.
+
+A grid (YAML or JSON) lists scenarios; each runs through papermill in the
+scenario notebook (``lab/templates/scenario.ipynb``), which leaves an executed
+notebook, its HTML and a ``report.json`` per run in ``data/results/runs/<key>/``.
+The key is a hash of the scenario's parameters and seed, so an interrupted
+matrix run again completes only the runs that have no report yet.
+
+Grid format::
+
+    defaults: {events: 3000, rate: 1000}        # optional, for every scenario
+    seeds: [1, 2]                                # optional, default [1]
+    scenarios:
+      - name: direct, offsets in checkpoint, append
+        params: {pipeline: direct, offsets: checkpoint, sink: append,
+                 faults: "driver-crash@batch=2:after-output-before-commit"}
+        expect: at-least-once
+
+``expect`` is one of :data:`EXPECTATIONS`. Verdicts are computed from the
+measured counts only (``lost``, ``duplicated``, ``unexpected``,
+``source_duplicates``), never copied from the expectation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError, choices_error
+
+#: What a grid row may expect, and the measured counts that satisfy it.
+EXPECTATIONS = {
+    "exactly-once": "no event lost, none duplicated, no unexpected row",
+    "at-least-once": "no event lost, some duplicated",
+    "no-loss": "no event lost (duplicates allowed)",
+    "loss": "some events lost",
+    "source-duplicates": "duplicates already in the topic (written twice by the producer)",
+}
+TEMPLATE = Path(__file__).resolve().parent / "templates" / "scenario.ipynb"
+#: Columns of the results table, in order (then every count of the report).
+COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", "faults", "seed", "acked",
+           "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
+           "write_attempts", "stored_rows", "restarts", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
+
+
+def satisfies(expect: str, counts: dict) -> bool:
+    """Whether measured ``counts`` satisfy expectation ``expect``."""
+    lost, dup = counts.get("lost", 0), counts.get("duplicated", 0) + counts.get("unexpected", 0)
+    if counts.get("unseen", 0):
+        return False  # not drained: no claim can be checked
+    if expect == "exactly-once":
+        return lost == 0 and dup == 0
+    if expect == "at-least-once":
+        return lost == 0 and dup > 0
+    if expect == "no-loss":
+        return lost == 0
+    if expect == "loss":
+        return lost > 0
+    if expect == "source-duplicates":
+        return counts.get("source_duplicates", 0) > 0
+    raise choices_error("expectation", expect, EXPECTATIONS)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One cell of the matrix: parameters for :func:`lab.config.make_config`, a seed, an expectation."""
+
+    name: str
+    params: dict
+    seed: int
+    expect: str
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps({"params": self.params, "seed": self.seed}, sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+@dataclass
+class Grid:
+    scenarios: list[Scenario] = field(default_factory=list)
+
+
+def load_grid(path: str | Path | None) -> Grid:
+    """Read a grid file (``None``: the default grid that covers the expected-outcomes table).
+
+    Raises
+    ------
+    LabError
+        On an unreadable file, an unknown expectation or a bad scenario (each
+        scenario is validated with :func:`lab.config.make_config` before anything runs).
+    """
+    from lab.config import make_config
+
+    if path is None:
+        path = Path(__file__).resolve().parent / "templates" / "default_grid.yaml"
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise LabError(f"cannot read grid {str(path)!r}: {e.strerror}") from None
+    try:
+        import yaml
+
+        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except Exception as e:
+        raise LabError(f"grid {str(path)!r} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
+        raise LabError(f"grid {str(path)!r} needs a 'scenarios' list")
+    defaults = data.get("defaults") or {}
+    seeds = data.get("seeds") or [1]
+    grid = Grid()
+    for i, row in enumerate(data["scenarios"]):
+        params = {**defaults, **(row.get("params") or {})}
+        expect = row.get("expect")
+        if expect not in EXPECTATIONS:
+            raise choices_error(f"expectation in scenario {i + 1} ({row.get('name', '?')}):", expect, EXPECTATIONS)
+        try:
+            make_config(**{**params, "seed": seeds[0]})
+        except LabError as e:
+            raise LabError(f"scenario {i + 1} ({row.get('name', '?')}): {e}") from None
+        for seed in row.get("seeds") or seeds:
+            grid.scenarios.append(Scenario(name=row.get("name") or f"scenario {i + 1}", params=params,
+                                           seed=int(seed), expect=expect))
+    return grid
+
+
+def run_dir_for(out: Path, s: Scenario) -> Path:
+    return out / "runs" / s.key
+
+
+def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None) -> dict:
+    """Execute the scenario notebook for ``s`` (papermill in its own process group); return its results row.
+
+    On failure the row carries ``verdict = "error"`` and the error, and the
+    executed notebook (up to the failing cell) is kept next to it.
+    ``started`` collects the papermill process so an interrupt can end it.
+    """
+    from lab import processes
+
+    d = run_dir_for(out, s)
+    d.mkdir(parents=True, exist_ok=True)
+    nb_out = d / "scenario.ipynb"
+    report_path = d / "report.json"
+    report_path.unlink(missing_ok=True)
+    params = dict(PARAMS=s.params, SEED=s.seed, REPORT=str(report_path), RUNS_DIR=str(d / "lab-runs"),
+                  INTERACTIVE=False)
+    (d / "params.json").write_text(json.dumps(params, indent=1))
+    proc = processes.spawn(
+        [sys.executable, "-m", "papermill", TEMPLATE, nb_out, "-f", d / "params.json", "--cwd", d,
+         "-k", "python3", "--execution-timeout", int(timeout_s), "--no-progress-bar"],
+        log_path=d / "papermill.log",
+    )
+    if started is not None:
+        started.append(proc)
+    code = proc.wait()
+    html = _export_html(nb_out) if nb_out.exists() else None
+    if code != 0 or not report_path.exists():
+        error = f"papermill exited {code}: " + _last_error(d / "papermill.log")
+        return {"key": s.key, "name": s.name, "expect": s.expect, "verdict": "error", "error": error[:400],
+                "seed": s.seed, **{k: s.params.get(k) for k in ("pipeline", "sink", "faults")},
+                "notebook": str(nb_out), "html": html}
+    report = json.loads(report_path.read_text())
+    return row_from_report(s, report, nb_out, html)
+
+
+def _last_error(log: Path) -> str:
+    try:
+        lines = [l for l in log.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return "(no log)"
+    errs = [l for l in lines if "Error" in l or "Exception" in l]
+    return (errs or lines or ["(empty log)"])[-1].strip()
+
+
+def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html: str | None = None) -> dict:
+    row = {k: report.get(k) for k in COLUMNS if k in report}
+    row.update(key=s.key, name=s.name, expect=s.expect, seed=s.seed, faults=report.get("faults", ""),
+               sink=report["settings"].get("sink"), total_s=report.get("timings", {}).get("total_s"),
+               settings=json.dumps(report.get("settings", {}), sort_keys=True),
+               versions=json.dumps(report.get("versions", {}), sort_keys=True),
+               verdict="as expected" if satisfies(s.expect, report) else "MISMATCH",
+               notebook=str(nb_out) if nb_out else None, html=html)
+    return row
+
+
+def _export_html(nb_path: Path) -> str | None:
+    try:
+        import nbformat
+        from nbconvert import HTMLExporter
+
+        body, _ = HTMLExporter().from_notebook_node(nbformat.read(nb_path, as_version=4))
+        out = nb_path.with_suffix(".html")
+        out.write_text(body)
+        return str(out)
+    except Exception:
+        return None
+
+
+def completed(out: Path, s: Scenario) -> dict | None:
+    """The row of a scenario that already has a report (for resuming)."""
+    d = run_dir_for(out, s)
+    report = d / "report.json"
+    if not report.exists():
+        return None
+    html = d / "scenario.html"
+    return row_from_report(s, json.loads(report.read_text()), d / "scenario.ipynb", str(html) if html.exists() else None)
+
+
+def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, progress=True) -> "pandas.DataFrame":  # noqa: F821
+    """Run every scenario of ``grid`` that has no report yet; write and return the results table.
+
+    The table is written after every finished run (``matrix.csv`` and
+    ``matrix.parquet`` in ``out``), so an interruption loses at most the runs
+    in progress; running again redoes only those.
+    """
+    from tqdm import tqdm
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, dict] = {}
+    todo = []
+    for s in grid.scenarios:
+        row = completed(out, s)
+        if row is not None:
+            rows[s.key] = row
+        else:
+            todo.append(s)
+    bar = tqdm(total=len(grid.scenarios), initial=len(rows), desc="matrix", unit="run", disable=not progress,
+               file=sys.stderr)
+    write_table(out, grid, rows)
+    if todo:
+        from lab import processes
+
+        started: list = []
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        futures = {pool.submit(run_one, s, out, started=started): s for s in todo}
+        try:
+            for f in as_completed(futures):
+                s = futures[f]
+                rows[s.key] = f.result()
+                bar.set_postfix_str(f"{s.name[:40]}: {rows[s.key]['verdict']}")
+                bar.update(1)
+                write_table(out, grid, rows)
+        except BaseException:
+            # Interrupted: queued runs never start, running ones end (their kernels and runs with them).
+            for f in futures:
+                f.cancel()
+            for proc in list(started):
+                processes.stop_process(proc, grace_s=10)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    bar.close()
+    return write_table(out, grid, rows)
+
+
+def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
+    import pandas as pd
+
+    ordered = [rows[s.key] for s in grid.scenarios if s.key in rows]
+    df = pd.DataFrame(ordered, columns=list(dict.fromkeys(COLUMNS + [c for r in ordered for c in r])))
+    tmp = out / "matrix.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, out / "matrix.csv")
+    try:
+        df.astype({c: "string" for c in ("settings", "versions", "faults", "error") if c in df}).to_parquet(
+            out / "matrix.parquet", index=False)
+    except Exception:
+        pass  # CSV is the record; Parquet is a convenience
+    return df
+
+
+def summary_lines(df) -> list[str]:
+    """The matrix as text lines (what ``lab matrix`` and ``make demo`` print)."""
+    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6}  verdict"]
+    for _, r in df.iterrows():
+        lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {str(r.get('guarantee') or '-'):<20} "
+                     f"{_n(r.get('lost')):>5} {_n(r.get('duplicated')):>6}  {r['verdict']}")
+    bad = int((df["verdict"] != "as expected").sum()) if len(df) else 0
+    lines.append(f"{len(df)} runs, {bad} not as expected")
+    return lines
+
+
+def _n(v) -> str:
+    try:
+        return str(int(v))
+    except (TypeError, ValueError):
+        return "-"
+
+
+def elapsed_since(t0: float) -> float:
+    return time.monotonic() - t0

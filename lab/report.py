@@ -1,0 +1,79 @@
+"""The matrix report: expected vs measured, verdicts recomputed from counts, one self-contained HTML file."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from lab.matrix import EXPECTATIONS, satisfies
+from lab.plots import matrix_heatmap
+
+COUNT_COLUMNS = ("lost", "duplicated", "unexpected", "unseen", "source_duplicates")
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """A results table (``matrix.csv`` or ``matrix.parquet``)."""
+    path = Path(path)
+    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+
+
+def matrix_view(results: pd.DataFrame) -> pd.DataFrame:
+    """The results with each verdict recomputed from the measured counts (the stored verdict is ignored)."""
+    view = results.copy()
+    for c in COUNT_COLUMNS:
+        if c not in view:
+            view[c] = 0
+    verdicts = []
+    for _, r in view.iterrows():
+        if pd.isna(r.get("guarantee")) or r.get("guarantee") in ("", "error"):
+            verdicts.append("error")
+            continue
+        counts = {c: (0 if pd.isna(r[c]) else int(r[c])) for c in COUNT_COLUMNS}
+        verdicts.append("as expected" if satisfies(r["expect"], counts) else "MISMATCH")
+    view["verdict"] = verdicts
+    return view
+
+
+def mismatches(view: pd.DataFrame) -> pd.DataFrame:
+    return view[view["verdict"] != "as expected"]
+
+
+def table_html(view: pd.DataFrame, link_base: Path | None = None) -> str:
+    """The results as an HTML table; mismatches highlighted, each row linked to its run's HTML."""
+    head = ["scenario", "seed", "expected", "measured", "lost", "duplicated", "unexpected", "source dups", "verdict", "run"]
+    rows = []
+    for _, r in view.iterrows():
+        bad = r["verdict"] != "as expected"
+        link = ""
+        if isinstance(r.get("html"), str) and r["html"]:
+            target = Path(r["html"])
+            href = target.relative_to(link_base) if link_base and target.is_relative_to(link_base) else target
+            link = f"<a href='{html.escape(str(href))}'>notebook</a>"
+        cells = [r["name"], r["seed"], r["expect"], r.get("guarantee", ""), r["lost"], r["duplicated"], r["unexpected"],
+                 r["source_duplicates"], f"<b>{r['verdict']}</b>", link]
+        style = " style='background:#fde0dc'" if bad else ""
+        rows.append(f"<tr{style}>" + "".join(
+            f"<td>{c if isinstance(c, str) and c.startswith('<') else html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return ("<table class='lab-matrix' border='1' cellspacing='0' cellpadding='4'><tr>"
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
+
+
+def build_html(results: pd.DataFrame, out_file: str | Path) -> Path:
+    """Write one self-contained HTML report (plotly.js inlined) of a matrix's results."""
+    out_file = Path(out_file).resolve()
+    view = matrix_view(results)
+    fig = matrix_heatmap(view)
+    bad = mismatches(view)
+    legend = "".join(f"<li><b>{k}</b>: {v}</li>" for k, v in EXPECTATIONS.items())
+    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Semantics matrix</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:1200px}} td,th{{font-size:13px}}</style></head><body>
+<h1>Semantics matrix</h1>
+<p>{len(view)} runs, <b>{len(bad)}</b> not as expected. Verdicts are recomputed here from the measured counts.</p>
+{fig.to_html(full_html=False, include_plotlyjs=True)}
+<h2>Runs</h2>{table_html(view, out_file.parent)}
+<h2>Expectations</h2><ul>{legend}</ul></body></html>"""
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(body)
+    return out_file

@@ -1,0 +1,63 @@
+"""`lab matrix`: interrupted, then run again, it completes only the missing runs."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from lab import processes
+from tests.conftest import clean_env, lab_cmd
+
+pytestmark = pytest.mark.integration
+
+GRID = """
+defaults: {events: 800, rate: 0, max_batch_records: 100}
+scenarios:
+  - name: commit after output
+    params: {pipeline: plain, commit: after-output, faults: "driver-crash@batch=2:after-output-before-commit"}
+    expect: at-least-once
+  - name: commit before output
+    params: {pipeline: plain, commit: before-output, faults: "driver-crash@batch=2:after-commit-before-output"}
+    expect: loss
+  - name: idempotent sink
+    params: {pipeline: plain, commit: after-output, sink: idempotent, faults: "driver-crash@batch=2:after-output-before-commit"}
+    expect: exactly-once
+"""
+
+
+def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(GRID)
+    out = tmp_path / "results"
+    env = clean_env(LAB_RUNS_DIR=str(tmp_path / "runs"))
+    proc = subprocess.Popen(lab_cmd("matrix", "--grid", str(grid), "--out", str(out)), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not list(out.glob("runs/*/report.json")):
+        time.sleep(0.2)
+    first = list(out.glob("runs/*/report.json"))
+    assert first, "no run finished"
+    done_before = {p: p.stat().st_mtime for p in first}
+    os.kill(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=90)
+    assert proc.returncode != 0
+    # nothing of the interrupted runs survives (papermill, kernels, brokers, drivers)
+    import psutil
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
+                and any(str(out) in part for part in p.info["cmdline"])]
+    assert len(pd.read_csv(out / "matrix.csv")) < 3
+
+    again = subprocess.run(lab_cmd("matrix", "--grid", str(grid), "--out", str(out)), env=env,
+                           capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stderr[-2000:]
+    for p, mtime in done_before.items():
+        assert p.stat().st_mtime == mtime, f"{p} was run again"
+    table = pd.read_csv(out / "matrix.csv")
+    assert len(table) == 3 and set(table["verdict"]) == {"as expected"}
+    assert "3 runs, 0 not as expected" in again.stdout
+    reports = [json.loads(p.read_text()) for p in out.glob("runs/*/report.json")]
+    assert len(reports) == 3
