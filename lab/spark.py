@@ -4,7 +4,9 @@ Masters: ``local[N]`` (default ``local[2]``), ``local-cluster[W,C,M]``
 (executors in their own JVMs, so one can be killed for real), or a
 ``spark://`` standalone master. The UI is off, logs are quiet, and every
 directory Spark writes (checkpoints, WAL, scratch, warehouse) is inside the
-run directory.
+run directory. The driver binds to 127.0.0.1 unless ``LAB_SPARK_DRIVER_HOST``
+names the address executors reach it by (containers); ``LAB_SPARK_PACKAGES``
+adds Maven packages (``spark.jars.packages``) where Maven is reachable.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
         "spark.log.level": "ERROR",
     }
+    driver_host = os.environ.get("LAB_SPARK_DRIVER_HOST")
+    if driver_host:
+        # A driver inside a container with executors in other containers (docker-compose): they
+        # reach it by its service name, so it must listen on the container's network too.
+        conf["spark.driver.host"] = driver_host
+        conf["spark.driver.bindAddress"] = "0.0.0.0"
+    if os.environ.get("LAB_SPARK_PACKAGES"):
+        # e.g. the spark-sql-kafka connector; resolved from Maven when the session starts.
+        conf["spark.jars.packages"] = os.environ["LAB_SPARK_PACKAGES"]
     if master.startswith("local-cluster"):
         # Executors are separate JVMs that need the lab importable and the same Python.
         conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
@@ -57,7 +68,8 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # local-cluster's in-JVM master, workers and executors bind to the host's address
     # unless told otherwise; the lab binds only to loopback.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if not os.environ.get("LAB_SPARK_DRIVER_HOST"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     (Path(run_dir) / "spark-tmp").mkdir(parents=True, exist_ok=True)
     from pyspark.sql import SparkSession
 

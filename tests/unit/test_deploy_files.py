@@ -1,0 +1,643 @@
+"""Static checks of the files that deploy the lab beyond one machine (no Docker engine needed).
+
+* ``docker-compose.yml`` is valid against the Compose specification's JSON schema
+  (``compose/config/compose_spec.json`` from the PyPI wheel ``docker-compose==1.29.2``,
+  downloaded once with pip into a cache under ``.venv``);
+* every image is pinned to a release (compose services, Dockerfile ``FROM`` lines);
+* one Spark version everywhere: the ``pyspark`` pin in ``pyproject.toml``, the
+  ``apache/spark`` image tags, the ``spark-sql-kafka`` coordinate, ``environment.yml``
+  and the docs pages, each read independently, so any single drift fails;
+* published ports are on 127.0.0.1 only;
+* ``environment.yml`` pins equal ``pyproject.toml``'s, both ways;
+* the stack is wired consistently (listeners, master URL, sink URL, shared runs volume,
+  health-gated start order, one image for driver and executors).
+
+Every failure message names the file and the offending value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+PYPROJECT = ROOT / "pyproject.toml"
+ENV_YML = ROOT / "environment.yml"
+README = ROOT / "README.md"
+DOCKER_DIR = ROOT / "docker"
+LAB_DOCKERFILE = DOCKER_DIR / "jupyter.Dockerfile"
+DOC_PAGES = ("docs/docker.md", "docs/cluster.md", "docs/conda.md")
+
+SPEC_DIST = "docker-compose==1.29.2"
+SPEC_MEMBER = "compose/config/compose_spec.json"
+SPEC_SHA256 = "0dc04bd346dcfee1b1419628fff79937bbf076925f298f272a2b490e2b112bac"
+
+WORKERS = ("spark-worker-1", "spark-worker-2")
+LOOPBACK = "127.0.0.1"
+
+
+# -- reading the files -----------------------------------------------------------
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+_VAR = re.compile(r"\$(?:(?P<escaped>\$)|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+_BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?", re.S)
+
+
+def interpolate(value, env: dict | None = None):
+    """Compose's variable interpolation with the given (default: empty) environment."""
+    env = env or {}
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        if m.group("escaped"):
+            return "$"
+        if m.group("plain"):
+            return env.get(m.group("plain"), "")
+        b = _BRACED.fullmatch(m.group("braced"))
+        assert b, f"{rel(COMPOSE)}: bad interpolation {m.group(0)!r}"
+        val, op, arg = env.get(b["name"]), b["op"], b["arg"] or ""
+        unset_or_empty = not val if op and op.startswith(":") else val is None
+        if op in (":-", "-"):
+            return arg if unset_or_empty else val
+        if op in (":?", "?"):
+            assert not unset_or_empty, f"{rel(COMPOSE)}: {m.group(0)!r} makes the variable required"
+            return val
+        if op in (":+", "+"):
+            return "" if unset_or_empty else arg
+        return val or ""
+
+    return _VAR.sub(sub, value)
+
+
+def compose(raw: bool = False) -> dict:
+    doc = yaml.safe_load(COMPOSE.read_text())  # the safe loader resolves `<<:` merge keys
+    return doc if raw else interpolate(doc)
+
+
+def services() -> dict:
+    return compose()["services"]
+
+
+def environment(service: dict) -> dict:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, None) for item in env)
+    return {k: (None if v is None else str(v)) for k, v in env.items()}
+
+
+def command(service: dict) -> list[str]:
+    cmd = service.get("command") or []
+    return cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def option(cmd: list[str], flag: str) -> str | None:
+    return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+
+
+def pyproject() -> dict:
+    return tomllib.loads(PYPROJECT.read_text())
+
+
+def dockerfiles() -> list[Path]:
+    return sorted(p for p in DOCKER_DIR.glob("*Dockerfile") if p.is_file())
+
+
+def dockerfile_lines(path: Path) -> list[str]:
+    """Instructions with continuation lines joined and comments dropped."""
+    out, cur = [], ""
+    for line in path.read_text().splitlines():
+        if not cur and line.lstrip().startswith("#"):
+            continue
+        if line.rstrip().endswith("\\"):
+            cur += line.rstrip()[:-1] + " "
+            continue
+        cur += line
+        if cur.strip():
+            out.append(cur.strip())
+        cur = ""
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def dockerfile_args(path: Path) -> dict[str, str]:
+    args = {}
+    for line in dockerfile_lines(path):
+        m = re.match(r"ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)$", line)
+        if m:
+            args[m.group(1)] = m.group(2).strip("\"'")
+    return args
+
+
+_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<extras>\[[^\]]*\])?\s*==\s*(?P<version>[^\s;,]+)$")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_pins(reqs: list[str], where: str) -> dict[str, str]:
+    """``{canonical name[extras]: version}``; anything but an exact ``==`` pin fails naming it."""
+    pins = {}
+    for req in reqs:
+        m = _PIN.match(req.strip())
+        assert m, f"{where}: {req!r} is not an exact pin (name==version)"
+        extras = ",".join(sorted(canonical(e) for e in m["extras"][1:-1].split(","))) if m["extras"] else ""
+        key = canonical(m["name"]) + (f"[{extras}]" if extras else "")
+        assert key not in pins, f"{where}: {req!r} is listed twice"
+        pins[key] = m["version"]
+    return pins
+
+
+def pyproject_pins() -> dict[str, str]:
+    return parse_pins(pyproject()["project"]["dependencies"], f"{rel(PYPROJECT)} [project.dependencies]")
+
+
+def environment_yml() -> dict:
+    return yaml.safe_load(ENV_YML.read_text())
+
+
+def env_yml_pip() -> list[str]:
+    pip = [d for d in environment_yml()["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert len(pip) == 1, f"{rel(ENV_YML)}: expected one `pip:` list under dependencies, found {len(pip)}"
+    return [str(r) for r in pip[0]["pip"]]
+
+
+def env_yml_conda(name: str) -> str | None:
+    for dep in environment_yml()["dependencies"]:
+        if isinstance(dep, str) and re.split(r"[=<>! ]", dep, maxsplit=1)[0] == name:
+            return dep
+    return None
+
+
+def pyspark_pin() -> str:
+    pins = pyproject_pins()
+    assert "pyspark" in pins, f"{rel(PYPROJECT)}: no pyspark==X.Y.Z in [project.dependencies]"
+    return pins["pyspark"]
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
+def satisfies(version: str, spec: str) -> bool:
+    """``version`` against a PEP 440 specifier set of plain release numbers (``>=3.10,<3.14``)."""
+    v = version_tuple(version)
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        m = re.fullmatch(r"(>=|<=|==|!=|>|<|~=)\s*([\d.]+)", clause)
+        assert m, f"{rel(PYPROJECT)}: cannot read requires-python clause {clause!r}"
+        op, bound = m.group(1), version_tuple(m.group(2))
+        w = v[: len(bound)] if op in ("==", "!=") else v + (0,) * max(0, len(bound) - len(v))
+        ok = {">=": w >= bound, "<=": w <= bound, ">": w > bound, "<": w < bound, "==": w == bound,
+              "!=": w != bound, "~=": w >= bound and v[: len(bound) - 1] == bound[:-1]}[op]
+        if not ok:
+            return False
+    return True
+
+
+# -- (a) the Compose specification's schema --------------------------------------
+def _spec_cache(pytestconfig) -> Path:
+    venv = ROOT / ".venv"
+    d = venv / ".cache" / "compose-spec" if venv.is_dir() else Path(pytestconfig.cache.mkdir("compose-spec"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d / "compose_spec-docker-compose-1.29.2.json"
+
+
+@pytest.fixture(scope="module")
+def compose_spec(pytestconfig) -> dict:
+    """The Compose spec JSON schema shipped in the docker-compose 1.29.2 wheel (downloaded once, checked by hash)."""
+    target = _spec_cache(pytestconfig)
+    if not target.is_file() or hashlib.sha256(target.read_bytes()).hexdigest() != SPEC_SHA256:
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                   "--disable-pip-version-check", "--quiet", "--dest", tmp, SPEC_DIST]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            wheels = list(Path(tmp).glob("docker_compose-1.29.2-*.whl"))
+            if r.returncode != 0 or not wheels:
+                pytest.fail(f"could not download {SPEC_DIST} for its {SPEC_MEMBER} (needs PyPI): "
+                            f"{(r.stderr or r.stdout).strip()[-500:]}")
+            with zipfile.ZipFile(wheels[0]) as z:
+                data = z.read(SPEC_MEMBER)
+        digest = hashlib.sha256(data).hexdigest()
+        assert digest == SPEC_SHA256, f"{SPEC_MEMBER} from {SPEC_DIST} has sha256 {digest}, expected {SPEC_SHA256}"
+        tmp_target = target.with_suffix(".tmp")
+        tmp_target.write_bytes(data)
+        tmp_target.replace(target)
+    return json.loads(target.read_text())
+
+
+def schema_errors(schema: dict, doc: dict) -> list[str]:
+    # The file says draft 2019-09 with an http:// id that jsonschema's lookup does not
+    # recognise, so the validator class is named here instead of guessed from "$schema".
+    from jsonschema import Draft201909Validator
+
+    errors = sorted(Draft201909Validator(schema).iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{rel(COMPOSE)}: at {'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message[:300]}"
+            for e in errors]
+
+
+def test_compose_file_matches_the_compose_spec(compose_spec):
+    problems = schema_errors(compose_spec, compose())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_schema_check_catches_mistakes(compose_spec):
+    bad = compose()
+    bad["name"] = "lab"  # not in this schema: why docker-compose.yml has no top-level name
+    bad["services"]["jupyter"]["depends_on"]["kafka"]["condition"] = "service_ready"
+    problems = "\n".join(schema_errors(compose_spec, bad))
+    assert "at (top level): 'name'" in problems, problems
+    assert "depends_on" in problems, problems
+
+
+# -- (b) pinned images --------------------------------------------------------------
+def image_problem(ref: str) -> str | None:
+    """Why ``ref`` is not pinned to a release (None when it is)."""
+    if "$" in ref:
+        return "is not a literal reference"
+    name, _, digest = ref.partition("@")
+    if digest:
+        return None if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else "has a malformed digest"
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return "has no tag (that means latest)"
+    tag = last.split(":", 1)[1]
+    if tag == "latest" or "latest" in tag.split("-"):
+        return "is tagged latest"
+    if not re.match(r"\d+\.\d+", tag):
+        return "has a floating tag (pin a release: major.minor[.patch]...)"
+    return None
+
+
+def image_refs() -> list[tuple[str, str]]:
+    refs = [(f"{rel(COMPOSE)} service {name}", svc["image"]) for name, svc in services().items() if "image" in svc]
+    for path in dockerfiles():
+        for line in dockerfile_lines(path):
+            m = re.match(r"FROM\s+(?:--platform=\S+\s+)?(\S+)", line, re.I)
+            if m:
+                refs.append((f"{rel(path)} FROM", m.group(1)))
+            for src in re.findall(r"COPY\s+.*?--from=(\S+)", line, re.I):
+                if "/" in src or ":" in src:
+                    refs.append((f"{rel(path)} COPY --from", src))
+    return refs
+
+
+def test_every_image_is_pinned():
+    refs = image_refs()
+    assert any("FROM" in where for where, _ in refs), f"no FROM line found in {rel(DOCKER_DIR)}/*Dockerfile"
+    problems = [f"{where}: image {ref!r} {why}" for where, ref in refs if (why := image_problem(ref))]
+    for name, svc in services().items():
+        if "image" not in svc and "build" not in svc:
+            problems.append(f"{rel(COMPOSE)} service {name}: neither image nor build")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("ref, pinned", [
+    ("postgres", False), ("postgres:latest", False), ("postgres:17", False), ("apache/spark:python3", False),
+    ("postgres:17.6-bookworm", True), ("apache/spark:4.3.0-scala2.13-java17-python3-ubuntu", True),
+    ("localhost:5000/x:1.2", True), ("localhost:5000/x", False), ("x@sha256:" + "a" * 64, True),
+])
+def test_the_pin_rule(ref, pinned):
+    assert (image_problem(ref) is None) == pinned, image_problem(ref)
+
+
+# -- (c) one Spark version everywhere ---------------------------------------------------
+_SPARK_IMAGE = re.compile(r"apache/spark:(?P<version>\d+\.\d+\.\d+[^\s\"'`]*?)(?=[\s\"'`),]|$)")
+_KAFKA_PKG = re.compile(r"org\.apache\.spark:spark-sql-kafka-0-10_(?P<scala>\d+\.\d+):(?P<version>[0-9A-Za-z.\-]+)")
+_PYSPARK_PIN = re.compile(r"\bpyspark==(?P<version>[0-9A-Za-z.\-]+)")
+_SPARK_WORD = re.compile(r"\b(?:Py)?Spark (?P<version>\d+\.\d+(?:\.\d+)?)\b")
+
+
+def _image_version(tag: str) -> str:
+    return tag.split("-", 1)[0]
+
+
+def spark_in_compose_images(text: str) -> list[tuple[str, str]]:
+    doc = interpolate(yaml.safe_load(text))
+    return [(f"service {name} image {svc['image']!r}", _image_version(svc["image"].split(":", 1)[1]))
+            for name, svc in doc["services"].items() if str(svc.get("image", "")).startswith("apache/spark:")]
+
+
+def spark_in_dockerfile(text: str) -> list[tuple[str, str]]:
+    return [(f"FROM apache/spark:{m['version']}", _image_version(m["version"]))
+            for line in text.splitlines() if re.match(r"\s*FROM\s", line, re.I)
+            for m in _SPARK_IMAGE.finditer(line)]
+
+
+def spark_in_kafka_package(text: str) -> list[tuple[str, str]]:
+    return [(f"coordinate {m.group(0)!r}", m["version"]) for m in _KAFKA_PKG.finditer(text)]
+
+
+def spark_in_environment_yml(text: str) -> list[tuple[str, str]]:
+    return [(f"pip pin {m.group(0)!r}", m["version"]) for m in _PYSPARK_PIN.finditer(text)]
+
+
+def spark_in_prose(text: str, words: bool = True) -> list[tuple[str, str]]:
+    found = [(f"image apache/spark:{m['version']}", _image_version(m["version"])) for m in _SPARK_IMAGE.finditer(text)]
+    found += [(f"coordinate {m.group(0)!r}", m["version"]) for m in _KAFKA_PKG.finditer(text)]
+    found += [(f"{m.group(0)!r}", m["version"]) for m in _PYSPARK_PIN.finditer(text)]
+    if words:
+        found += [(f"{m.group(0)!r}", m["version"]) for m in _SPARK_WORD.finditer(text)]
+    return found
+
+
+def _same_spark(found: str, pin: str) -> bool:
+    # "Spark 4.3" in prose names the minor release; everything else must be the full version.
+    return found == pin or (found.count(".") == 1 and pin.startswith(found + "."))
+
+
+# label: (file, extractor, at least one mention required)
+SPARK_SOURCES = {
+    "compose apache/spark images": ("docker-compose.yml", spark_in_compose_images, True),
+    "Dockerfile FROM apache/spark": ("docker/jupyter.Dockerfile", spark_in_dockerfile, True),
+    "spark-sql-kafka coordinate": ("docker-compose.yml", spark_in_kafka_package, True),
+    "environment.yml pyspark pin": ("environment.yml", spark_in_environment_yml, True),
+    **{page: (page, spark_in_prose, True) for page in DOC_PAGES},
+    # README: only the exact forms (image tag, coordinate, pin); prose there may name older releases.
+    "README.md": ("README.md", lambda text: spark_in_prose(text, words=False), False),
+}
+
+
+def spark_drift(label: str, text: str, pin: str) -> list[str]:
+    path, extract, required = SPARK_SOURCES[label]
+    found = extract(text)
+    if required and not found:
+        return [f"{path}: no Spark version found ({label}); pyproject.toml pins pyspark=={pin}"]
+    return [f"{path}: {what} says Spark {version}, but pyproject.toml pins pyspark=={pin}"
+            for what, version in found if not _same_spark(version, pin)]
+
+
+@pytest.mark.parametrize("label", list(SPARK_SOURCES))
+def test_one_spark_version_everywhere(label):
+    path = ROOT / SPARK_SOURCES[label][0]
+    assert path.is_file(), f"{rel(path)} is missing"
+    problems = spark_drift(label, path.read_text(), pyspark_pin())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("label", [k for k, v in SPARK_SOURCES.items() if v[2]])
+def test_a_drift_in_any_one_place_is_caught(label):
+    pin = pyspark_pin()
+    text = (ROOT / SPARK_SOURCES[label][0]).read_text()
+    if spark_drift(label, text, pin):
+        pytest.skip(f"{SPARK_SOURCES[label][0]} already drifts: test_one_spark_version_everywhere reports it")
+    minor = pin.rsplit(".", 1)[0]
+    drifted = text.replace(pin, "9.8.7").replace(f"Spark {minor}", "Spark 9.8")
+    problems = spark_drift(label, drifted, pin)
+    assert problems and all("9.8" in p for p in problems), problems
+
+
+def test_the_scala_and_java_variants_agree():
+    from lab.java import SUPPORTED_MAJORS
+
+    tags = [ref.split(":", 1)[1] for _, ref in image_refs() if ref.startswith("apache/spark:")]
+    assert tags, f"no apache/spark image in {rel(COMPOSE)} or {rel(DOCKER_DIR)}"
+    assert len(set(tags)) == 1, f"{rel(COMPOSE)} / {rel(LAB_DOCKERFILE)}: apache/spark tags differ: {sorted(set(tags))}"
+    scala = re.search(r"scala(\d+\.\d+)", tags[0])
+    java = re.search(r"java(\d+)", tags[0])
+    assert scala and java, f"apache/spark:{tags[0]} does not name its Scala and Java versions"
+    for _, pkg_scala in [(m.group(0), m["scala"]) for m in _KAFKA_PKG.finditer(COMPOSE.read_text())]:
+        assert pkg_scala == scala.group(1), (
+            f"{rel(COMPOSE)}: spark-sql-kafka-0-10_{pkg_scala} does not match the image's Scala {scala.group(1)}")
+    assert int(java.group(1)) in SUPPORTED_MAJORS, f"apache/spark:{tags[0]}: Java {java.group(1)} is not one of {SUPPORTED_MAJORS}"
+    jdk = env_yml_conda("openjdk")
+    assert jdk and int(version_tuple(jdk)[0]) in SUPPORTED_MAJORS, f"{rel(ENV_YML)}: openjdk entry {jdk!r} is not Java 17 or 21"
+
+
+# -- (d) ports only on loopback --------------------------------------------------------
+def port_problem(entry) -> str | None:
+    if isinstance(entry, dict):
+        return None if entry.get("host_ip") == LOOPBACK else "long syntax without host_ip: 127.0.0.1"
+    spec = str(entry).split("/", 1)[0]
+    if spec.startswith("["):
+        return f"binds {spec[: spec.index(']') + 1]}, not {LOOPBACK}"
+    parts = spec.split(":")
+    if len(parts) < 3:
+        return "has no host address, so Docker publishes it on every interface"
+    return None if parts[0] == LOOPBACK else f"binds {parts[0]}, not {LOOPBACK}"
+
+
+def test_ports_are_published_on_loopback_only():
+    problems = []
+    published = 0
+    for name, svc in services().items():
+        if svc.get("network_mode") == "host":
+            problems.append(f"{rel(COMPOSE)} service {name}: network_mode 'host' shares every host interface")
+        for entry in svc.get("ports") or []:
+            published += 1
+            if (why := port_problem(entry)):
+                problems.append(f"{rel(COMPOSE)} service {name}: port {entry!r} {why}")
+    assert published, f"{rel(COMPOSE)}: no published ports at all"
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("entry, ok", [
+    ("127.0.0.1:8888:8888", True), ("127.0.0.1:8888:8888/tcp", True), ("8888:8888", False), ("8888", False),
+    ("0.0.0.0:8888:8888", False), ("[::]:8888:8888", False), ({"target": 8888, "published": 8888}, False),
+])
+def test_the_port_rule(entry, ok):
+    assert (port_problem(entry) is None) == ok
+
+
+# -- (e) environment.yml mirrors pyproject.toml ------------------------------------------
+def pin_differences(project: dict[str, str], env: dict[str, str]) -> list[str]:
+    out = []
+    for key in sorted(project.keys() - env.keys()):
+        out.append(f"{rel(ENV_YML)}: missing {key}=={project[key]} (pinned in {rel(PYPROJECT)})")
+    for key in sorted(env.keys() - project.keys()):
+        out.append(f"{rel(ENV_YML)}: {key}=={env[key]} is not a dependency in {rel(PYPROJECT)}")
+    for key in sorted(project.keys() & env.keys()):
+        if project[key] != env[key]:
+            out.append(f"{rel(ENV_YML)}: {key}=={env[key]}, but {rel(PYPROJECT)} pins {key}=={project[key]}")
+    return out
+
+
+def env_yml_pins() -> dict[str, str]:
+    reqs = [r for r in env_yml_pip() if r.strip() not in ("-e .", "--editable .", "-e ./", ".")]
+    return parse_pins(reqs, f"{rel(ENV_YML)} pip:")
+
+
+def test_environment_yml_mirrors_pyproject_pins():
+    assert any(r.strip() in ("-e .", "--editable .") for r in env_yml_pip()), f"{rel(ENV_YML)}: pip list lacks `-e .` (the lab itself)"
+    problems = pin_differences(pyproject_pins(), env_yml_pins())
+    assert not problems, "\n".join(problems)
+
+
+def test_a_pin_difference_is_caught_both_ways():
+    project, env = pyproject_pins(), env_yml_pins()
+    changed = dict(env, pandas="0.0.1")
+    extra = dict(env, requests="2.0.0")
+    missing = {k: v for k, v in env.items() if k != "numpy"}
+    assert any("pandas==0.0.1" in p for p in pin_differences(project, changed))
+    assert any("requests==2.0.0" in p for p in pin_differences(project, extra))
+    assert any("missing numpy" in p for p in pin_differences(project, missing))
+
+
+def test_python_versions_satisfy_requires_python():
+    spec = pyproject()["project"]["requires-python"]
+    conda_python = env_yml_conda("python")
+    assert conda_python, f"{rel(ENV_YML)}: no python=3.X entry"
+    conda_version = re.split(r"[=<>]+", conda_python, maxsplit=1)[1]
+    assert satisfies(conda_version, spec), f"{rel(ENV_YML)}: {conda_python!r} is outside requires-python {spec!r}"
+    image_python = dockerfile_args(LAB_DOCKERFILE).get("LAB_PYTHON")
+    assert image_python, f"{rel(LAB_DOCKERFILE)}: no ARG LAB_PYTHON=X.Y.Z"
+    assert satisfies(image_python, spec), f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is outside requires-python {spec!r}"
+    assert version_tuple(image_python)[:2] == version_tuple(conda_version)[:2], (
+        f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is not the minor version of {rel(ENV_YML)}'s {conda_python!r}")
+
+
+@pytest.mark.parametrize("version, spec, ok", [
+    ("3.11.18", ">=3.10,<3.14", True), ("3.14.0", ">=3.10,<3.14", False), ("3.9", ">=3.10", False),
+    ("3.11", "==3.11", True), ("3.12.1", "~=3.11", True),
+])
+def test_the_requires_python_rule(version, spec, ok):
+    assert satisfies(version, spec) == ok
+
+
+# -- the stack's wiring ----------------------------------------------------------------
+def test_start_order_waits_for_health():
+    svcs, problems = services(), []
+    for name, svc in svcs.items():
+        deps = svc.get("depends_on") or {}
+        if isinstance(deps, list):
+            problems.append(f"{rel(COMPOSE)} service {name}: depends_on {deps} has no condition: service_healthy")
+            continue
+        for dep, how in deps.items():
+            if (how or {}).get("condition") != "service_healthy":
+                problems.append(f"{rel(COMPOSE)} service {name}: depends_on {dep} with {how!r}, not condition: service_healthy")
+            if dep not in svcs:
+                problems.append(f"{rel(COMPOSE)} service {name}: depends_on unknown service {dep!r}")
+            elif not (svcs[dep].get("healthcheck") or {}).get("test"):
+                problems.append(f"{rel(COMPOSE)} service {dep}: no healthcheck, yet {name} waits for it to be healthy")
+    jupyter_deps = set(svcs.get("jupyter", {}).get("depends_on") or {})
+    for needed in ("kafka", "postgres", "spark-master", *WORKERS):
+        if needed not in jupyter_deps:
+            problems.append(f"{rel(COMPOSE)} service jupyter: does not wait for {needed}")
+    assert not problems, "\n".join(problems)
+
+
+def test_lab_environment_points_at_the_stack():
+    svcs = services()
+    assert {"kafka", "postgres", "spark-master", "jupyter", *WORKERS} <= set(svcs), (
+        f"{rel(COMPOSE)}: services are {sorted(svcs)}")
+    env = environment(svcs["jupyter"])
+    where = f"{rel(COMPOSE)} service jupyter"
+
+    kafka = environment(svcs["kafka"])
+    advertised = dict(item.split("://", 1) for item in kafka["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert env.get("LAB_KAFKA_BOOTSTRAP") == advertised.get("DOCKER") == "kafka:29092", (
+        f"{where}: LAB_KAFKA_BOOTSTRAP={env.get('LAB_KAFKA_BOOTSTRAP')!r}; containers must use the DOCKER listener "
+        f"{advertised.get('DOCKER')!r}")
+    host_port = advertised.get("HOST", "")
+    assert host_port.startswith(f"{LOOPBACK}:") and any(
+        str(p).startswith(f"{host_port}:") for p in svcs["kafka"].get("ports", [])), (
+        f"{rel(COMPOSE)} service kafka: HOST listener advertises {host_port!r}, which is not its published 127.0.0.1 port")
+
+    master_cmd = command(svcs["spark-master"])
+    master_url = f"spark://{option(master_cmd, '--host')}:{option(master_cmd, '--port')}"
+    assert env.get("LAB_SPARK_MASTER") == master_url == "spark://spark-master:7077", (
+        f"{where}: LAB_SPARK_MASTER={env.get('LAB_SPARK_MASTER')!r}; the master listens at {master_url!r}")
+    for w in WORKERS:
+        cmd = command(svcs[w])
+        assert master_url in cmd, f"{rel(COMPOSE)} service {w}: command {cmd} does not register with {master_url}"
+        assert option(cmd, "--host") == svcs[w].get("hostname") == w, (
+            f"{rel(COMPOSE)} service {w}: --host {option(cmd, '--host')!r} / hostname {svcs[w].get('hostname')!r}")
+
+    sink = urlsplit(env.get("LAB_SINK_URL", ""))
+    pg = environment(svcs["postgres"])
+    assert sink.scheme in ("postgresql", "postgres") and sink.hostname == "postgres" and (sink.port or 5432) == 5432, (
+        f"{where}: LAB_SINK_URL={env.get('LAB_SINK_URL')!r} is not the postgres service")
+    assert (sink.username, sink.password, sink.path.lstrip("/")) == (
+        pg.get("POSTGRES_USER"), pg.get("POSTGRES_PASSWORD"), pg.get("POSTGRES_DB")), (
+        f"{where}: LAB_SINK_URL={env.get('LAB_SINK_URL')!r} does not match the postgres service's user/password/db")
+
+    pkgs = env.get("LAB_SPARK_PACKAGES") or ""
+    assert _KAFKA_PKG.search(pkgs), f"{where}: LAB_SPARK_PACKAGES={pkgs!r} lacks org.apache.spark:spark-sql-kafka-0-10_2.13:<spark>"
+    assert env.get("LAB_SPARK_DRIVER_HOST") == svcs["jupyter"].get("hostname") == "jupyter", (
+        f"{where}: LAB_SPARK_DRIVER_HOST={env.get('LAB_SPARK_DRIVER_HOST')!r} must be the container's hostname")
+
+
+def _named_mounts(svc: dict, named: set[str]) -> dict[str, str]:
+    """``{container path: volume}`` for the service's named-volume mounts."""
+    out = {}
+    for v in svc.get("volumes") or []:
+        if isinstance(v, dict):
+            src, dst = v.get("source"), v.get("target")
+        else:
+            src, _, rest = str(v).partition(":")
+            dst = rest.split(":", 1)[0]
+        if src in named:
+            out[dst] = src
+    return out
+
+
+def test_runs_volume_is_shared_at_the_same_path():
+    doc = compose()
+    svcs, named = doc["services"], set(doc.get("volumes") or {})
+    runs_dir = environment(svcs["jupyter"]).get("LAB_RUNS_DIR")
+    assert runs_dir, f"{rel(COMPOSE)} service jupyter: LAB_RUNS_DIR is not set"
+    jupyter_volume = _named_mounts(svcs["jupyter"], named).get(runs_dir)
+    assert jupyter_volume, f"{rel(COMPOSE)} service jupyter: LAB_RUNS_DIR={runs_dir!r} is not a named-volume mount"
+    for w in WORKERS:
+        got = _named_mounts(svcs[w], named).get(runs_dir)
+        assert got == jupyter_volume, (
+            f"{rel(COMPOSE)} service {w}: mounts {got!r} at {runs_dir!r}, not the volume {jupyter_volume!r} "
+            "the driver writes checkpoints to")
+    notebooks = [v for v in svcs["jupyter"].get("volumes", []) if str(v).startswith("./notebooks:")]
+    assert notebooks, f"{rel(COMPOSE)} service jupyter: ./notebooks is not mounted"
+
+
+def test_driver_and_executors_share_one_image():
+    svcs = services()
+    jupyter = svcs["jupyter"]
+    assert jupyter.get("build") and jupyter.get("image"), f"{rel(COMPOSE)} service jupyter: needs both build and image"
+    for w in WORKERS:
+        for key in ("image", "build"):
+            assert svcs[w].get(key) == jupyter[key], (
+                f"{rel(COMPOSE)} service {w}: {key} {svcs[w].get(key)!r} differs from jupyter's {jupyter[key]!r}: "
+                "executors would run another Python or lack the lab")
+    build = jupyter["build"]
+    dockerfile = ROOT / build.get("context", ".") / build["dockerfile"]
+    assert dockerfile.resolve() == LAB_DOCKERFILE.resolve(), f"{rel(COMPOSE)}: jupyter builds {build['dockerfile']!r}"
+
+
+def test_lab_dockerfile_installs_the_pinned_lab():
+    lines = dockerfile_lines(LAB_DOCKERFILE)
+    installs = [l for l in lines if re.search(r"pip install .*(-e \.|\s\.(\s|;|$))", l)]
+    assert installs, f"{rel(LAB_DOCKERFILE)}: no `pip install ... -e .` of the lab"
+    for line in installs:
+        assert "-c constraints.txt" in line, f"{rel(LAB_DOCKERFILE)}: {line[:160]!r} does not use -c constraints.txt"
+    ignore = LAB_DOCKERFILE.with_name(LAB_DOCKERFILE.name + ".dockerignore")
+    assert ignore.is_file(), f"{rel(ignore)} is missing: the build context would carry .venv and runs/"
+    included = {l.strip()[1:].strip("/") for l in ignore.read_text().splitlines() if l.strip().startswith("!")}
+    for line in lines:
+        m = re.match(r"COPY\s+(?!--from)(?:--\S+\s+)*(.+)\s+\S+$", line)
+        if not m:
+            continue
+        for src in m.group(1).split():
+            src = src.strip("/")
+            assert (ROOT / src).exists(), f"{rel(LAB_DOCKERFILE)}: COPY source {src!r} does not exist"
+            assert src in included, f"{rel(ignore)}: COPY source {src!r} is not re-included (add !{src})"
