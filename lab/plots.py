@@ -128,3 +128,21 @@ def matrix_heatmap(view, title: str = "Measured guarantee per scenario") -> go.F
     fig.update_layout(title=title, template="plotly_white", height=max(260, 38 * len(names) + 120),
                       yaxis=dict(autorange="reversed"), xaxis=dict(side="top"), margin=dict(l=20))
     return fig
+
+
+def source_vs_sink(reports: dict[str, dict], title: str = "Where duplicates are born, and where they are removed") -> go.Figure:
+    """Grouped bars per scenario: duplicates in the topic (from the producer) vs duplicated events in the sink."""
+    labels = list(reports)
+    fig = go.Figure([
+        go.Bar(name="duplicates in the topic", x=labels, y=[r.get("source_duplicates", 0) for r in reports.values()],
+               marker_color="#9467bd", text=[r.get("source_duplicates", 0) for r in reports.values()], textposition="outside",
+               cliponaxis=False),
+        go.Bar(name="duplicated events in the sink", x=labels, y=[r["duplicated"] for r in reports.values()],
+               marker_color=COLORS["duplicated"], text=[r["duplicated"] for r in reports.values()], textposition="outside",
+               cliponaxis=False),
+        go.Bar(name="lost events", x=labels, y=[r["lost"] for r in reports.values()], marker_color=COLORS["lost"],
+               text=[r["lost"] for r in reports.values()], textposition="outside", cliponaxis=False),
+    ])
+    fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
+                      legend=dict(orientation="h", y=-0.3))
+    return fig

@@ -17,9 +17,10 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 SMALL = {
     "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, CRASH_AT=1.0),
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
+    "05_exactly_once_production": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, LOST_ACKS=3, LOSS_AT=0.5),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"04_semantics_matrix": 1}
+MIN_PLOTS = {"04_semantics_matrix": 1, "05_exactly_once_production": 1}
 
 
 def notebooks():
