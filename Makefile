@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: venv
 	$(BIN)/lab doctor
 	$(BIN)/lab run --pipeline plain --sink append --events 3000 --rate 1000 --faults driver-crash@at=3s
+	$(BIN)/lab matrix --grid lab/templates/demo_grid.yaml --out data/results/demo
+	$(BIN)/lab report --out data/results/demo
 
 test: venv
 	$(PYTEST) -q tests
