@@ -99,12 +99,40 @@ def files_under(path: Path | str, max_files: int = 60) -> str:
     if not root.exists():
         return f"{root} (does not exist)"
     lines = [str(root)]
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    # Hadoop's .crc side files would double the listing without telling anything.
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
     for p in files[:max_files]:
         lines.append(f"  {p.relative_to(root)}  ({p.stat().st_size} B)")
     if len(files) > max_files:
         lines.append(f"  ... {len(files) - max_files} more files")
     return "\n".join(lines)
+
+
+def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
+    """Structured Streaming's offset or commit log as a table, with each entry placed against the crash.
+
+    One row per batch id: when the entry was written (seconds since the run
+    started), whether that was before or after the first driver crash, and
+    for the offset log the planned end offsets per partition.
+    """
+    import pandas as pd
+
+    from lab.events import read_events
+
+    run_dir = Path(run_dir)
+    events = read_events(run_dir)
+    t0 = next((e["t"] for e in events if e["type"] == "run-start"), 0.0)
+    crash = next((e["t"] for e in events if e["type"] == "fault" and e.get("kind") == "driver-crash"), None)
+    rows = []
+    for f in sorted((run_dir / "checkpoint" / log).glob("[0-9]*"), key=lambda p: int(p.name)):
+        lines = f.read_text().splitlines()
+        row = {"batch id": int(f.name), "written at (s)": round(f.stat().st_mtime - t0, 2)}
+        if crash is not None:
+            row["written"] = "before the crash" if f.stat().st_mtime < crash else "after the restart"
+        if log == "offsets" and len(lines) >= 3:
+            row["end offsets {partition: offset}"] = lines[2]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("batch id") if rows else pd.DataFrame()
 
 
 def read_json(path: Path | str):
