@@ -144,6 +144,9 @@ class Run:
         cfg = self.config
         try:
             self.run_dir = new_run_dir(cfg)
+            # One topic per run: runs that share a broker (`lab broker start`, a notebook's
+            # broker, LAB_KAFKA_BOOTSTRAP) must never read each other's events.
+            cfg = self.config = replace(cfg, topic=f"{cfg.topic}.{self.run_dir.name}")
             self.events = EventLog(self.run_dir, "supervisor")
             (self.run_dir / "config.json").write_text(cfg.to_json())
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)

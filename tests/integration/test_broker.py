@@ -79,3 +79,22 @@ def test_cli_broker_start_status_stop_leaves_nothing(tmp_path):
     assert_all_gone([info["broker_pid"], info["proxy_pid"]])
     st = subprocess.run(lab_cmd("broker", "status"), capture_output=True, text=True, env=env, timeout=30)
     assert st.returncode == 1 and "no broker" in st.stdout
+
+
+def test_runs_sharing_a_started_broker_do_not_see_each_other(tmp_path):
+    env = clean_env(LAB_RUNS_DIR=str(tmp_path))
+    assert subprocess.run(lab_cmd("broker", "start"), env=env, capture_output=True, timeout=30).returncode == 0
+    info = json.loads((tmp_path / "broker.json").read_text())
+    try:
+        reports = []
+        for _ in range(2):
+            p = subprocess.run(lab_cmd("run", "--events", "500", "--rate", "0", "--json"), env=env,
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr
+            reports.append(json.loads(p.stdout.strip().splitlines()[-1]))
+        for r in reports:
+            assert (r["acked"], r["exactly_once"], r["unexpected"], r["topic_records"]) == (500, 500, 0, 500)
+        assert processes.pid_alive(info["broker_pid"])  # the runs reused it and left it running
+    finally:
+        subprocess.run(lab_cmd("broker", "stop"), env=env, capture_output=True, timeout=30)
+    assert_all_gone([info["broker_pid"], info["proxy_pid"]])
