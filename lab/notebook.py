@@ -93,6 +93,53 @@ def compare(results: dict[str, RunResult]):
     return pd.DataFrame(rows).set_index("scenario")
 
 
+def start_broker():
+    """Start an embedded broker for this notebook; runs reuse it and it stays up between them.
+
+    It dies with the kernel (and :func:`stop_broker` ends it earlier), so a
+    notebook can look into Kafka after a run, e.g. at a consumer group's offsets.
+    """
+    import atexit
+
+    from lab import broker
+    from lab.config import make_config
+
+    runs = Path(make_config().runs_dir)
+    running = broker.load_running(runs)
+    if running:
+        return running
+    info = broker.start_embedded(runs / "broker-logs")  # a child of the kernel: gone when the kernel is
+    broker.state_file(runs).parent.mkdir(parents=True, exist_ok=True)
+    broker.state_file(runs).write_text(json.dumps(info.to_dict(), indent=2))
+    atexit.register(stop_broker)
+    return info
+
+
+def stop_broker() -> None:
+    """Stop the broker :func:`start_broker` started (nothing if none)."""
+    from lab import broker
+    from lab.config import make_config
+
+    broker.stop_detached(make_config().runs_dir)
+
+
+def group_offsets(result: RunResult) -> dict[int, int | None]:
+    """The offsets a run's consumer group has committed in Kafka, per partition (None: nothing committed).
+
+    Needs the broker the run used to be running (see :func:`start_broker`).
+    """
+    from kafka import TopicPartition
+
+    from lab import kafka_tools
+
+    bootstrap = json.loads((result.run_dir / "broker.json").read_text())["bootstrap"]
+    c = kafka_tools.consumer(bootstrap, group_id=f"lab-{result.run_dir.name}")
+    try:
+        return {p: c.committed(TopicPartition(result.config.topic, p)) for p in range(result.config.partitions)}
+    finally:
+        c.close()
+
+
 def files_under(path: Path | str, max_files: int = 60) -> str:
     """A tree listing of ``path`` (checkpoints, WAL) with sizes, for showing what is on disk."""
     root = Path(path)

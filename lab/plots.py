@@ -146,3 +146,34 @@ def source_vs_sink(reports: dict[str, dict], title: str = "Where duplicates are 
     fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def offset_ranges(plans: list[dict], replayed: set[int] | None = None,
+                  title: str = "Offset ranges planned by the driver, per batch") -> go.Figure:
+    """Each batch's ``[fromOffset, untilOffset)`` per partition as bars along the offset axis.
+
+    ``plans`` are the direct pipeline's offset-log entries (``{"batch", "ranges": [{"partition",
+    "fromOffset", "untilOffset"}]}``); batches in ``replayed`` were run again after a crash and
+    are drawn with a red outline and hatching.
+    """
+    replayed = replayed or set()
+    fig = go.Figure()
+    palette = ["#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#17becf", "#9edae5"]
+    for i, plan in enumerate(sorted(plans, key=lambda p: p["batch"])):
+        rs = [r for r in plan["ranges"] if r["untilOffset"] > r["fromOffset"]]
+        if not rs:
+            continue
+        again = plan["batch"] in replayed
+        fig.add_trace(go.Bar(
+            orientation="h", y=[f"partition {r['partition']}" for r in rs],
+            x=[r["untilOffset"] - r["fromOffset"] for r in rs], base=[r["fromOffset"] for r in rs],
+            name=f"batch {plan['batch']}" + (" (replayed)" if again else ""),
+            marker=dict(color=palette[i % len(palette)], line=dict(color="#d62728" if again else "white", width=3 if again else 1),
+                        pattern=dict(shape="/" if again else "")),
+            text=[f"{plan['batch']}" for _ in rs], textposition="inside", insidetextanchor="middle",
+            customdata=[r["untilOffset"] for r in rs],
+            hovertemplate="batch " + str(plan["batch"]) + "<br>%{y}: [%{base}, %{customdata})<extra></extra>",
+        ))
+    fig.update_layout(barmode="overlay", title=title, xaxis_title="offset", template="plotly_white",
+                      height=320, legend=dict(orientation="h", y=-0.3), yaxis=dict(autorange="reversed"))
+    return fig
