@@ -34,7 +34,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
-    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (default 500)")
+    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")

@@ -61,4 +61,23 @@ PIPELINES: dict[str, PipelineSpec] = {
         points=("after-offset-log", "mid-output", "after-output-before-commit"),
         uses_spark=True,
     ),
+    "direct": PipelineSpec(
+        name="direct",
+        module="lab.pipelines.direct",
+        summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
+        faults=("driver-crash", "executor-crash", "task-failure", "broker-outage", "ack-loss"),
+        points=("after-offset-log", "mid-output", "after-output-before-commit"),
+        uses_spark=True,
+        options=("offsets",),
+    ),
+    "receiver": PipelineSpec(
+        name="receiver",
+        module="lab.pipelines.receiver",
+        summary="Spark Streaming DStreams: Spark's socket receiver fed by a Kafka consumer, optional write-ahead log, "
+                "checkpoint recovery",
+        faults=("driver-crash", "executor-crash", "receiver-restart", "broker-outage", "ack-loss"),
+        points=("mid-output", "after-output-before-commit", "after-wal-before-ack"),
+        uses_spark=True,
+        options=("wal", "ack", "replication"),
+    ),
 }
