@@ -182,6 +182,31 @@ def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
     return pd.DataFrame(rows).set_index("batch id") if rows else pd.DataFrame()
 
 
+def crash_story(result: RunResult) -> list[str]:
+    """The run's own timeline around its faults, in sentences: what was done, what was lost, what ran again."""
+    from lab.events import read_events
+
+    events = read_events(result.run_dir)
+    t0 = next((e["t"] for e in events if e["type"] == "run-start"), events[0]["t"] if events else 0.0)
+    lines = []
+    for e in events:
+        t = f"t={e['t'] - t0:5.1f}s"
+        kind = e["type"]
+        if kind == "fault":
+            where = f" at {e['point']} of batch {e['batch']}" if e.get("point") else ""
+            lines.append(f"{t}  FAULT {e['kind']}{where} (by {e.get('by', e.get('source'))})")
+        elif kind == "driver-start" and e.get("attempt", 1) > 1:
+            lines.append(f"{t}  driver restarted (attempt {e['attempt']})")
+        elif kind == "batch-lost":
+            detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "type", "source"))
+            lines.append(f"{t}  batch LOST: {detail}")
+        elif kind == "batch-start" and (e.get("replay") or e.get("recovered")):
+            lines.append(f"{t}  batch {e['batch']} runs again ({e.get('rows')} rows)")
+    a = result.audit
+    lines.append(f"result: {a.exactly_once} exactly once, {a.duplicated} duplicated, {a.lost} lost of {a.acked}")
+    return lines
+
+
 def read_json(path: Path | str):
     """Read a JSON file (a checkpoint entry, a report)."""
     return json.loads(Path(path).read_text())

@@ -177,3 +177,16 @@ def offset_ranges(plans: list[dict], replayed: set[int] | None = None,
     fig.update_layout(barmode="overlay", title=title, xaxis_title="offset", template="plotly_white",
                       height=320, legend=dict(orientation="h", y=-0.3), yaxis=dict(autorange="reversed"))
     return fig
+
+
+def outcome_bars(reports: dict[str, dict], title: str = "Same crash, different settings") -> go.Figure:
+    """Grouped bars per scenario: events delivered exactly once, duplicated and lost."""
+    labels = list(reports)
+    fig = go.Figure()
+    for key, name in (("exactly_once", "exactly-once"), ("duplicated", "duplicated"), ("lost", "lost")):
+        vals = [r[key] for r in reports.values()]
+        fig.add_trace(go.Bar(name=name, x=labels, y=vals, marker_color=COLORS[name], text=vals,
+                             textposition="outside", cliponaxis=False))
+    fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
+                      legend=dict(orientation="h", y=-0.3))
+    return fig

@@ -16,13 +16,14 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 #: Small parameters per notebook; every notebook must be listed.
 SMALL = {
     "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, CRASH_AT=1.0),
+    "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=1500, RATE=500, WORKER_FAILURE=False),
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
     "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional"]),
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
-    "05_exactly_once_production": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, LOST_ACKS=3, LOSS_AT=0.5),
+    "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3, LOSS_AT=0.5),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 1}
+MIN_PLOTS = {"01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 1}
 
 
 def notebooks():
