@@ -123,44 +123,40 @@ def _echo_event(e: dict) -> None:
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 
 
+def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
+    """``lab broker|cluster start|stop|status``: one shape for both services."""
+    from lab.config import env_runs_dir
+
+    runs_dir = env_runs_dir()
+    if a.action == "start":
+        print(f"{what} running: {describe(start(runs_dir))}")
+        if hint:
+            print(hint.format(info=load(runs_dir)))
+    elif a.action == "stop":
+        print(f"{what} stopped" if stop(runs_dir) else f"no {what} was running")
+    else:
+        info = load(runs_dir)
+        if info is None:
+            print(f"no {what} running")
+            return 1
+        print(f"{what} running: {describe(info)}")
+    return 0
+
+
 def cmd_broker(a) -> int:
     from lab import broker
 
-    from lab.config import default_runs_dir
-
-    runs_dir = os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
-    if a.action == "start":
-        info = broker.start_detached(runs_dir, port=a.port)
-        print(f"broker running: bootstrap {info.bootstrap} (tansu pid {info.broker_pid}, proxy pid {info.proxy_pid})")
-    elif a.action == "stop":
-        print("broker stopped" if broker.stop_detached(runs_dir) else "no broker was running")
-    else:
-        info = broker.load_running(runs_dir)
-        if info is None:
-            print("no broker running (runs start their own)")
-            return 1
-        print(f"broker running: bootstrap {info.bootstrap} (tansu pid {info.broker_pid}, proxy pid {info.proxy_pid})")
-    return 0
+    return _service(a, "broker", lambda d: broker.start_detached(d, port=a.port), broker.stop_detached,
+                    broker.load_running,
+                    lambda i: f"bootstrap {i.bootstrap} (tansu pid {i.broker_pid}, proxy pid {i.proxy_pid})")
 
 
 def cmd_cluster(a) -> int:
     from lab import cluster
-    from lab.config import default_runs_dir
 
-    runs_dir = os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
-    if a.action == "start":
-        info = cluster.start(runs_dir, workers=a.workers)
-        print(f"cluster running: {info.master_url} (master pid {info.master_pid}, worker pids {info.worker_pids})")
-        print(f"use it: export LAB_SPARK_MASTER={info.master_url}")
-    elif a.action == "stop":
-        print("cluster stopped" if cluster.stop(runs_dir) else "no cluster was running")
-    else:
-        info = cluster.load_running(runs_dir)
-        if info is None:
-            print("no cluster running")
-            return 1
-        print(f"cluster running: {info.master_url} (master pid {info.master_pid}, worker pids {info.worker_pids})")
-    return 0
+    return _service(a, "cluster", lambda d: cluster.start(d, workers=a.workers), cluster.stop, cluster.load_running,
+                    lambda i: f"{i.master_url} (master pid {i.master_pid}, worker pids {i.worker_pids})",
+                    hint="use it: export LAB_SPARK_MASTER={info.master_url}")
 
 
 def cmd_matrix(a) -> int:

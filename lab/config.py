@@ -229,6 +229,11 @@ def default_runs_dir() -> str:
     return str(root / "runs") if (root / "pyproject.toml").is_file() else "runs"
 
 
+def env_runs_dir() -> str:
+    """``LAB_RUNS_DIR``, else :func:`default_runs_dir`."""
+    return os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
+
+
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -266,7 +271,7 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
-        runs_dir=os.environ.get("LAB_RUNS_DIR") or default_runs_dir(),
+        runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),
     )

@@ -53,9 +53,9 @@ def check_broker() -> Check:
         if bootstrap:
             broker.check_reachable(bootstrap)
             return Check("broker", True, f"Kafka reachable at LAB_KAFKA_BOOTSTRAP={bootstrap}")
-        from lab.config import default_runs_dir
+        from lab.config import env_runs_dir
 
-        running = broker.load_running(os.environ.get("LAB_RUNS_DIR") or default_runs_dir())
+        running = broker.load_running(env_runs_dir())
         if running:
             broker.check_reachable(running.bootstrap, source="the running embedded broker")
             return Check("broker", True, f"embedded broker running at {running.bootstrap}")
