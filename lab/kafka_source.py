@@ -23,6 +23,12 @@ Options
 ``endingOffsets``         batch reads only: ``latest`` (default) or JSON.
 ``readTimeoutS``          seconds a task may wait without progress before it
                           fails (default 60); Spark then retries the task.
+``checkCrcs``             ``true`` to verify each record batch's CRC32C in the
+                          reader (default ``false``): kafka-python does it in
+                          pure Python when the ``crc32c`` C module is absent
+                          (it is not pinned), which measured at two thirds of
+                          the read time; the broker checked the CRC when the
+                          batch was produced, and TCP guards the transfer.
 
 Offsets and partitions
 ----------------------
@@ -81,6 +87,11 @@ SCHEMA = StructType([
 #: Rows per Arrow batch a read hands to Spark.
 ARROW_CHUNK_ROWS = 20000
 
+#: Consumer settings of a range read (on top of :data:`lab.kafka_tools.CONSUMER_DEFAULTS`).
+#: ``auto_offset_reset="none"``: a range that fell out of retention must fail, never
+#: silently jump to another offset and deliver a different set of records.
+READ_CONSUMER_SETTINGS = dict(auto_offset_reset="none", max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
+
 
 class KafkaReadStalled(RuntimeError):
     """A range read made no progress for ``readTimeoutS`` seconds."""
@@ -120,7 +131,10 @@ def cap_offsets(start: dict[int, int], latest: dict[int, int], max_rows: int) ->
 
     Each partition gets a share of ``max_rows`` in proportion to its backlog;
     the rounding remainder goes to the largest fractions, ties to the lower
-    partition number, so the same backlog always gives the same plan.
+    partition number, so the same backlog always gives the same plan. No
+    partition is skipped or read past its latest offset, so capping delays
+    records and never loses them. Transaction markers count as offsets, so a
+    capped batch can hold fewer than ``max_rows`` records.
     """
     avail = {p: max(0, latest[p] - start.get(p, 0)) for p in latest}
     total = sum(avail.values())
@@ -135,7 +149,12 @@ def cap_offsets(start: dict[int, int], latest: dict[int, int], max_rows: int) ->
 
 
 def plan_ranges(topic: str, start: dict[int, int], end: dict[int, int]) -> list[KafkaRange]:
-    """One :class:`KafkaRange` per partition with offsets in ``[start, end)``, in partition order."""
+    """One :class:`KafkaRange` per partition with offsets in ``[start, end)``, in partition order.
+
+    A pure function of its arguments: a batch re-run with the same offsets
+    gets the same ranges at the same Spark partition indices (what the
+    transactional sink's ``batch-<id>-part-<index>`` key relies on).
+    """
     return [KafkaRange(topic, p, start.get(p, 0), end[p]) for p in sorted(end) if end[p] > start.get(p, 0)]
 
 
@@ -156,6 +175,7 @@ class _Options:
         self.starting = opts.get("startingoffsets", "earliest")
         self.ending = opts.get("endingoffsets", "latest")
         self.read_timeout_s = float(opts.get("readtimeouts", 60))
+        self.check_crcs = str(opts.get("checkcrcs", "false")).lower() == "true"
 
 
 def _client(bootstrap: str, **overrides):
@@ -222,7 +242,10 @@ class _OffsetClient:
 
 
 def earliest_offsets(bootstrap: str, topic: str, partitions: int | None = None) -> dict[int, int]:
-    """The first offset of each partition: where a new query with ``startingOffsets=earliest`` begins."""
+    """The first offset of each partition: where a new query with ``startingOffsets=earliest`` begins.
+
+    Raises kafka-python's errors when the broker does not answer.
+    """
     client = _OffsetClient(_Options({"bootstrap": bootstrap, "topic": topic,
                                      "partitions": str(partitions) if partitions else ""}))
     try:
@@ -233,7 +256,7 @@ def earliest_offsets(bootstrap: str, topic: str, partitions: int | None = None) 
 
 # -- executors: reading one range -----------------------------------------
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
-               timeout_s: float = 60.0, chunk_rows: int = ARROW_CHUNK_ROWS) -> Iterator:
+               timeout_s: float = 60.0, chunk_rows: int = ARROW_CHUNK_ROWS, check_crcs: bool = False) -> Iterator:
     """Yield the records of ``topic``-``partition`` at offsets ``[start, end)`` as Arrow batches.
 
     Delivery guarantee: every record in the range exactly once, in offset
@@ -254,10 +277,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
     schema = pa.schema([("event_id", pa.string()), ("seq", pa.int64()), ("key", pa.string()),
                         ("partition", pa.int32()), ("offset", pa.int64())])
     tp = TopicPartition(topic, partition)
-    # "none": a range that fell out of retention must fail, never silently
-    # jump to another offset and deliver a different set of records.
-    consumer = _client(bootstrap, auto_offset_reset="none", max_partition_fetch_bytes=4 << 20,
-                       fetch_max_bytes=16 << 20)
+    consumer = _client(bootstrap, **READ_CONSUMER_SETTINGS, check_crcs=check_crcs)
     ids: list = []
     seqs: list = []
     keys: list = []
@@ -359,7 +379,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._offsets.close()
                 return offsets_json(begin)
         self._last_known = latest
-        # A partition added since the query started begins at 0.
+        # Never plan backwards (an end-offset answer can lag the previous one); a partition
+        # the start offset does not name yet is read from 0 (see plan_ranges).
         latest = {p: max(o, begin.get(p, 0)) for p, o in latest.items()}
         for p, o in begin.items():
             latest.setdefault(p, o)
@@ -378,7 +399,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: KafkaRange) -> Iterator:
         return read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start,
-                          partition.end, self.opts.read_timeout_s)
+                          partition.end, self.opts.read_timeout_s,
+                          check_crcs=self.opts.check_crcs)
 
     def commit(self, end: dict) -> None:
         # Nothing to release: Kafka keeps the data, and the engine's commit log is the record.
@@ -407,7 +429,8 @@ class KafkaBatchReader(DataSourceReader):
         if not isinstance(partition, KafkaRange):  # Spark's placeholder for "no partitions"
             return iter(())
         return read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start,
-                          partition.end, self.opts.read_timeout_s)
+                          partition.end, self.opts.read_timeout_s,
+                          check_crcs=self.opts.check_crcs)
 
 
 class KafkaDataSource(DataSource):
@@ -428,5 +451,9 @@ class KafkaDataSource(DataSource):
 
 
 def register(spark) -> None:
-    """Make ``format("labkafka")`` available in ``spark`` (idempotent)."""
+    """Make ``format("labkafka")`` available in ``spark`` (registering again replaces it).
+
+    The class is pickled by reference, so executors and Spark's planner
+    processes must be able to import :mod:`lab.kafka_source`.
+    """
     spark.dataSource.register(KafkaDataSource)

@@ -309,8 +309,8 @@ def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink:
 # Delivery guarantee: exactly once per batch id. A batch's data files count
 # only once the batch's entry is in ``<dir>/_spark_metadata`` (the file sink's
 # own log, written after every task committed); a batch id already in the log
-# is skipped on re-run. Files of killed or failed attempts stay on disk
-# uncommitted: they are counted as write attempts, never as stored rows.
+# is skipped on re-run. Files of attempts killed with the driver stay on disk
+# uncommitted: they count as write attempts, never as stored rows.
 
 FILES_MODE = "files"
 FILES_DIR = "sink-files"
@@ -372,31 +372,38 @@ def data_files(out_dir: Path | str) -> list[Path]:
                   if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
 
 
-def _event_id_counts(files: Iterable[Path]) -> tuple[dict[str, int], int]:
-    """``({event_id: rows}, unreadable files)`` over ``files``; a file still being written is unreadable."""
-    import pyarrow.compute as pc
+def _read_column_arrays(files: Iterable[Path], columns: Sequence[str]) -> tuple[dict, int]:
+    """``({column: numpy array over all files}, unreadable files)``; a file still being written is unreadable."""
+    import numpy as np
     import pyarrow.parquet as pq
 
-    counts: dict[str, int] = {}
+    parts: dict[str, list] = {c: [] for c in columns}
     unreadable = 0
     for f in files:
         try:
-            column = pq.read_table(f, columns=["event_id"]).column("event_id")
+            table = pq.read_table(f, columns=list(columns))
         except Exception:
             unreadable += 1
             continue
-        for item in pc.value_counts(column).to_pylist():
-            counts[item["values"]] = counts.get(item["values"], 0) + item["counts"]
-    return counts, unreadable
+        for c in columns:
+            parts[c].append(table.column(c).to_numpy(zero_copy_only=False))
+    out = {}
+    for c in columns:
+        out[c] = np.concatenate(parts[c]) if parts[c] else np.array([], dtype=np.int64 if c == "seq" else object)
+    if "seq" in out:
+        out["seq"] = out["seq"].astype(np.int64)
+    if "event_id" in out:
+        out["event_id"] = out["event_id"].astype(object)
+    return out, unreadable
 
 
 class FileSink:
     """Read side of the files sink, with the :class:`Sink` methods the auditor uses.
 
-    ``event_counts`` counts rows in committed files (what a reader of the
-    sink through its metadata log, such as ``spark.read.parquet``, sees);
-    ``attempt_counts`` counts rows in every complete data file on disk, so
-    output that a crash left uncommitted shows as "written, not stored".
+    Stored rows are the rows of committed files (what a reader of the sink
+    through its metadata log, such as ``spark.read.parquet``, sees); write
+    attempts are the rows of every complete data file on disk, so output a
+    crash left uncommitted shows as "written, not stored".
     """
 
     def __init__(self, spec: SinkSpec) -> None:
@@ -410,22 +417,36 @@ class FileSink:
     def committed_files(self) -> list[Path]:
         return committed_files(self.path)
 
+    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:
+        """Every committed row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
+        cols, _ = _read_column_arrays(self.committed_files(), ("seq", "event_id"))
+        return cols["seq"], cols["event_id"]
+
+    def attempt_seqs(self) -> "np.ndarray":
+        """The event sequence number of every row in any readable data file, committed or not."""
+        return _read_column_arrays(data_files(self.path), ("seq",))[0]["seq"]
+
     def event_counts(self) -> list[tuple[str, int]]:
         """``(event_id, stored rows)`` over the committed files."""
-        return list(_event_id_counts(self.committed_files())[0].items())
+        from collections import Counter
+
+        return list(Counter(self.event_rows()[1].tolist()).items())
 
     def attempt_counts(self) -> list[tuple[str, int]]:
         """``(event_id, rows written)`` over every readable data file, committed or not."""
-        return list(_event_id_counts(data_files(self.path))[0].items())
+        from collections import Counter
+
+        ids = _read_column_arrays(data_files(self.path), ("event_id",))[0]["event_id"]
+        return list(Counter(ids.tolist()).items())
 
     def totals(self) -> dict[str, int]:
         committed = self.committed_files()
         on_disk = data_files(self.path)
-        stored, _ = _event_id_counts(committed)
-        written, unreadable = _event_id_counts(on_disk)
+        stored, _ = _read_column_arrays(committed, ("seq",))
+        written, unreadable = _read_column_arrays(on_disk, ("seq",))
         return {
-            "stored_rows": sum(stored.values()),
-            "write_attempts": sum(written.values()),
+            "stored_rows": int(len(stored["seq"])),
+            "write_attempts": int(len(written["seq"])),
             "committed_files": len(committed),
             "uncommitted_files": len(set(on_disk) - set(committed)),
             "unreadable_files": unreadable,

@@ -33,17 +33,28 @@ Receipt is exactly once (replayable ranges + offset log). End to end:
 Named points (a ``driver-crash@batch=N:<point>`` blocks there until the
 supervisor kills the driver's process group):
 
-``after-offset-log``            start of the ``foreachBatch`` function: the batch
-                                is in the offset log, no output has started.
+``after-offset-log``            start of the ``foreachBatch`` function, once the
+                                batch is logged (``batch-start``, which needs a
+                                read to count its rows): the batch is in the
+                                offset log, no output has started.
 ``mid-output``                  inside the task of Spark partition 0, after part
                                 of its rows are written (database sinks), or
-                                handed to the file writer (files).
+                                handed to the file writer, whose part file is
+                                open and uncommitted (files). Other tasks of the
+                                batch may have finished by then.
 ``after-output-before-commit``  end of the ``foreachBatch`` function: the sink
                                 returned; Spark writes the commit log after it.
 
 ``task-failure@batch=N`` makes the task of Spark partition 0 fail once after
 writing part of its rows; Spark retries it (the master is given task
 retries, e.g. ``local[2]`` runs as ``local[2,4]``).
+
+Crashes kill the driver's process group: the driver, its JVM, and the
+Python workers the JVM starts directly. PySpark's worker daemon puts itself
+and the task workers it forks in their own process group; they exit (SIGHUP
+from the daemon) as soon as the JVM's pipe to the daemon closes, so a task
+that is not blocked at a point can finish a sink transaction in that short
+window, as a real executor may outlive its driver for a moment.
 
 On failure
 ----------
@@ -56,6 +67,7 @@ flight (or after :data:`STOP_WAIT_S`), then the session.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -84,6 +96,8 @@ def spark_master(master: str) -> str:
 
     Local mode fails a job on the first task failure unless the master
     names a retry count; cluster masters use ``spark.task.maxFailures``.
+    With retries a failed task runs again, which is what makes an append
+    sink show duplicates after a ``task-failure``.
     """
     m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
     if m:
@@ -93,7 +107,12 @@ def spark_master(master: str) -> str:
 
 # -- the checkpoint ----------------------------------------------------------
 class Checkpoint:
-    """Read-only view of a query's offset and commit logs."""
+    """Read-only view of a query's offset and commit logs.
+
+    A batch whose offset-log entry has no commit-log entry is the one a
+    restarted query runs again (same id, same offsets). Missing logs read as
+    "nothing yet" (``-1`` / ``None``), never as an error.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -175,6 +194,9 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool):
     """The ``mapInArrow`` identity in front of the file writer that carries the task's fault hook.
 
     The hook runs after half of the partition's rows have been handed on.
+    Delivery guarantee: every row once, in order (it adds and drops nothing).
+    On failure (the planned ``task-failure``) the task raises; Spark's file
+    commit protocol deletes the failed attempt's file and retries the task.
     """
 
     def passthrough(batches):
@@ -237,6 +259,8 @@ def run(ctx: DriverContext) -> None:
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
+    # Spark otherwise resolves the host name and may pick a public interface for its services.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
     spark = spark_session(spark_master(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
@@ -259,13 +283,15 @@ def run(ctx: DriverContext) -> None:
 
     def process(batch_df, batch_id) -> None:
         batch = int(batch_id)
+        began = round(time.time(), 6)
         with log.lock:
             log.in_flight = batch
         cached = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             ranges = batch_ranges(batch)
             rows = cached.count()
-            ctx.batch_start(batch, ranges, rows)
+            # ``began``: when Spark handed over the planned batch, before the rows were counted.
+            ctx.batch_start(batch, ranges, rows, began=began)
             ctx.point("after-offset-log", batch)
             fail_once = ctx.task_failure_due(batch) is not None
             if file_sink is not None:

@@ -1,0 +1,232 @@
+"""Pipeline throughput, as a ratio to raw consume throughput measured in the same run.
+
+For each ``--pipeline``: start one embedded broker (through the lab's proxy,
+as every client sees it), run the pipeline as a normal lab scenario
+(:func:`lab.supervisor.run_scenario`, ``rate=0``, no faults) against it,
+then read the same topic back with one kafka-python consumer a few times,
+with kafka-python's defaults (a plain consumer: the ratio's baseline) and
+with the Kafka source's client settings (like for like, reported too;
+the source skips kafka-python's pure-Python CRC check). The pipeline's records/s is
+taken from its own timeline: rows of all batches over the span from the
+first batch's start (``began``, when the engine handed it over, if the
+pipeline logs it) to the last batch's end, so the JVM start is excluded and
+the first batch's warm-up is included; the rate without the first batch is
+reported as ``steady_records_per_s``. Target: ``ratio`` >= 0.5.
+
+Writes ``bench/results/pipelines.json``; entries of pipelines not measured
+in this invocation are kept, so pipelines can be measured one at a time::
+
+    python bench/pipelines.py --pipeline structured [--events 200000] [--max-batch 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "pipelines.json"
+TARGET_RATIO = 0.5
+
+#: Per-pipeline settings that make a fair throughput run (a batch size worth the per-batch cost).
+DEFAULTS = {
+    # structured: 100,000 offsets per trigger (two batches); the per-batch cost (two Spark jobs:
+    # count, then write) weighs too much at 25,000-50,000 (measured 0.28 and 0.45 of the baseline).
+    "structured": {"max_batch_records": 100_000, "batch_interval_s": 0.0, "sink": "append"},
+    # direct: max_batch_records is per Kafka partition, so 100,000 takes a 200,000-event backlog
+    # in one batch; its first batch comes one interval after the driver starts, and 10 s lets the
+    # producer finish first, so the batch reads a complete backlog (not the producer's pace).
+    "direct": {"max_batch_records": 100_000, "batch_interval_s": 10.0, "sink": "append"},
+    # receiver: max_batch_records / batch_interval_s is the receiver's maxRate, so 100,000 per 1 s
+    # batch does not throttle it; the defaults --wal on --ack stored are what is measured.
+    "receiver": {"max_batch_records": 100_000, "batch_interval_s": 1.0, "sink": "append"},
+}
+#: Pipelines whose issue sets a different target ratio than TARGET_RATIO.
+TARGETS = {"receiver": 0.3}
+
+
+def raw_consume(bootstrap: str, topic: str, partitions: int, records: int, timeout_s: float = 60.0,
+                **settings) -> tuple[int, float]:
+    """Read ``records`` records from the start of the topic with one plain kafka-python consumer.
+
+    Assigned, no group; ``settings`` go to the consumer on top of
+    :data:`lab.kafka_tools.CONSUMER_DEFAULTS`. It stops on the count, not on
+    end offsets, because the broker's reported end can lag right after a
+    burst of writes (measured on Tansu: a few hundred records short).
+
+    Returns
+    -------
+    tuple
+        ``(records read, records/s)``; fewer records than asked when
+        ``timeout_s`` passes without one arriving.
+    """
+    from kafka import TopicPartition
+
+    from lab import kafka_tools
+
+    c = kafka_tools.consumer(bootstrap, **settings)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning()
+    n = 0
+    t = last = time.perf_counter()
+    while n < records and time.perf_counter() - last < timeout_s:
+        got = sum(len(v) for v in c.poll(timeout_ms=200, max_records=10_000).values())
+        if got:
+            n += got
+            last = time.perf_counter()
+    took = last - t
+    c.close()
+    return n, n / took
+
+
+def pipeline_rate(run_dir: Path) -> dict:
+    """Records/s of a finished run, from its ``batch-start`` / ``batch-done`` events."""
+    from lab.events import read_events
+
+    events = read_events(run_dir)
+    starts = [e for e in events if e["type"] == "batch-start"]
+    dones = [e for e in events if e["type"] == "batch-done"]
+    if not starts or not dones:
+        raise RuntimeError(f"run {run_dir} logged no complete batch")
+    began = {e["batch"]: e.get("began", e["t"]) for e in starts}
+    begin = min(began.values())
+    end = max(e["t"] for e in dones)
+    rows = sum(e["rows"] for e in dones)
+    produced = next((e["t"] for e in events if e["type"] == "producer-done"), None)
+    first = min(began)
+    later = [e for e in dones if e["batch"] != first]
+    steady = None
+    if later:
+        # Without the first batch, which also pays for the JVM's and the Python workers' warm-up.
+        steady = round(sum(e["rows"] for e in later) / (end - min(began[e["batch"]] for e in later)))
+    first_done = min(e["t"] for e in dones if e["batch"] == first)
+    return {
+        "rows": rows,
+        "batches": len(dones),
+        "span_s": round(end - begin, 3),
+        "first_batch_s": round(first_done - began[first], 3),
+        "records_per_s": round(rows / (end - begin)),
+        "steady_records_per_s": steady,
+        # When the producer was still writing as the first batch began, the pipeline could
+        # not have gone faster than the producer: the figure is then a lower bound.
+        "producer_done_before_first_batch": produced is not None and produced <= begin,
+    }
+
+
+def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_dir: Path, overrides: dict) -> dict:
+    """One pipeline run and its raw-consume baseline on the same broker and topic.
+
+    Raises
+    ------
+    RuntimeError
+        When the run did not deliver every event exactly once (no faults were planned),
+        or the consumer read a different number of records than the run's topic holds.
+    """
+    from lab import broker
+    from lab.config import make_config
+    from lab.kafka_source import READ_CONSUMER_SETTINGS
+    from lab.pipelines.registry import PIPELINES
+    from lab.supervisor import run_scenario
+
+    settings = {**DEFAULTS.get(pipeline, {}), **{k: v for k, v in overrides.items() if v is not None}}
+    topic = f"bench-{pipeline}"
+    info = broker.start_embedded(runs_dir / f"broker-{pipeline}")
+    try:
+        cfg = make_config(pipeline=pipeline, events=events, rate=0, partitions=partitions, topic=topic,
+                          kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), deadline_s=900,
+                          name=f"bench-{pipeline}", **settings)
+        result = run_scenario(cfg)
+        topic = result.config.topic  # the supervisor gives each run a topic of its own
+        a = result.audit
+        if not result.drained or a.acked != events or a.lost or a.unseen:
+            raise RuntimeError(f"{pipeline} run did not drain cleanly: {a.counts()} (see {result.run_dir})")
+        rate = pipeline_rate(result.run_dir)
+        baselines = {}
+        # Two baselines: kafka-python's defaults (a plain consumer: the target's ratio), and
+        # the Kafka source's own client settings (no CRC check, same fetch sizes: like for like).
+        reader_settings = {**READ_CONSUMER_SETTINGS, "check_crcs": False}
+        for label, settings_ in (("reader_settings", reader_settings), ("client_defaults", {})):
+            trials = []
+            for _ in range(raw_repeats):
+                read, eps = raw_consume(info.bootstrap, topic, partitions, events, **settings_)
+                if read != events:
+                    raise RuntimeError(f"raw consumer read {read} records, the run acknowledged {events}")
+                trials.append(round(eps))
+            baselines[label] = {"median_per_s": statistics.median(trials), "trials": trials, "settings": settings_}
+    finally:
+        broker.stop_embedded(info)
+    plain = baselines["client_defaults"]["median_per_s"]
+    alike = baselines["reader_settings"]["median_per_s"]
+    steady = rate["steady_records_per_s"]
+    return {
+        **rate,
+        "raw_consume_per_s": plain,
+        "raw_consume": baselines,
+        # The target's ratio: the pipeline against a plain kafka-python consumer.
+        "ratio": round(rate["records_per_s"] / plain, 3),
+        "ratio_steady": round(steady / plain, 3) if steady else None,
+        # Like for like: the baseline with the Kafka source's own client settings (no CRC check).
+        "ratio_same_client_settings": round(rate["records_per_s"] / alike, 3),
+        "ratio_steady_same_client_settings": round(steady / alike, 3) if steady else None,
+        "target_ratio": TARGETS.get(pipeline, TARGET_RATIO),
+        "meets_target": rate["records_per_s"] / plain >= TARGETS.get(pipeline, TARGET_RATIO),
+        "load_average": os.getloadavg(),
+        "events": events,
+        "partitions": partitions,
+        "settings": {k: cfg.__dict__[k] for k in ("sink", "max_batch_records", "batch_interval_s", "spark_master",
+                                                  *PIPELINES[pipeline].options)},
+        "guarantee": a.guarantee,
+        "run_dir": str(result.run_dir),
+        "timings": result.timings,
+    }
+
+
+def main(argv=None) -> int:
+    from lab.pipelines.registry import PIPELINES
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pipeline", action="append", choices=sorted(PIPELINES),
+                   help="pipeline to measure; repeat for several (default structured)")
+    p.add_argument("--events", type=int, default=200_000)
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--max-batch", type=int, default=None, help="records per batch (default per pipeline)")
+    p.add_argument("--batch-interval", type=float, default=None, help="seconds between batches (default per pipeline)")
+    p.add_argument("--sink", default=None, help="sink mode (default append)")
+    p.add_argument("--raw-repeats", type=int, default=3, help="raw consume trials; the median is the baseline")
+    p.add_argument("--runs-dir", default=None, help="where the runs go (default: a temporary directory, removed)")
+    a = p.parse_args(argv)
+    overrides = {"max_batch_records": a.max_batch, "batch_interval_s": a.batch_interval, "sink": a.sink}
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results.setdefault("pipelines", {})
+    with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
+        runs_dir = Path(a.runs_dir).resolve() if a.runs_dir else Path(tmp)
+        for name in a.pipeline or ["structured"]:
+            print(f"{name}: {a.events:,} events ...", flush=True)
+            r = measure(name, a.events, a.partitions, a.raw_repeats, runs_dir, overrides)
+            if not a.runs_dir:
+                r["run_dir"] = None  # removed with the temporary directory
+            results["pipelines"][name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}
+            print(f"  {r['records_per_s']:,} records/s over {r['batches']} batches "
+                  f"({r['steady_records_per_s'] or '-'}/s after the first) vs plain consumer "
+                  f"{r['raw_consume_per_s']:,}/s: ratio {r['ratio']} (steady {r['ratio_steady']}; target >= "
+                  f"{r['target_ratio']}); vs a consumer with the source's settings "
+                  f"{r['raw_consume']['reader_settings']['median_per_s']:,}/s: {r['ratio_same_client_settings']}",
+                  flush=True)
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+    sys.exit(main())
