@@ -148,7 +148,7 @@ class RunConfig:
             "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
             **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",
-            "sink_backend": "postgresql" if self.sink_url else "sqlite",
+            "sink_backend": "files" if self.sink == "files" else "postgresql" if self.sink_url else "sqlite",
         }
 
     def to_json(self) -> str:

@@ -86,6 +86,17 @@ def ledger_counts(path: Path | str) -> dict[str, int]:
     return counts
 
 
+def max_acked_offsets(path: Path | str) -> dict[int, int]:
+    """The highest acknowledged offset per partition (what a drained pipeline must have passed)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT partition, MAX(kafka_offset) FROM sends WHERE status = 'acked' "
+                          "AND kafka_offset IS NOT NULL GROUP BY partition").fetchall()
+    finally:
+        db.close()
+    return {int(p): int(o) for p, o in rows}
+
+
 def place_acks(path: Path | str, locations: dict[str, tuple[int, int]]) -> int:
     """Fill in partition and offset of acknowledged sends that came back without an offset.
 

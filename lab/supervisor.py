@@ -43,7 +43,7 @@ from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.faults import FAULT_KINDS, Fault
-from lab.ledger import LEDGER_FILE, place_acks
+from lab.ledger import LEDGER_FILE, max_acked_offsets, place_acks
 from lab.producer import LedgeredProducer
 from lab.sinks import open_sink, sink_spec_for_run
 
@@ -440,7 +440,10 @@ class Run:
         self._end_offsets = kafka_tools.end_offsets(self.broker.bootstrap, self.config.topic, self.config.partitions)
         positions = read_progress(self.run_dir)["positions"]
         alive = self.driver is not None and self.driver.poll() is None
-        return alive and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+        # A fetch's high watermark can lag the last write for a moment, so the ledger's
+        # acknowledged offsets must be passed too before a run counts as drained.
+        past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
+        return alive and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
