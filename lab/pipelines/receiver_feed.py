@@ -1,0 +1,664 @@
+"""The receiver's Kafka consumer: feeds Spark's socket receiver and acknowledges to Kafka.
+
+Spark's own receiver for the ``receiver`` pipeline is ``socketTextStream``:
+it connects to a TCP port, stores every line it reads into blocks and reports
+the blocks to the driver. Spark has no Kafka receiver any more, so the Kafka
+side of the receiver lives here: a :class:`Feeder` thread inside the driver
+process listens on ``127.0.0.1:<port>``, reads the topic with a kafka-python
+consumer (assigned partitions; offsets committed to the run's group id
+without joining it, see :mod:`lab.kafka_tools`) and writes one line per
+record to whichever receiver is connected::
+
+    <event id> <seq> <partition> <offset>\\n
+
+Together, Spark's receiver and this feeder behave like the Kafka receivers of
+Spark 1.x: the feeder is the receiver's consumer. It is a thread of the
+driver, in the driver's process group, so a driver kill takes it, and it
+forgets its uncommitted position whenever the receiver's connection drops.
+
+Connections ("epochs")
+----------------------
+Each accepted connection is an *epoch*. An epoch starts from the offsets the
+group has committed (read fresh from the broker each time), so whatever the
+previous epoch handed over but had not committed is sent again: a receiver
+that dies with its executor, a dropped connection and a restarted driver all
+resume from the committed offsets. An epoch ends when the receiver closes
+the connection (executor death, Spark stopping the receiver) or when the
+feeder closes it (``receiver-restart``). The feeder's own close is graceful:
+it finishes the line in progress, then sends FIN, so the receiver reads
+every line it was handed before it sees the end of the stream.
+
+Acknowledging (``--ack``)
+-------------------------
+``auto``    *unreliable receiver*, one that acknowledges on receipt: every
+            :data:`AUTO_COMMIT_INTERVAL_S` (one block interval, so the timer
+            only bounds the commit traffic) the feeder commits, per
+            partition, the offset after the last record it has handed over
+            (written to the socket), stored by Spark or not. Records in the
+            receiver's buffers when it dies are lost.
+            New connections are not held; stored counts are kept only so a
+            clean stop can wait for them (:meth:`Feeder.finish`).
+``stored``  *reliable receiver*: the feeder commits a record only once Spark
+            has reported it stored. The driver's ``StreamingListener`` passes
+            every ``onBatchSubmitted`` to :meth:`Feeder.batch_allocated` as
+            ``(batch time, numRecords)``. A batch allocates blocks the receiver
+            has already stored (block manager with its replication, plus the
+            write-ahead log when it is on) and reported to the driver, so
+            ``numRecords`` says "this many more records of the stream are
+            stored". The receiver stores lines in the order it reads them,
+            which is the order the feeder wrote them, so within an epoch the
+            stored records are exactly the first ``sum(numRecords)`` lines
+            handed over; the feeder commits, per partition, the offset after
+            the last of them.
+
+Attributing counts to the right epoch
+-------------------------------------
+Counts carry no connection id, so the feeder makes the attribution exact by
+holding a new connection (``stored`` only): it sends nothing on it until a
+batch with a batch time *after* the connection was accepted has been
+allocated. Spark allocates batch ``T`` at wall-clock time ``T`` or later, so
+that batch and the ones before it hold every block the previous epochs
+stored (a dead receiver reports nothing more; after a graceful close the
+feeder also waits until the previous epoch's handed-over lines are all
+counted, or :data:`HOLD_TIMEOUT_S`), and none of the new epoch's. Counts of
+batches up to and including that batch belong to earlier epochs, or to a
+previous driver's blocks recovered from the write-ahead log; counts of later
+batches belong to the new epoch. The hold costs at most about one batch
+interval per connection. Counts that would exceed what an epoch handed over
+are capped and reported as a ``receiver-count-mismatch`` event (never seen
+in the lab's runs; it would mean the ordering argument above failed).
+
+Pacing
+------
+In Spark 1.x the Kafka consumer ran inside the receiver and handed a record
+over only when ``store()`` accepted it. Here a TCP connection sits between
+the two, and its kernel buffers would hold thousands of lines that count as
+handed over while the receiver has not read them. So the feeder writes no
+faster than the receiver's ``spark.streaming.receiver.maxRate`` (``rate``,
+with :data:`PACE_BURST_S` of slack) and keeps a small send buffer
+(:data:`SEND_BUFFER_BYTES`): what an unreliable receiver loses is then what
+the receiver itself buffers, as in the Spark guide.
+
+Progress
+--------
+After every successful commit the feeder calls ``on_commit(offsets)`` with
+the group's committed offsets: the next offset per partition that a
+restarted receiver would read.
+
+On failure
+----------
+A failed commit (broker outage) is kept and retried on every loop; nothing
+is committed out of order. Socket errors end the epoch (the receiver
+reconnects on its own). A feeder that cannot bind its port raises
+:class:`lab.errors.LabError` from :meth:`Feeder.start_listening`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import itertools
+import json
+import queue
+import select
+import socket
+import threading
+import time
+from array import array
+
+from lab.errors import LabError
+
+#: Seconds between the unreliable receiver's timer commits (``--ack auto``): one block interval.
+AUTO_COMMIT_INTERVAL_S = 0.2
+#: Seconds a new connection is held waiting for the previous epoch's last counts.
+HOLD_TIMEOUT_S = 10.0
+#: Records polled from Kafka per refill of the send buffer.
+POLL_RECORDS = 2000
+#: The feeder's kernel send buffer: small, so "handed over" means "in the receiver's socket".
+SEND_BUFFER_BYTES = 16 * 1024
+#: Seconds of records the pacing lets the feeder run ahead of the receiver's rate.
+PACE_BURST_S = 0.1
+#: Seconds the loop waits in ``select`` when there is nothing to do.
+TICK_S = 0.02
+
+
+#: kafka-python settings of the feeder's consumer: large fetches and no CRC check on loopback
+#: (measured: 3x the records/s of the client's defaults, see bench/results/pipelines.json).
+CONSUMER_SETTINGS = dict(max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20, check_crcs=False)
+
+_ID_PREFIX = b'{"id":"'
+_SEQ_KEY = b'","seq":'
+
+
+def encode_line(event_id: str, seq: int, partition: int, offset: int) -> bytes:
+    """One record as the receiver sees it (the inverse of :func:`decode_line`)."""
+    return f"{event_id} {seq} {partition} {offset}\n".encode()
+
+
+def record_line(value: bytes, partition: int, offset: int) -> bytes:
+    """The line for a record whose value is the lab producer's JSON event.
+
+    The producer writes ``{"id":"<36-char uuid>","seq":N,...}`` with compact
+    separators; that layout is sliced directly (a third of the cost of
+    ``json.loads``), anything else is parsed as JSON.
+
+    Raises
+    ------
+    ValueError, KeyError
+        On a value that is not a lab event.
+    """
+    if value[:7] == _ID_PREFIX and value[43:51] == _SEQ_KEY:
+        end = value.find(b",", 51)
+        seq = value[51:end]
+        if end > 51 and seq.isdigit():
+            return b"%s %s %d %d\n" % (value[7:43], seq, partition, offset)
+    event = json.loads(value)
+    return encode_line(event["id"], event["seq"], partition, offset)
+
+
+def decode_line(line: str) -> tuple[str, int, int, int]:
+    """A received line as a sink row ``(event_id, seq, partition, offset)``.
+
+    Raises
+    ------
+    ValueError
+        On a line the feeder did not write (for example a torn line).
+    """
+    event_id, seq, partition, offset = line.split(" ")
+    return event_id, int(seq), int(partition), int(offset)
+
+
+class Epoch:
+    """One connection of the receiver to the feeder."""
+
+    def __init__(self, number: int, conn: socket.socket, accept_ms: int, released: bool) -> None:
+        self.number = number
+        self.conn: socket.socket | None = conn
+        self.accept_ms = accept_ms
+        self.accept_mono = time.monotonic()
+        self.released = released
+        self.release_ms: int | None = None
+        self.graceful: bool | None = None  # set when the epoch ends
+        self.start: dict[int, int] = {}
+        # Records handed over (fully written to the socket), in send order.
+        self.parts = array("i")
+        self.offs = array("q")
+        self.stored = 0  # how many of them Spark has reported stored
+        self.scanned = 0  # how far next_offsets covers
+        self.next_offsets: dict[int, int] = {}
+        # Send buffer: bytes not yet written and the records whose lines they hold.
+        self.out = bytearray()
+        self.out_pos = 0
+        self.line_ends = array("q")
+        self.line_parts = array("i")
+        self.line_offs = array("q")
+        self.line_i = 0
+
+    @property
+    def handed_over(self) -> int:
+        return len(self.parts)
+
+    def has_unsent(self) -> bool:
+        return self.out_pos < len(self.out)
+
+    def mark_sent(self, n: int) -> None:
+        """``n`` more bytes reached the socket: move the lines now complete to ``parts``/``offs``."""
+        self.out_pos += n
+        k = bisect.bisect_right(self.line_ends, self.out_pos, lo=self.line_i)
+        if k > self.line_i:
+            self.parts.extend(self.line_parts[self.line_i:k])
+            self.offs.extend(self.line_offs[self.line_i:k])
+            self.line_i = k
+        if self.out_pos >= len(self.out):
+            self.clear_buffer()
+
+    def clear_buffer(self) -> None:
+        self.out = bytearray()
+        self.out_pos = 0
+        self.line_ends = array("q")
+        self.line_parts = array("i")
+        self.line_offs = array("q")
+        self.line_i = 0
+
+    def offsets_through(self, count: int) -> dict[int, int]:
+        """Per partition, the offset after the last of the first ``count`` handed-over records."""
+        count = min(count, len(self.parts))
+        for i in range(self.scanned, count):
+            self.next_offsets[self.parts[i]] = self.offs[i] + 1
+        self.scanned = max(self.scanned, count)
+        return dict(self.next_offsets)
+
+
+class Feeder(threading.Thread):
+    """Serves the topic to Spark's socket receiver and commits offsets by ``ack``.
+
+    Parameters
+    ----------
+    bootstrap : str
+    topic : str
+    partitions : int
+    group_id : str
+        The group the offsets are committed to (never joined).
+    port : int
+        Port on 127.0.0.1 (0: any free one; see :attr:`port` after
+        :meth:`start_listening`). A recovered StreamingContext connects to
+        the port its checkpoint names, so a restarted driver reuses it.
+    ack : {"auto", "stored"}
+    events : lab.events.EventLog
+        Where connection events go (the run's timeline).
+    on_commit : callable
+        Called with ``{partition: next offset}`` after each successful commit.
+    rate : float, optional
+        Records/s the receiver stores at most (``spark.streaming.receiver.maxRate``);
+        the feeder hands over no faster (see the module docstring, "Pacing").
+
+    Notes
+    -----
+    Delivery guarantee of the hand-over: per epoch, every record from the
+    committed offsets on is written once, in offset order per partition;
+    ``stored`` commits only stored records (at-least-once into Spark),
+    ``auto`` commits what was written (at-most-once for records still in
+    the receiver's buffers when it dies).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, group_id: str, port: int, ack: str,
+                 events, on_commit, rate: float | None = None) -> None:
+        super().__init__(name="lab-receiver-feeder", daemon=True)
+        if ack not in ("auto", "stored"):
+            raise LabError(f"unknown receiver ack mode {ack!r}; valid: auto, stored")
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.group_id = group_id
+        self.port = port
+        self.ack = ack
+        self.events = events
+        self.on_commit = on_commit
+        self.rate = rate
+        self._tokens = 0.0
+        self._tokens_at = time.monotonic()
+        self.committed: dict[int, int] = {}
+        self.error: BaseException | None = None
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._halt = threading.Event()
+        self._server: socket.socket | None = None
+        self._epoch: Epoch | None = None
+        self._closed: Epoch | None = None
+        self._epochs = 0
+        self._last_batch_ms = -1
+        self._drop_reason: str | None = None
+        self._finishing = False
+        self._finished = threading.Event()
+        self._pending_commit: dict[int, int] = {}
+        self._commit_failing = False
+        self._next_auto_commit = 0.0
+        self._consumer = None
+        self._tps = []
+
+    # -- called from other threads ---------------------------------------------
+    def start_listening(self, attempts: int = 50) -> int:
+        """Bind the port (retrying briefly: a killed driver's socket may linger) and return it.
+
+        Raises
+        ------
+        LabError
+            When the port stays taken.
+        """
+        last = None
+        for _ in range(attempts):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", self.port))
+            except OSError as e:
+                s.close()
+                last = e
+                time.sleep(0.2)
+                continue
+            s.listen(4)
+            s.setblocking(False)
+            self._server = s
+            self.port = s.getsockname()[1]
+            return self.port
+        raise LabError(f"the receiver feeder cannot listen on 127.0.0.1:{self.port}: {last}")
+
+    def batch_allocated(self, batch_time_ms: int, records: int) -> None:
+        """Spark allocated batch ``batch_time_ms`` with ``records`` records of the stream (thread-safe)."""
+        self._requests.put(("batch", int(batch_time_ms), int(records)))
+
+    def drop_connection(self, reason: str) -> None:
+        """Close the receiver's connection gracefully as soon as it has data in flight (thread-safe)."""
+        self._requests.put(("drop", reason))
+
+    def finish(self, timeout_s: float) -> bool:
+        """Stop feeding: close the connection gracefully and wait until Spark has stored what it was handed.
+
+        Used before a clean stop so that stopping the lab never drops lines
+        sitting in the receiver's socket. Returns whether everything handed
+        over was counted as stored within ``timeout_s``.
+        """
+        self._requests.put(("finish",))
+        return self._finished.wait(timeout_s)
+
+    def stop(self) -> None:
+        """End the thread and close the sockets and the consumer; commits nothing more."""
+        self._halt.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(10)
+
+    # -- the thread ---------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self._setup()
+            while not self._halt.is_set():
+                self._step()
+        except BaseException as e:  # the driver checks .error and fails the attempt
+            self.error = e
+            self.events.write("receiver-feeder-error", error=repr(e)[:300])
+        finally:
+            self._teardown()
+
+    def _setup(self) -> None:
+        from kafka import TopicPartition
+
+        from lab import kafka_tools
+
+        if self._server is None:
+            self.start_listening()
+        self._consumer = kafka_tools.consumer(self.bootstrap, group_id=self.group_id, enable_auto_commit=False,
+                                              max_poll_records=POLL_RECORDS, **CONSUMER_SETTINGS)
+        self._tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        self._consumer.assign(self._tps)
+        self.committed = self._read_committed()
+        self.on_commit(dict(self.committed))
+
+    def _teardown(self) -> None:
+        for e in (self._epoch, self._closed):
+            if e is not None and e.conn is not None:
+                _close_quietly(e.conn)
+                e.conn = None
+        if self._server is not None:
+            _close_quietly(self._server)
+        if self._consumer is not None:
+            try:
+                self._consumer.close(autocommit=False)
+            except Exception:
+                pass
+
+    def _step(self) -> None:
+        self._handle_requests()
+        self._maybe_release()
+        self._maybe_drop()
+        self._maybe_auto_commit()
+        if self._pending_commit:
+            self._commit({})
+        self._check_finished()
+        e = self._epoch
+        feeding = e is not None and e.conn is not None and e.released and not self._finishing
+        if feeding and not e.has_unsent():
+            self._refill(e)
+        reads = [self._server] + ([e.conn] if e is not None and e.conn is not None else [])
+        writes = [e.conn] if feeding and e.has_unsent() else []
+        try:
+            readable, writable, _ = select.select(reads, writes, [], 0 if writes else TICK_S)
+        except (OSError, ValueError):
+            readable, writable = [], []
+        if self._server in readable:
+            self._accept()
+        e = self._epoch
+        if e is not None and e.conn is not None:
+            if e.conn in readable:
+                self._check_peer(e)
+            if e.conn is not None and e.conn in writable:
+                self._send(e)
+
+    # -- connections -------------------------------------------------------------
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._server.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        conn.setblocking(False)
+        if self._epoch is not None and self._epoch.conn is not None:
+            # The receiver came back before its old connection was seen to drop.
+            self._end_epoch(self._epoch, graceful=False, why="superseded by a new connection")
+        self._epochs += 1
+        held = self.ack == "stored" or self._finishing
+        epoch = Epoch(self._epochs, conn, int(time.time() * 1000), released=False)
+        self._epoch = epoch
+        self.events.write("receiver-connect", epoch=epoch.number, held=held)
+
+    def _release(self, e: Epoch, batch_ms: int | None) -> None:
+        """Start feeding epoch ``e`` from the committed offsets: uncommitted progress is forgotten.
+
+        Stays held when the committed offsets cannot be read (broker outage);
+        the next loop tries again.
+        """
+        self._commit({})
+        if self._pending_commit:
+            return
+        try:
+            self.committed = self._read_committed()
+        except Exception as err:
+            self.events.write("receiver-offsets-unavailable", epoch=e.number, error=repr(err)[:200])
+            time.sleep(0.2)
+            return
+        for tp in self._tps:
+            offset = self.committed.get(tp.partition)
+            if offset is None:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, offset)
+        e.start = {tp.partition: self._consumer.position(tp) for tp in self._tps}
+        e.released = True
+        e.release_ms = batch_ms if batch_ms is not None else e.accept_ms
+        self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
+        self.events.write("receiver-feed", epoch=e.number, resume_from={str(p): o for p, o in sorted(e.start.items())},
+                          after_batch_time=batch_ms)
+
+    def _maybe_release(self) -> None:
+        e = self._epoch
+        if e is None or e.released or e.conn is None or self._finishing:
+            return
+        if self.ack == "auto":
+            self._release(e, None)  # an unreliable receiver does not care what was stored
+            return
+        if self._last_batch_ms <= e.accept_ms:
+            return
+        prev = self._closed
+        prev_done = prev is None or not prev.graceful or prev.stored >= prev.handed_over
+        if not prev_done and time.monotonic() - e.accept_mono < HOLD_TIMEOUT_S:
+            return
+        if not prev_done:
+            self.events.write("receiver-hold-timeout", epoch=e.number, previous_epoch=prev.number,
+                              handed_over=prev.handed_over, stored=prev.stored)
+        self._release(e, self._last_batch_ms)
+
+    def _maybe_drop(self) -> None:
+        e = self._epoch
+        if self._drop_reason is None or e is None or e.conn is None or not e.released or e.handed_over == 0:
+            return
+        reason, self._drop_reason = self._drop_reason, None
+        self._end_epoch(e, graceful=True, why=reason)
+
+    def _end_epoch(self, e: Epoch, graceful: bool, why: str) -> None:
+        if e.conn is None:
+            return
+        if graceful:
+            self._finish_line(e)
+            try:
+                e.conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                graceful = False
+        _close_quietly(e.conn)
+        e.conn = None
+        e.graceful = graceful
+        unsent = len(e.line_ends) - e.line_i
+        e.clear_buffer()
+        self._closed = e
+        if self._epoch is e:
+            self._epoch = None
+        self.events.write("receiver-disconnect", epoch=e.number, graceful=graceful, reason=why,
+                          handed_over=e.handed_over, stored=e.stored, unsent_dropped=unsent,
+                          committed={str(p): o for p, o in sorted(self.committed.items())})
+
+    def _finish_line(self, e: Epoch) -> None:
+        """Complete a partly written line, so a graceful close never tears one."""
+        line_start = e.line_ends[e.line_i - 1] if e.line_i else 0
+        if e.line_i >= len(e.line_ends) or e.out_pos <= line_start:
+            return
+        end = e.line_ends[e.line_i]
+        deadline = time.monotonic() + 5.0
+        while e.out_pos < end and time.monotonic() < deadline:
+            try:
+                n = e.conn.send(e.out[e.out_pos:end])
+            except (BlockingIOError, InterruptedError):
+                select.select([], [e.conn], [], 0.05)
+                continue
+            except OSError:
+                return
+            e.mark_sent(n)
+
+    def _check_peer(self, e: Epoch) -> None:
+        try:
+            data = e.conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            self._end_epoch(e, graceful=False, why=f"connection error: {errno.errorcode.get(err.errno, err)}")
+            return
+        if not data:
+            self._end_epoch(e, graceful=False, why="the receiver closed the connection")
+
+    def _send(self, e: Epoch) -> None:
+        try:
+            n = e.conn.send(e.out[e.out_pos:e.out_pos + (1 << 18)])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            self._end_epoch(e, graceful=False, why=f"connection error: {errno.errorcode.get(err.errno, err)}")
+            return
+        e.mark_sent(n)
+
+    def _refill(self, e: Epoch) -> None:
+        budget = POLL_RECORDS
+        if self.rate:
+            now = time.monotonic()
+            self._tokens = min(self.rate * PACE_BURST_S + 1, self._tokens + (now - self._tokens_at) * self.rate)
+            self._tokens_at = now
+            budget = min(budget, int(self._tokens))
+            if budget < 1:
+                time.sleep(min(TICK_S, (1 - self._tokens) / self.rate))
+                return
+        polled = self._consumer.poll(timeout_ms=int(TICK_S * 1000), max_records=budget)
+        if not polled:
+            return
+        if self.rate:
+            self._tokens -= sum(len(r) for r in polled.values())
+        for tp, records in polled.items():
+            p = tp.partition
+            lines = [record_line(r.value, p, r.offset) for r in records]
+            e.line_ends.extend(itertools.accumulate(map(len, lines), initial=len(e.out)))
+            del e.line_ends[len(e.line_ends) - len(lines) - 1]  # accumulate's initial value is not a line end
+            e.out += b"".join(lines)
+            e.line_parts.extend([p] * len(lines))
+            e.line_offs.extend([r.offset for r in records])
+
+    # -- acknowledgements ------------------------------------------------------------
+    def _handle_requests(self) -> None:
+        while True:
+            try:
+                req = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            if req[0] == "batch":
+                self._on_batch(req[1], req[2])
+            elif req[0] == "drop":
+                self._drop_reason = req[1]
+            elif req[0] == "finish":
+                self._finishing = True
+                if self._epoch is not None and self._epoch.conn is not None:
+                    if self._epoch.released:
+                        self._end_epoch(self._epoch, graceful=True, why="the driver is stopping")
+
+    def _on_batch(self, batch_ms: int, records: int) -> None:
+        self._last_batch_ms = max(self._last_batch_ms, batch_ms)
+        e, prev = self._epoch, self._closed
+        if e is not None and e.released and e.release_ms is not None and batch_ms > e.release_ms:
+            target = e
+        elif prev is not None and prev.release_ms is not None and batch_ms > prev.release_ms:
+            target = prev
+        else:
+            return  # blocks of earlier epochs or of a previous driver (write-ahead log recovery)
+        if records <= 0:
+            return
+        stored = target.stored + records
+        if stored > target.handed_over:
+            if self.ack == "stored":  # auto mode does not hold connections, so its counts are approximate
+                self.events.write("receiver-count-mismatch", epoch=target.number, batch_time=batch_ms,
+                                  counted=stored, handed_over=target.handed_over)
+            stored = target.handed_over
+        target.stored = stored
+        if self.ack == "stored":
+            self._commit(target.offsets_through(target.stored))
+
+    def _check_finished(self) -> None:
+        if not self._finishing or self._finished.is_set():
+            return
+        prev = self._closed
+        if (self._epoch is None or not self._epoch.released) and (prev is None or prev.stored >= prev.handed_over
+                                                                  or not prev.graceful):
+            self._finished.set()
+
+    def _maybe_auto_commit(self) -> None:
+        e = self._epoch
+        if self.ack != "auto" or e is None or not e.released or time.monotonic() < self._next_auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
+        self._commit(e.offsets_through(e.handed_over))
+
+    def _commit(self, offsets: dict[int, int]) -> None:
+        """Commit ``offsets`` (only forward moves); a failed commit is retried on the next call."""
+        from kafka import OffsetAndMetadata, TopicPartition
+
+        for p, o in offsets.items():
+            if o > max(self.committed.get(p, -1), self._pending_commit.get(p, -1)):
+                self._pending_commit[p] = o
+        if not self._pending_commit:
+            return
+        try:
+            self._consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
+                                   for p, o in self._pending_commit.items()})
+        except Exception as err:
+            if not self._commit_failing:  # one event per outage, not one per retry
+                self.events.write("receiver-commit-failed", error=repr(err)[:200], offsets=dict(self._pending_commit))
+            self._commit_failing = True
+            time.sleep(0.2)
+            return
+        if self._commit_failing:
+            self.events.write("receiver-commit-recovered", offsets=dict(self._pending_commit))
+        self._commit_failing = False
+        self.committed.update(self._pending_commit)
+        self._pending_commit = {}
+        self.on_commit(dict(self.committed))
+
+    def _read_committed(self) -> dict[int, int]:
+        """The group's committed offsets; partitions without a commit start at their beginning offset."""
+        out = {}
+        beginning = None
+        for tp in self._tps:
+            offset = self._consumer.committed(tp)
+            if offset is None:
+                if beginning is None:
+                    beginning = self._consumer.beginning_offsets(self._tps)
+                offset = beginning[tp]
+            out[tp.partition] = int(offset)
+        return out
+
+
+def _close_quietly(s: socket.socket) -> None:
+    try:
+        s.close()
+    except OSError:
+        pass

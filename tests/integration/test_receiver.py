@@ -1,0 +1,193 @@
+"""The receiver pipeline measured for real: Spark's socket receiver and write-ahead log, real kills.
+
+Each test runs one scenario through :func:`lab.supervisor.run_scenario` and
+checks the report against the run's own timeline, sink and ledger; no
+outcome is written into a test. Spark driver starts dominate the time (5-10 s
+each on 2 cores): the file takes about 5 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from lab.config import make_config
+from lab.errors import LabError
+from lab.events import read_events
+from lab.pipelines.receiver_feed import decode_line, record_line
+from lab.supervisor import run_scenario
+from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
+
+pytestmark = pytest.mark.integration
+
+EVENTS = 3000
+CLUSTER = "local-cluster[2,1,1024]"
+
+
+def receiver_run(**params):
+    """One receiver scenario; checks what every run must satisfy and returns the result."""
+    result = run_scenario(make_config(pipeline="receiver", events=EVENTS, rate=1000, **params))
+    a, run_dir = result.audit, result.run_dir
+    assert result.drained and a.acked == EVENTS and a.unseen == 0 and a.unexpected == 0
+    assert {k: getattr(a, k) for k in independent_counts(run_dir)} == independent_counts(run_dir)
+    assert_all_gone(run_pids(run_dir))
+    return result
+
+
+def by_attempt(run_dir) -> list[tuple[int, dict]]:
+    """The timeline with the driver attempt each event happened in."""
+    attempt, out = 0, []
+    for e in read_events(run_dir):
+        if e["type"] == "driver-start":
+            attempt += 1
+        out.append((attempt, e))
+    return out
+
+
+def lost_offsets(result) -> list[tuple[int, int]]:
+    t = result.audit.table
+    lost = t[t.status == "lost"]
+    return list(zip(lost.partition.tolist(), lost.kafka_offset.tolist()))
+
+
+def sink_rows_of_batch(run_dir, batch: int) -> int:
+    db = sqlite3.connect(run_dir / "sink.sqlite")
+    try:
+        return db.execute("SELECT COUNT(*) FROM sink_events WHERE batch_key LIKE ?", (f"batch-{batch}-time-%",)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def resumed_from(timeline, attempt: int) -> dict[int, int]:
+    """Where the receiver's consumer of ``attempt`` resumed (its first connection)."""
+    feed = next(e for n, e in timeline if n == attempt and e["type"] == "receiver-feed")
+    return {int(p): o for p, o in feed["resume_from"].items()}
+
+
+def test_lines_carry_what_the_auditor_needs():
+    value = json.dumps({"id": "0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab", "seq": 42, "key": "k7", "produced_at": 1.5},
+                       separators=(",", ":")).encode()
+    line = record_line(value, 2, 977)
+    assert decode_line(line.decode().rstrip("\n")) == ("0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab", 42, 2, 977)
+    assert record_line(json.dumps({"id": "short", "seq": 3}).encode(), 0, 1) == b"short 3 0 1\n"
+
+
+@pytest.mark.parametrize("ack", ["stored", "auto"])
+def test_without_wal_a_driver_crash_loses_what_spark_held(runs_dir, ack):
+    """No WAL: the blocks of the crashed batch die with the driver; the restart reports it and goes on."""
+    result = receiver_run(wal="off", ack=ack, faults="driver-crash@batch=3:mid-output")
+    a, run_dir = result.audit, result.run_dir
+    timeline = by_attempt(run_dir)
+    assert result.restarts == 1 and a.lost > 0
+    rows3 = batch_rows(run_dir, 3)
+    # The recovered batch 3 is empty, and the timeline says so.
+    lost3 = [e for n, e in timeline if n == 2 and e["type"] == "batch-lost" and e["batch"] == 3]
+    assert len(lost3) == 1 and lost3[0]["expected_rows"] == rows3 and lost3[0]["rows"] == 0
+    # The pipeline went on after it.
+    assert any(n == 2 and e["type"] == "batch-done" and e["batch"] > 3 and e["rows"] > 0 for n, e in timeline)
+    # Lost means committed: the restarted receiver resumed past every lost event.
+    resume = resumed_from(timeline, 2)
+    assert all(o < resume[p] for p, o in lost_offsets(result))
+    if ack == "stored":
+        # Batch 3 was acknowledged when Spark allocated it: what the sink had not stored of it is gone.
+        assert a.lost >= rows3 - sink_rows_of_batch(run_dir, 3)
+
+
+def test_with_wal_and_stored_acks_a_crash_mid_output_loses_nothing(runs_dir):
+    """WAL + reliable acks: the recovered batch is output again from the log: duplicates, no loss."""
+    result = receiver_run(wal="on", ack="stored", faults="driver-crash@batch=3:mid-output")
+    a, run_dir = result.audit, result.run_dir
+    timeline = by_attempt(run_dir)
+    assert result.restarts == 1 and a.lost == 0
+    assert not [e for _, e in timeline if e["type"] == "batch-lost"]
+    rows3 = batch_rows(run_dir, 3)
+    redone = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == 3]
+    assert len(redone) == 1 and redone[0]["rows"] == rows3
+    # The half written before the crash is in the sink twice (at least).
+    written_before = sink_rows_of_batch(run_dir, 3) - rows3
+    assert written_before > 0 and a.duplicated >= written_before
+
+
+def test_with_wal_and_stored_acks_a_timed_crash_loses_nothing(runs_dir):
+    """A crash at a time, not a named point (here usually mid-stream: the first driver streams from ~7 s)."""
+    result = receiver_run(wal="on", ack="stored", faults="driver-crash@at=12s")
+    assert result.restarts == 1 and result.audit.lost == 0
+    assert not [e for e in read_events(result.run_dir) if e["type"] == "batch-lost"]
+
+
+def test_wal_holds_what_the_source_was_not_told(runs_dir):
+    """Crash after the batch is in the WAL, before its offsets are committed: both replay it."""
+    result = receiver_run(wal="on", ack="stored", faults="driver-crash@batch=3:after-wal-before-ack")
+    a, run_dir = result.audit, result.run_dir
+    timeline = by_attempt(run_dir)
+    assert result.restarts == 1 and a.lost == 0
+    points = [e for _, e in timeline if e["type"] == "fault-point"]
+    assert [(e["point"], e["batch"]) for e in points] == [("after-wal-before-ack", 3)]
+    # Batch 3 never reached the sink before the crash, then came twice: recovered from the
+    # WAL and sent again by the receiver's consumer from the uncommitted offsets.
+    rows3 = batch_rows(run_dir, 3)
+    assert any(n == 2 and e["type"] == "batch-done" and e["batch"] == 3 and e["rows"] == rows3 for n, e in timeline)
+    assert a.duplicated >= rows3
+
+
+def test_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(runs_dir):
+    """Unreliable acks: whatever is lost was committed yet beyond everything the WAL recovered."""
+    result = receiver_run(wal="on", ack="auto", faults="driver-crash@batch=3:mid-output")
+    a, run_dir = result.audit, result.run_dir
+    timeline = by_attempt(run_dir)
+    assert result.restarts == 1
+    assert not [e for _, e in timeline if e["type"] == "batch-lost"]
+    first_attempt = {e["batch"] for n, e in timeline if n == 1 and e["type"] == "batch-submitted"}
+    db = sqlite3.connect(run_dir / "sink.sqlite")
+    keys = db.execute("SELECT batch_key, partition, MAX(kafka_offset) FROM sink_events GROUP BY batch_key, partition")
+    wal_top: dict[int, int] = {}
+    for key, partition, top in keys.fetchall():
+        if int(key.split("-")[1]) in first_attempt:
+            wal_top[partition] = max(wal_top.get(partition, -1), top)
+    db.close()
+    resume = resumed_from(timeline, 2)
+    assert all(wal_top.get(p, -1) < o < resume[p] for p, o in lost_offsets(result))
+
+
+@pytest.mark.parametrize("replication", [2, 1])
+def test_executor_crash_and_block_replication(runs_dir, replication):
+    """The receiver's executor is killed before batch 2 is read: a replica saves it, or it is lost."""
+    result = receiver_run(wal="off", ack="stored", replication=replication, spark_master=CLUSTER,
+                          faults="executor-crash@batch=2")
+    a, run_dir = result.audit, result.run_dir
+    events = read_events(run_dir)
+    kill = next(f for f in result.faults_fired if f["kind"] == "executor-crash")
+    targets = [e["pid"] for e in events if e["type"] == "executor-target" and e["t"] < next(
+        x["t"] for x in events if x["type"] == "fault" and x["kind"] == "executor-crash")]
+    assert kill["pid"] is not None and kill["pid"] == targets[-1]  # the receiver's executor died
+    assert result.restarts == 0
+    assert len([e for e in events if e["type"] == "receiver-connect"]) >= 2  # the receiver came back elsewhere
+    lost_batches = [e for e in events if e["type"] == "batch-lost"]
+    if replication == 2:
+        assert a.lost == 0 and not lost_batches
+    else:
+        assert a.lost >= batch_rows(run_dir, 2) and lost_batches[0]["batch"] == 2
+        # Acknowledged when allocated, gone with the executor: exactly the rows the timeline reports missing.
+        assert a.lost == sum(e["missing"] for e in lost_batches)
+
+
+def test_receiver_restart_resumes_from_the_committed_offsets(runs_dir):
+    """The connection drops; the consumer forgets, and the stored-acks receiver loses and repeats nothing."""
+    result = receiver_run(wal="on", ack="stored", faults="receiver-restart@batch=2")
+    a, run_dir = result.audit, result.run_dir
+    events = read_events(run_dir)
+    assert result.restarts == 0 and a.lost == 0 and a.duplicated == 0
+    drop = [e for e in events if e["type"] == "receiver-disconnect" and e["reason"].startswith("receiver-restart")]
+    assert len(drop) == 1 and drop[0]["graceful"]
+    feeds = [e for e in events if e["type"] == "receiver-feed"]
+    assert len(feeds) == 2 and feeds[1]["epoch"] == drop[0]["epoch"] + 1
+    # Every line the first connection carried was stored and committed before the second began.
+    assert sum(feeds[1]["resume_from"].values()) == drop[0]["handed_over"]
+
+
+def test_a_point_that_does_not_exist_with_these_settings_is_refused(runs_dir):
+    cfg = make_config(pipeline="receiver", events=100, wal="off", faults="driver-crash@batch=1:after-wal-before-ack")
+    with pytest.raises(LabError, match="after-wal-before-ack exists only with --wal on --ack stored"):
+        run_scenario(cfg)
