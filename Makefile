@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: venv demo test test-fast lab bench doctor clean
+.PHONY: venv demo test test-fast lab bench bench-matrix doctor clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,10 @@ lab: venv
 
 bench: venv
 	$(BIN)/python bench/testbed.py
+	$(BIN)/python bench/pipelines.py
+
+bench-matrix: venv
+	$(BIN)/python bench/matrix.py
 
 doctor: venv
 	$(BIN)/lab doctor

@@ -43,7 +43,7 @@ from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.faults import FAULT_KINDS, Fault
-from lab.ledger import LEDGER_FILE, max_acked_offsets, place_acks
+from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets, place_acks
 from lab.producer import LedgeredProducer
 from lab.sinks import open_sink, sink_spec_for_run
 
@@ -151,6 +151,7 @@ class Run:
             (self.run_dir / "config.json").write_text(cfg.to_json())
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
+            Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
             self.broker = self._stack.enter_context(
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs"))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))

@@ -288,14 +288,17 @@ class Panel:
         return f"<div class='lab-counters'>{cells}</div>"
 
     def _poll(self) -> None:
+        shown = set()
         while not self._stop.is_set():
             try:
                 self._refresh()
                 if self.run.status().finished:
                     break
-            except Exception:
-                self._show_error(traceback.format_exc())
-                break
+            except Exception as exc:
+                # Shown once per kind of error; the next refresh may well succeed (a file being written).
+                if repr(exc) not in shown:
+                    shown.add(repr(exc))
+                    self._show_error(traceback.format_exc())
             self._stop.wait(self.refresh_s)
         if not self._stop.is_set() and self.run is not None and self.run.status().finished:
             try:

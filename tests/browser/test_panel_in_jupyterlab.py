@@ -35,7 +35,7 @@ def jupyterlab(tmp_path, runs_dir):
     for cell in nb["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             src = "".join(cell["source"])
-            src = re.sub(r"^EVENTS: int = \d+", "EVENTS: int = 30000", src, flags=re.M)
+            src = re.sub(r"^EVENTS: int = \d+", "EVENTS: int = 9000", src, flags=re.M)
             cell["source"] = src
     (nb_dir / "00_start_here.ipynb").write_text(json.dumps(nb))
     news = tmp_path / "jset" / "@jupyterlab" / "apputils-extension"
@@ -116,6 +116,10 @@ def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
     run_dir = next(d for d in runs_dir.iterdir() if d.is_dir())
     faults = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if '"fault"' in l]
     assert [f["by"] for f in faults if f["type"] == "fault"] == ["ui"]
+    # The tab is closed but the kernel lives on: the run must still end by itself and leave nothing.
+    wait_until(lambda: '"run-end"' in (run_dir / "events.jsonl").read_text(), 120, "the run to end after the tab closed")
+    assert server.poll() is None
+    assert_all_gone(run_pids(run_dir), within_s=30)
     pids = run_pids(run_dir)
-    processes.stop_process(server, grace_s=15)  # server shutdown ends the kernel, which ends the run
+    processes.stop_process(server, grace_s=15)  # server shutdown ends the kernel
     assert_all_gone(pids, within_s=30)
