@@ -146,8 +146,6 @@ from lab.errors import LabError
 from lab.events import EventTail
 from lab.sinks import open_sink
 
-#: Task attempts Spark makes before failing a job (so one task failure is retried).
-TASK_ATTEMPTS = 4
 #: The Spark partition whose task carries ``mid-output``, ``task-failure`` and ``executor-crash``.
 FAULT_PARTITION = 0
 #: Seconds a task may read without moving its position before it fails (Spark then retries it).
@@ -596,34 +594,6 @@ def recovery_ranges(kind: str, logged: list[OffsetRange], stored: dict[int, int]
 
 
 # -- the driver ------------------------------------------------------------------
-def _load_task_modules(_) -> None:
-    import kafka  # noqa: F401  (what a task's first read would import)
-
-    import lab.sinks  # noqa: F401
-
-
-def start_python_workers(sc) -> None:
-    """Start the executors' Python workers with the task modules loaded, as part of the driver's start.
-
-    A Python worker's first task pays for its process and imports (measured:
-    about 1.3 s of a 200,000-record first batch on 2 cores); paying it here
-    keeps it out of the first batch's latency. Workers are reused
-    (``spark.python.worker.reuse``). No delivery effect: nothing is read or written.
-    """
-    n = max(1, sc.defaultParallelism)
-    sc.parallelize(range(n), n).foreach(_load_task_modules)
-
-
-def spark_master(master: str) -> str:
-    """The master to start: ``local[N]`` gains task retries (``local[N,F]``); other masters are unchanged.
-
-    Local mode fails a job on its first task failure unless the master
-    names a retry count; cluster masters read ``spark.task.maxFailures``.
-    """
-    m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
-    return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]" if m else master
-
-
 class _Announcer(threading.Thread):
     """Writes ``batch-start`` once the task named for an executor crash is waiting (or at the end).
 
@@ -667,12 +637,12 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark import spark_session
+    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, with_task_retries
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
     store = OffsetStore(cfg.offsets, ctx)
-    spark = spark_session(spark_master(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
+    spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)})
     sc = spark.sparkContext
     try:

@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -77,8 +76,6 @@ from lab.driver import DriverContext
 from lab.events import read_events
 from lab.sinks import FILES_MODE, SinkSpec, open_sink
 
-#: Task attempts Spark makes before failing a stage (so one task failure is retried).
-TASK_ATTEMPTS = 4
 #: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
 STOP_WAIT_S = 15.0
 #: Seconds between looks at the checkpoint's commit log.
@@ -89,20 +86,6 @@ FAULT_PARTITION = 0
 
 class InjectedTaskFailure(RuntimeError):
     """The planned ``task-failure``: raised once inside a task, after part of its rows were written."""
-
-
-def spark_master(master: str) -> str:
-    """The master to start: ``local[N]`` gains task retries (``local[N,F]``); others are unchanged.
-
-    Local mode fails a job on the first task failure unless the master
-    names a retry count; cluster masters use ``spark.task.maxFailures``.
-    With retries a failed task runs again, which is what makes an append
-    sink show duplicates after a ``task-failure``.
-    """
-    m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
-    if m:
-        return f"local[{m.group(1) or 1},{TASK_ATTEMPTS}]"
-    return master
 
 
 # -- the checkpoint ----------------------------------------------------------
@@ -255,17 +238,19 @@ def run(ctx: DriverContext) -> None:
     from pyspark import StorageLevel
 
     from lab.kafka_source import SHORT_NAME, earliest_offsets, register
-    from lab.spark import spark_session
+    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, with_task_retries
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
     # Spark otherwise resolves the host name and may pick a public interface for its services.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
-    spark = spark_session(spark_master(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
+    spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
     register(spark)
+    # Python workers started now, not by the first batch (see lab.spark.start_python_workers).
+    start_python_workers(spark.sparkContext, ("kafka", "lab.sinks", "lab.kafka_source"))
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
     log = _BatchLog()
     first_start: dict[int, int] | None = None
