@@ -48,11 +48,21 @@ def _spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def _scala_version(home: Path) -> str:
+    """The Scala binary version of the wheel's Spark, read from its scala-library jar (e.g. 2.13)."""
+    jar = next(iter(sorted((home / "jars").glob("scala-library-*.jar"))), None)
+    if jar is None:
+        raise LabError(f"no scala-library jar under {home / 'jars'}: is pyspark installed completely?")
+    return ".".join(jar.stem.removeprefix("scala-library-").split(".")[:2])
+
+
 def _jvm(main_class: str, args: list, log: Path, work_dir: Path) -> "subprocess.Popen":  # noqa: F821
     java = find_java()
     home = _spark_home()
+    # A pip-installed Spark home has no RELEASE file and no build directories, so the worker's
+    # launcher cannot infer the Scala version it needs to start executors unless told.
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=java.home,
-               SPARK_WORKER_DIR=str(work_dir))
+               SPARK_WORKER_DIR=str(work_dir), SPARK_SCALA_VERSION=_scala_version(home))
     cmd = [java.executable, "-Xmx512m", "-cp", f"{home / 'conf'}{os.pathsep}{home / 'jars'}/*",
            # no fixed-port REST submission server (6066): every port here is chosen free
            "-Dspark.ui.killEnabled=false", "-Dspark.master.rest.enabled=false", main_class, *map(str, args)]
