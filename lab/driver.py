@@ -80,7 +80,7 @@ class DriverContext:
         self.events.write("batch-done", batch=batch, rows=rows, attempt=self.attempt, **extra)
 
     def progress(self, positions: dict[int, int], batch: int) -> None:
-        write_progress(self.run_dir, positions, batch)
+        write_progress(self.run_dir, positions, batch, attempt=self.attempt)
 
     def install_signal_handlers(self) -> None:
         """SIGTERM asks for a clean stop after the current batch."""

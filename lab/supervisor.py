@@ -49,6 +49,8 @@ from lab.sinks import open_sink, sink_spec_for_run
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
+#: Seconds a restarted driver gets to report progress of its own before the run may count as drained.
+RESTART_SETTLE_S = 45.0
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
 
@@ -256,6 +258,7 @@ class Run:
                 [sys.executable, "-m", "lab.driver", self.run_dir],
                 log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir,
             )
+        self._started_at = time.monotonic()
         self.events.write("driver-start", pid=self.driver.pid, attempt=self._attempt)
 
     def _kill_driver(self) -> int | None:
@@ -444,7 +447,13 @@ class Run:
         # A fetch's high watermark can lag the last write for a moment, so the ledger's
         # acknowledged offsets must be passed too before a run counts as drained.
         past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
-        return alive and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+        # After a restart, the progress on file may be the dead driver's: the new one may still have
+        # recovered batches to run. It must report progress itself first; one with nothing to redo
+        # reports nothing, so after RESTART_SETTLE_S the file's progress is taken as it stands.
+        progress = read_progress(self.run_dir)
+        settled = (self._attempt == 1 or progress.get("attempt") == self._attempt
+                   or time.monotonic() - self._started_at > RESTART_SETTLE_S)
+        return alive and settled and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()

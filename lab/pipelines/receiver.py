@@ -199,6 +199,9 @@ class _Runtime:
         self.lock = threading.Lock()
         self.committed: dict[int, int] = {}
         self.last_done = ctx.last_batch()
+        # A restarted driver first runs the batches it recovers; until one of them is done, the
+        # group's committed offsets say nothing about what reached the sink, so progress waits.
+        self.recovering = ctx.attempt > 1
         self.ssc = None
         self.started_ms = int(time.time() * 1000)
 
@@ -206,10 +209,12 @@ class _Runtime:
     def on_commit(self, committed: dict[int, int]) -> None:
         with self.lock:
             self.committed = dict(committed)
-            self.ctx.progress(self.committed, self.last_done)
+            if not self.recovering:
+                self.ctx.progress(self.committed, self.last_done)
 
     def _done(self, batch: int) -> None:
         with self.lock:
+            self.recovering = False
             self.last_done = max(self.last_done, batch)
             self.ctx.progress(self.committed, self.last_done)
 
@@ -454,7 +459,13 @@ def run(ctx: DriverContext) -> None:
         if not stopped:
             feeder.finish(FINISH_WAIT_S)
             ssc.stop(stopSparkContext=True, stopGraceFully=True)
+            stopped = True
     finally:
+        if not stopped:  # an error: stop the batches before the runtime they call goes away
+            try:
+                ssc.stop(stopSparkContext=True, stopGraceFully=False)
+            except Exception:
+                pass
         feeder.stop()
         runtime.close()
         _RUNTIME = None

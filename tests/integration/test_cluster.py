@@ -22,7 +22,7 @@ def standalone(tmp_path_factory):
 
 @pytest.mark.parametrize("pipeline, params", [
     ("structured", dict(sink="idempotent", faults="driver-crash@batch=2:after-output-before-commit")),
-    ("direct", dict(offsets="sink", sink="transactional", faults="executor-crash@at=5s")),
+    ("direct", dict(offsets="sink", sink="transactional", faults="executor-crash@batch=2")),
     ("receiver", dict(wal="on", ack="stored", faults="driver-crash@batch=2:mid-output")),
 ])
 def test_pipeline_on_the_cluster(standalone, pipeline, params, monkeypatch):
