@@ -30,7 +30,9 @@ def test_press_has_the_same_effect_as_the_parameter_and_the_replay(runs_dir):
     panel = Panel(make_config(**cfg), interactive=True, refresh_s=0.2)
     panel.predict.value = "at-least-once"
     panel.start_button.click()
-    time.sleep(2.0)
+    deadline = time.monotonic() + 60
+    while panel.run.status().batches < 5 and time.monotonic() < deadline:  # press once the stream flows
+        time.sleep(0.1)
     panel.fault_buttons["driver-crash"].click()
     pressed = panel.wait(timeout=120)
     assert not panel.errors.outputs, panel.errors.outputs
