@@ -87,8 +87,11 @@ restarted receiver would read.
 
 On failure
 ----------
-A failed commit (broker outage) is kept and retried on every loop; nothing
-is committed out of order. Socket errors end the epoch (the receiver
+Broker errors (an outage) never end the feeder: a failed commit is kept
+and retried on every loop (nothing is committed out of order), fetches and
+offset reads are retried, and each kind of error is written to the
+timeline once per outage (``receiver-broker-error``, then
+``receiver-broker-ok``). Socket errors end the epoch (the receiver
 reconnects on its own). A feeder that cannot bind its port raises
 :class:`lab.errors.LabError` from :meth:`Feeder.start_listening`.
 """
@@ -187,12 +190,7 @@ class Epoch:
         self.scanned = 0  # how far next_offsets covers
         self.next_offsets: dict[int, int] = {}
         # Send buffer: bytes not yet written and the records whose lines they hold.
-        self.out = bytearray()
-        self.out_pos = 0
-        self.line_ends = array("q")
-        self.line_parts = array("i")
-        self.line_offs = array("q")
-        self.line_i = 0
+        self.clear_buffer()
 
     @property
     def handed_over(self) -> int:
@@ -290,7 +288,7 @@ class Feeder(threading.Thread):
         self._finishing = False
         self._finished = threading.Event()
         self._pending_commit: dict[int, int] = {}
-        self._commit_failing = False
+        self._troubles: set[str] = set()
         self._next_auto_commit = 0.0
         self._consumer = None
         self._tps = []
@@ -369,8 +367,15 @@ class Feeder(threading.Thread):
                                               max_poll_records=POLL_RECORDS, **CONSUMER_SETTINGS)
         self._tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         self._consumer.assign(self._tps)
-        self.committed = self._read_committed()
-        self.on_commit(dict(self.committed))
+        while not self._halt.is_set():
+            try:
+                self.committed = self._read_committed()
+            except Exception as err:
+                self._trouble("reading committed offsets", err)
+                continue
+            self._untroubled("reading committed offsets")
+            self.on_commit(dict(self.committed))
+            return
 
     def _teardown(self) -> None:
         for e in (self._epoch, self._closed):
@@ -441,16 +446,12 @@ class Feeder(threading.Thread):
         try:
             self.committed = self._read_committed()
         except Exception as err:
-            self.events.write("receiver-offsets-unavailable", epoch=e.number, error=repr(err)[:200])
-            time.sleep(0.2)
+            self._trouble("reading committed offsets", err)
             return
+        self._untroubled("reading committed offsets")
         for tp in self._tps:
-            offset = self.committed.get(tp.partition)
-            if offset is None:
-                self._consumer.seek_to_beginning(tp)
-            else:
-                self._consumer.seek(tp, offset)
-        e.start = {tp.partition: self._consumer.position(tp) for tp in self._tps}
+            self._consumer.seek(tp, self.committed[tp.partition])
+        e.start = dict(self.committed)
         e.released = True
         e.release_ms = batch_ms if batch_ms is not None else e.accept_ms
         self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
@@ -551,7 +552,12 @@ class Feeder(threading.Thread):
             if budget < 1:
                 time.sleep(min(TICK_S, (1 - self._tokens) / self.rate))
                 return
-        polled = self._consumer.poll(timeout_ms=int(TICK_S * 1000), max_records=budget)
+        try:
+            polled = self._consumer.poll(timeout_ms=int(TICK_S * 1000), max_records=budget)
+        except Exception as err:  # kafka-python raises connection errors from poll during an outage
+            self._trouble("fetching", err)
+            return
+        self._untroubled("fetching")
         if not polled:
             return
         if self.rate:
@@ -631,17 +637,24 @@ class Feeder(threading.Thread):
             self._consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
                                    for p, o in self._pending_commit.items()})
         except Exception as err:
-            if not self._commit_failing:  # one event per outage, not one per retry
-                self.events.write("receiver-commit-failed", error=repr(err)[:200], offsets=dict(self._pending_commit))
-            self._commit_failing = True
-            time.sleep(0.2)
+            self._trouble("committing", err)
             return
-        if self._commit_failing:
-            self.events.write("receiver-commit-recovered", offsets=dict(self._pending_commit))
-        self._commit_failing = False
+        self._untroubled("committing")
         self.committed.update(self._pending_commit)
         self._pending_commit = {}
         self.on_commit(dict(self.committed))
+
+    def _trouble(self, what: str, err: BaseException) -> None:
+        """Record a broker error once per outage (not once per retry) and back off briefly."""
+        if what not in self._troubles:
+            self._troubles.add(what)
+            self.events.write("receiver-broker-error", during=what, error=repr(err)[:200])
+        time.sleep(0.2)
+
+    def _untroubled(self, what: str) -> None:
+        if what in self._troubles:
+            self._troubles.discard(what)
+            self.events.write("receiver-broker-ok", during=what)
 
     def _read_committed(self) -> dict[int, int]:
         """The group's committed offsets; partitions without a commit start at their beginning offset."""
