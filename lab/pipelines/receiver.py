@@ -12,8 +12,9 @@ What runs
   block is also written to ``<run_dir>/checkpoint/receivedData`` before it is
   reported, and the driver logs block allocations in its own write-ahead log
   (``receivedBlockMetadata``). Both logs close their file after each write
-  (``closeFileAfterWrite``), because the local file system's ``hflush`` does
-  not reach the OS and a ``kill -9`` would otherwise lose the log's tail.
+  (``closeFileAfterWrite``): Hadoop's checksummed local file system flushes
+  only whole 512-byte checksum chunks, so after a ``kill -9`` the tail of a
+  record Spark counted as logged could be missing; a closed file is complete.
 * The Kafka side of the receiver is :class:`lab.pipelines.receiver_feed.Feeder`,
   a thread of this driver that writes the topic's records to the receiver's
   socket and commits offsets to the run's group by ``--ack``; its docstring
@@ -44,7 +45,12 @@ read), ``batch-done`` (with the offset ranges read) and ``batch-lost`` follow.
 to it when it was first submitted: its blocks are gone. That is the no-WAL
 driver crash (the recovered batch is empty: the blocks lived in the dead
 driver's memory) and the executor crash with replication 1 (the only copy
-died with the executor; the job fails or Spark skips the missing blocks). The
+died with the executor; the job fails or Spark skips the missing blocks).
+Even with ``--wal off`` the driver keeps its block *metadata* log
+(``checkpoint/receivedBlockMetadata``, written whenever a checkpoint
+directory is set), so a restarted driver allocates blocks reported before the
+crash to its first batch although their data is gone: that batch is reported
+lost too. The
 batch's surviving rows are written, the event records expected and read
 counts, and the pipeline goes on; a restart never loops on such a batch.
 
