@@ -123,6 +123,10 @@ SEND_BUFFER_BYTES = 16 * 1024
 PACE_BURST_S = 0.1
 #: Seconds the loop waits in ``select`` when there is nothing to do.
 TICK_S = 0.02
+#: Unsent bytes below which the feeder polls Kafka again, so the socket never runs dry.
+REFILL_BELOW_BYTES = 64 * 1024
+#: Sent bytes after which the send buffer drops its sent prefix.
+COMPACT_ABOVE_BYTES = 1 << 20
 
 
 #: kafka-python settings of the feeder's consumer: large fetches and no CRC check on loopback
@@ -198,6 +202,21 @@ class Epoch:
 
     def has_unsent(self) -> bool:
         return self.out_pos < len(self.out)
+
+    def unsent_bytes(self) -> int:
+        return len(self.out) - self.out_pos
+
+    def compact(self) -> None:
+        """Drop the fully sent lines from the send buffer (a partly sent line stays whole)."""
+        k = self.line_ends[self.line_i - 1] if self.line_i else 0
+        if k == 0:
+            return
+        del self.out[:k]
+        self.line_ends = array("q", (x - k for x in self.line_ends[self.line_i:]))
+        self.line_parts = self.line_parts[self.line_i:]
+        self.line_offs = self.line_offs[self.line_i:]
+        self.line_i = 0
+        self.out_pos -= k
 
     def mark_sent(self, n: int) -> None:
         """``n`` more bytes reached the socket: move the lines now complete to ``parts``/``offs``."""
@@ -400,12 +419,12 @@ class Feeder(threading.Thread):
         self._check_finished()
         e = self._epoch
         feeding = e is not None and e.conn is not None and e.released and not self._finishing
-        if feeding and not e.has_unsent():
+        if feeding and e.unsent_bytes() < REFILL_BELOW_BYTES:
             self._refill(e)
         reads = [self._server] + ([e.conn] if e is not None and e.conn is not None else [])
         writes = [e.conn] if feeding and e.has_unsent() else []
         try:
-            readable, writable, _ = select.select(reads, writes, [], 0 if writes else TICK_S)
+            readable, writable, _ = select.select(reads, writes, [], TICK_S)
         except (OSError, ValueError):
             readable, writable = [], []
         if self._server in readable:
@@ -560,6 +579,8 @@ class Feeder(threading.Thread):
         self._untroubled("fetching")
         if not polled:
             return
+        if e.out_pos > COMPACT_ABOVE_BYTES:
+            e.compact()
         if self.rate:
             self._tokens -= sum(len(r) for r in polled.values())
         for tp, records in polled.items():
