@@ -28,9 +28,6 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-STATUS_ORDER = ("exactly-once", "duplicated", "lost", "unseen")
-
-
 @dataclass(frozen=True)
 class Audit:
     """Counts of one audit. ``acked == exactly_once + duplicated + lost + unseen`` always holds."""

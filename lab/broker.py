@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import sys
-import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -229,13 +228,3 @@ def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: P
         yield info
     finally:
         stop_embedded(info)
-
-
-def wait_until(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
-    """Poll ``predicate`` until it is true or ``timeout_s`` passes."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return bool(predicate())

@@ -282,6 +282,3 @@ def make_config(**params) -> RunConfig:
     config.validate()
     return config
 
-
-def runs_root(config: RunConfig) -> Path:
-    return Path(config.runs_dir).resolve()

@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,6 +293,3 @@ def _n(v) -> str:
     except (TypeError, ValueError):
         return "-"
 
-
-def elapsed_since(t0: float) -> float:
-    return time.monotonic() - t0
