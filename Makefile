@@ -35,7 +35,7 @@ lab: venv
 
 bench: venv
 	$(BIN)/python bench/testbed.py
-	$(BIN)/python bench/pipelines.py
+	$(BIN)/python bench/pipelines.py --pipeline structured --pipeline direct --pipeline receiver
 
 bench-matrix: venv
 	$(BIN)/python bench/matrix.py

@@ -115,3 +115,25 @@ def start_python_workers(sc, modules=("kafka", "lab.sinks")) -> None:
     """
     n = max(1, sc.defaultParallelism)
     sc.parallelize(range(n), n).foreach(partial(_import_modules, tuple(modules)))
+
+
+def _import_modules_arrow(modules, batches):
+    import pyarrow as pa
+
+    _import_modules(modules, None)
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"ok": [True]})
+
+
+def start_sql_python_workers(spark, modules=("kafka", "lab.sinks")) -> None:
+    """:func:`start_python_workers` for DataFrame work: Python data sources and ``mapInArrow``.
+
+    Spark SQL runs its Python tasks through a worker daemon of its own, not
+    the one RDD jobs use (measured: an RDD warm-up left a first data-source
+    read 4.8 s long, 2.3 s after a ``mapInArrow`` warm-up, 0.25 s warm), so
+    this warm-up goes through ``mapInArrow``. No delivery effect: nothing is
+    read or written.
+    """
+    n = max(1, spark.sparkContext.defaultParallelism)
+    spark.range(0, n, 1, n).mapInArrow(partial(_import_modules_arrow, tuple(modules)), "ok boolean").collect()

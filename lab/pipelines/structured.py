@@ -238,7 +238,7 @@ def run(ctx: DriverContext) -> None:
     from pyspark import StorageLevel
 
     from lab.kafka_source import SHORT_NAME, earliest_offsets, register
-    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, with_task_retries
+    from lab.spark import TASK_ATTEMPTS, spark_session, start_sql_python_workers, with_task_retries
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
@@ -249,8 +249,8 @@ def run(ctx: DriverContext) -> None:
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
     register(spark)
-    # Python workers started now, not by the first batch (see lab.spark.start_python_workers).
-    start_python_workers(spark.sparkContext, ("kafka", "lab.sinks", "lab.kafka_source"))
+    # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
+    start_sql_python_workers(spark, ("kafka", "lab.sinks", "lab.kafka_source"))
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
     log = _BatchLog()
     first_start: dict[int, int] | None = None
