@@ -80,12 +80,16 @@ class LedgerView:
 
 
 def read_ledger(ledger_path) -> LedgerView:
-    """Read a run's ledger file."""
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
+    """Read a run's ledger file, as one snapshot even while the producer is still writing to it."""
+    # isolation_level=None: BEGIN/COMMIT as written. The queries below must see the same
+    # rows; one read transaction (WAL: a snapshot) keeps the writer's commits out between them.
+    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, isolation_level=None)
     try:
+        db.execute("BEGIN")
         ints = db.execute("SELECT seq, partition, kafka_offset FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
         ids = db.execute("SELECT event_id FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
         other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY status").fetchall())
+        db.execute("COMMIT")
     finally:
         db.close()
     flat = np.fromiter(itertools.chain.from_iterable(ints), dtype=np.int64, count=3 * len(ints)).reshape(-1, 3)

@@ -15,7 +15,7 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import COMMIT_MODES, OFFSET_STORES, RECEIVER_ACKS, SINK_MODES
+    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS, SINK_MODES
     from lab.pipelines.registry import PIPELINES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
@@ -29,6 +29,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
     p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
+    p.add_argument("--kafka-reader", default=None,
+                   help=f"structured pipeline's Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
@@ -99,7 +101,7 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )

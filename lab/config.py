@@ -10,6 +10,7 @@ Environment variables
 ``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
+``LAB_KAFKA_READER``     structured pipeline's Kafka reader: auto, labkafka, spark (default auto).
 ``LAB_RUNS_DIR``         where run directories go (default ``runs/`` at the project root).
 ``LAB_RESTART_DELAY``    seconds between a driver crash and its restart (default 1).
 ``LAB_DEADLINE``         seconds after which a run stops even if not drained (default 120).
@@ -54,6 +55,11 @@ OFFSET_STORES = {
 RECEIVER_ACKS = {
     "auto": "offsets committed on a timer as records reach the receiver (unreliable receiver)",
     "stored": "offsets committed only for blocks Spark reports stored (reliable receiver)",
+}
+KAFKA_READERS = {
+    "auto": "Spark's own kafka format when its connector is on the classpath, else labkafka",
+    "labkafka": "the lab's Python data source: kafka-python inside Spark tasks, no jar",
+    "spark": "Spark's kafka format (spark-sql-kafka-0-10 on the classpath, e.g. through LAB_SPARK_PACKAGES)",
 }
 ON_OFF = ("on", "off")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
@@ -123,6 +129,7 @@ class RunConfig:
     sink_url: str | None = None
     spark_master: str = "local[2]"
     offsets: str = "checkpoint"
+    kafka_reader: str = "auto"
     wal: str = "on"
     ack: str = "stored"
     replication: int = 1
@@ -176,6 +183,8 @@ class RunConfig:
             raise choices_error("offset store", self.offsets, OFFSET_STORES)
         if self.offsets == "sink" and self.sink != "transactional":
             raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
+        if self.kafka_reader not in KAFKA_READERS:
+            raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
@@ -271,6 +280,7 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
+        kafka_reader=os.environ.get("LAB_KAFKA_READER") or "auto",
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),

@@ -23,6 +23,10 @@ Options
 ``endingOffsets``         batch reads only: ``latest`` (default) or JSON.
 ``readTimeoutS``          seconds a task may wait without progress before it
                           fails (default 60); Spark then retries the task.
+``isolationLevel``        ``read_uncommitted`` (default) or ``read_committed``: with
+                          ``read_committed`` records of open or aborted producer
+                          transactions are never returned (a range ending inside an
+                          open transaction waits for its commit or abort).
 ``checkCrcs``             ``true`` to verify each record batch's CRC32C in the
                           reader (default ``false``): kafka-python does it in
                           pure Python when the ``crc32c`` C module is absent
@@ -90,6 +94,7 @@ ARROW_CHUNK_ROWS = 20000
 #: Consumer settings of a range read (on top of :data:`lab.kafka_tools.CONSUMER_DEFAULTS`).
 #: ``auto_offset_reset="none"``: a range that fell out of retention must fail, never
 #: silently jump to another offset and deliver a different set of records.
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 READ_CONSUMER_SETTINGS = dict(auto_offset_reset="none", max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
 
 
@@ -176,6 +181,9 @@ class _Options:
         self.ending = opts.get("endingoffsets", "latest")
         self.read_timeout_s = float(opts.get("readtimeouts", 60))
         self.check_crcs = str(opts.get("checkcrcs", "false")).lower() == "true"
+        self.isolation_level = opts.get("isolationlevel", "read_uncommitted")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolationLevel {self.isolation_level!r} is not valid; valid: {', '.join(ISOLATION_LEVELS)}")
 
 
 def _client(bootstrap: str, **overrides):
@@ -256,11 +264,13 @@ def earliest_offsets(bootstrap: str, topic: str, partitions: int | None = None) 
 
 # -- executors: reading one range -----------------------------------------
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
-               timeout_s: float = 60.0, chunk_rows: int = ARROW_CHUNK_ROWS, check_crcs: bool = False) -> Iterator:
+               timeout_s: float = 60.0, chunk_rows: int = ARROW_CHUNK_ROWS, check_crcs: bool = False,
+               isolation_level: str = "read_uncommitted") -> Iterator:
     """Yield the records of ``topic``-``partition`` at offsets ``[start, end)`` as Arrow batches.
 
     Delivery guarantee: every record in the range exactly once, in offset
-    order; none outside it.
+    order; none outside it (with ``read_committed``: none of an aborted
+    transaction).
 
     Raises
     ------
@@ -277,7 +287,7 @@ def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
     schema = pa.schema([("event_id", pa.string()), ("seq", pa.int64()), ("key", pa.string()),
                         ("partition", pa.int32()), ("offset", pa.int64())])
     tp = TopicPartition(topic, partition)
-    consumer = _client(bootstrap, **READ_CONSUMER_SETTINGS, check_crcs=check_crcs)
+    consumer = _client(bootstrap, **READ_CONSUMER_SETTINGS, check_crcs=check_crcs, isolation_level=isolation_level)
     ids: list = []
     seqs: list = []
     keys: list = []
@@ -400,7 +410,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: KafkaRange) -> Iterator:
         return read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start,
                           partition.end, self.opts.read_timeout_s,
-                          check_crcs=self.opts.check_crcs)
+                          check_crcs=self.opts.check_crcs, isolation_level=self.opts.isolation_level)
 
     def commit(self, end: dict) -> None:
         # Nothing to release: Kafka keeps the data, and the engine's commit log is the record.
@@ -430,7 +440,7 @@ class KafkaBatchReader(DataSourceReader):
             return iter(())
         return read_range(self.opts.bootstrap, partition.topic, partition.partition, partition.start,
                           partition.end, self.opts.read_timeout_s,
-                          check_crcs=self.opts.check_crcs)
+                          check_crcs=self.opts.check_crcs, isolation_level=self.opts.isolation_level)
 
 
 class KafkaDataSource(DataSource):

@@ -89,7 +89,7 @@ def compare(results: dict[str, RunResult]):
         c = r.audit.counts()
         rows.append({"scenario": label, "guarantee": c["guarantee"], "acked": c["acked"],
                      "exactly once": c["exactly_once"], "duplicated": c["duplicated"], "lost": c["lost"],
-                     "unseen": c["unseen"], "write attempts": c["write_attempts"], "stored rows": c["stored_rows"]})
+                     "unseen": c["unseen"], "unexpected": c["unexpected"], "write attempts": c["write_attempts"], "stored rows": c["stored_rows"]})
     return pd.DataFrame(rows).set_index("scenario")
 
 

@@ -530,9 +530,14 @@ def build_report(result: RunResult) -> dict:
     """The run's JSON report (what ``lab run --json`` prints last)."""
     a = result.audit
     cfg = result.config
+    settings = dict(cfg.settings)
+    used = [e["reader"] for e in read_events(result.run_dir) if e["type"] == "kafka-reader"]
+    if used:
+        # What the driver chose for "auto" (the last driver's, after restarts).
+        settings["kafka_reader"] = used[-1]
     return {
         "pipeline": cfg.pipeline,
-        "settings": cfg.settings,
+        "settings": settings,
         "faults": cfg.faults,
         "seed": cfg.seed,
         **a.counts(),

@@ -308,12 +308,14 @@ class OffsetLog:
 
 
 # -- executors: reading a range ------------------------------------------------
-def read_range(bootstrap: str, r: OffsetRange, stall_s: float = READ_STALL_S) -> Iterator[tuple[int, int, bytes]]:
+def read_range(bootstrap: str, r: OffsetRange, stall_s: float = READ_STALL_S,
+               isolation_level: str = "read_uncommitted") -> Iterator[tuple[int, int, bytes]]:
     """Yield ``(partition, offset, value)`` for every record in ``r``, in offset order.
 
     Delivery guarantee: every record of the range exactly once, none outside
     it. Stops when the consumer's *position* reaches ``untilOffset``:
     transaction markers occupy offsets and are never returned as records.
+    With ``read_committed`` records of aborted transactions are skipped.
 
     Raises
     ------
@@ -326,7 +328,7 @@ def read_range(bootstrap: str, r: OffsetRange, stall_s: float = READ_STALL_S) ->
     from kafka import TopicPartition
 
     tp = TopicPartition(r.topic, r.partition)
-    consumer = kafka_tools.consumer(bootstrap, **READ_SETTINGS)
+    consumer = kafka_tools.consumer(bootstrap, **READ_SETTINGS, isolation_level=isolation_level)
     try:
         consumer.assign([tp])
         consumer.seek(tp, r.fromOffset)
@@ -346,7 +348,7 @@ def read_range(bootstrap: str, r: OffsetRange, stall_s: float = READ_STALL_S) ->
         consumer.close()
 
 
-def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange]):
+def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
     """The batch's Kafka RDD: one Spark partition per range, in the order of ``ranges``.
 
     Spark partition ``i`` reads ``ranges[i]``. The returned RDD carries
@@ -361,7 +363,7 @@ def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange]):
 
     def read(items):
         for r in items:
-            yield from read_range(bootstrap, r)
+            yield from read_range(bootstrap, r, isolation_level=isolation_level)
 
     rdd = sc.parallelize(ranges, max(1, len(ranges))).mapPartitions(read, preservesPartitioning=True)
     rdd.offsetRanges = ranges
@@ -733,7 +735,7 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
         announcer.start()
     try:
         if active:
-            kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active)
+            kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.producer.isolation_level)
             offset_ranges = kafka_rdd.offsetRanges  # the HasOffsetRanges cast: only the Kafka RDD has them
             faults = {"crash_here": crash_here, "fail_once": fail_once, "executor_crash": executor_crash}
             kafka_rdd.map(to_row).foreachPartition(

@@ -268,6 +268,8 @@ class Feeder(threading.Thread):
     rate : float, optional
         Records/s the receiver stores at most (``spark.streaming.receiver.maxRate``);
         the feeder hands over no faster (see the module docstring, "Pacing").
+    isolation_level : {"read_uncommitted", "read_committed"}
+        ``read_committed`` for a transactional producer: only committed events are handed over.
 
     Notes
     -----
@@ -279,7 +281,7 @@ class Feeder(threading.Thread):
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, group_id: str, port: int, ack: str,
-                 events, on_commit, rate: float | None = None) -> None:
+                 events, on_commit, rate: float | None = None, isolation_level: str = "read_uncommitted") -> None:
         super().__init__(name="lab-receiver-feeder", daemon=True)
         if ack not in ("auto", "stored"):
             raise LabError(f"unknown receiver ack mode {ack!r}; valid: auto, stored")
@@ -292,6 +294,7 @@ class Feeder(threading.Thread):
         self.events = events
         self.on_commit = on_commit
         self.rate = rate
+        self.isolation_level = isolation_level
         self._tokens = 0.0
         self._tokens_at = time.monotonic()
         self.committed: dict[int, int] = {}
@@ -383,7 +386,8 @@ class Feeder(threading.Thread):
         if self._server is None:
             self.start_listening()
         self._consumer = kafka_tools.consumer(self.bootstrap, group_id=self.group_id, enable_auto_commit=False,
-                                              max_poll_records=POLL_RECORDS, **CONSUMER_SETTINGS)
+                                              max_poll_records=POLL_RECORDS, isolation_level=self.isolation_level,
+                                              **CONSUMER_SETTINGS)
         self._tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         self._consumer.assign(self._tps)
         while not self._halt.is_set():

@@ -60,6 +60,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         faults=("driver-crash", "task-failure", "broker-outage", "ack-loss"),
         points=("after-offset-log", "mid-output", "after-output-before-commit"),
         uses_spark=True,
+        options=("kafka_reader",),
     ),
     "direct": PipelineSpec(
         name="direct",

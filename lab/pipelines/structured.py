@@ -1,6 +1,8 @@
 """The ``structured`` pipeline: Spark Structured Streaming over the lab's Kafka source.
 
-The query reads the topic with :mod:`lab.kafka_source` (admission control:
+The query reads the topic with :mod:`lab.kafka_source`, or with Spark's own
+``kafka`` format when its connector is on the classpath (``--kafka-reader``,
+:mod:`lab.pipelines.structured_input`; admission control either way:
 ``max_batch_records`` offsets per micro-batch), runs on a processing-time
 trigger of ``batch_interval_s``, and keeps its offset and commit logs in
 ``<run_dir>/checkpoint``. A restarted driver recovers from that checkpoint:
@@ -118,8 +120,12 @@ class Checkpoint:
             lines = [l for l in f.read_text().splitlines() if l.strip()]
         except FileNotFoundError:
             return None
-        # Line 1 is the version, line 2 the batch metadata, then one line per source.
-        return {int(p): int(o) for p, o in json.loads(lines[2]).items()}
+        # Line 1 is the version, line 2 the batch metadata, then one line per source:
+        # labkafka's {"<partition>": offset}, Spark's Kafka source's {"<topic>": {"<partition>": offset}}.
+        offsets = json.loads(lines[2])
+        if offsets and all(isinstance(v, dict) for v in offsets.values()):
+            offsets = {p: o for per_topic in offsets.values() for p, o in per_topic.items()}
+        return {int(p): int(o) for p, o in offsets.items()}
 
 
 # -- tasks -------------------------------------------------------------------
@@ -237,7 +243,8 @@ def run(ctx: DriverContext) -> None:
     """
     from pyspark import StorageLevel
 
-    from lab.kafka_source import SHORT_NAME, earliest_offsets, register
+    from lab.kafka_source import earliest_offsets, register
+    from lab.pipelines.structured_input import read_events, resolve_reader
     from lab.spark import TASK_ATTEMPTS, spark_session, start_sql_python_workers, with_task_retries
 
     cfg = ctx.config
@@ -249,6 +256,8 @@ def run(ctx: DriverContext) -> None:
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
     register(spark)
+    reader = resolve_reader(spark, cfg.kafka_reader)
+    ctx.events.write("kafka-reader", reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
     start_sql_python_workers(spark, ("kafka", "lab.sinks", "lab.kafka_source"))
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
@@ -297,12 +306,9 @@ def run(ctx: DriverContext) -> None:
             with log.lock:
                 log.in_flight = None
 
-    source = (spark.readStream.format(SHORT_NAME)
-              .option("bootstrap", ctx.bootstrap)
-              .option("topic", cfg.topic)
-              .option("partitions", cfg.partitions)
-              .option("maxRecordsPerTrigger", cfg.max_batch_records)
-              .load())
+    # A transactional producer's events are final only once committed: read_committed then.
+    source = read_events(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
+                         cfg.producer.isolation_level)
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
              .queryName(f"lab_structured_{cfg.sink}")

@@ -66,6 +66,38 @@ def test_ack_loss_makes_a_producer_without_idempotence_write_twice(embedded):
     assert md.offset == 2  # the acknowledged copy is the second one
 
 
+def test_aborted_transaction_as_the_lab_source_reads_it(embedded):
+    """What the README and notebook 05 say of this broker: ``read_committed`` readers get aborted records too.
+
+    The lab's Kafka source asks for the isolation level it is given; on
+    Apache Kafka ``read_committed`` drops the aborted half. Should Tansu
+    start hiding them, this fails and the docs need the new fact.
+    """
+    from kafka import KafkaProducer
+
+    from lab.kafka_source import read_range
+
+    kafka_tools.create_topic(embedded.bootstrap, "tx", 1)
+    p = KafkaProducer(bootstrap_servers=embedded.bootstrap, transactional_id="lab-test-tx", acks="all",
+                      enable_idempotence=True)
+    p.init_transactions()
+    for commit in (False, True):
+        p.begin_transaction()
+        for i in range(10):
+            p.send("tx", json.dumps({"id": f"{commit}-{i}", "seq": i, "key": "k"}).encode(), partition=0)
+        p.flush()
+        p.commit_transaction() if commit else p.abort_transaction()
+    p.close()
+    end = kafka_tools.end_offsets(embedded.bootstrap, "tx", 1)[0]
+    assert end == 22  # 20 records and two transaction markers
+    read = {}
+    for level in ("read_uncommitted", "read_committed"):
+        batches = read_range(embedded.bootstrap, "tx", 0, 0, end, timeout_s=10, isolation_level=level)
+        read[level] = [i for b in batches for i in b.column("event_id").to_pylist()]
+    assert len(read["read_uncommitted"]) == 20
+    assert read["read_committed"] == read["read_uncommitted"]
+
+
 def test_cli_broker_start_status_stop_leaves_nothing(tmp_path):
     env = clean_env(LAB_RUNS_DIR=str(tmp_path))
     out = subprocess.run(lab_cmd("broker", "start"), capture_output=True, text=True, env=env, timeout=30)

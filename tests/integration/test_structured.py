@@ -31,7 +31,7 @@ def lab_env(tmp_path_factory):
     """One runs directory for the module; no LAB_* setting leaks in from the caller's shell."""
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
-                    "LAB_RESTART_DELAY"):
+                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp("structured-runs")
         mp.setenv("LAB_RUNS_DIR", str(path))
@@ -95,6 +95,8 @@ def test_named_point_runs_reproduce_their_classification(crash_runs):
     seen = [(r.config.seed, r.config.faults, r.audit.guarantee) for r in crash_runs]
     assert len(set(seen)) == 1, seen
     assert seen[0][2] == "at-least-once"
+    # "auto" without Spark's Kafka connector on the classpath (none here): the lab's own source, as reported.
+    assert {r.report["settings"]["kafka_reader"] for r in crash_runs} == {"labkafka"}
 
 
 def test_task_failure_with_append_duplicates_the_failed_tasks_first_half(lab_env):

@@ -104,3 +104,36 @@ def test_written_twice_stored_once_is_visible(tmp_path):
     led = ledger_view([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)])
     a = audit_core(led, sseq, sids, attempts, {0: 2})
     assert (a.exactly_once, a.duplicated, a.write_attempts, a.stored_rows, a.absorbed_rewrites) == (2, 0, 3, 2, 1)
+
+
+def test_ledger_read_while_the_producer_writes_is_one_snapshot(tmp_path):
+    """The live panel audits a ledger the producer is still writing: its columns must stay aligned."""
+    import threading
+
+    from lab.auditor import read_ledger
+    from lab.ledger import Ledger, LedgerEntry
+
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    stop = threading.Event()
+
+    def produce():
+        seq = 0
+        while not stop.is_set() and seq < 20_000:
+            ledger.record([LedgerEntry(s, f"e{s}", "k", "acked", 0, s, None, 0.0, 0.0) for s in range(seq, seq + 50)])
+            seq += 50
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        sizes = set()
+        while writer.is_alive():
+            view = read_ledger(path)
+            assert len(view.seq) == len(view.event_id) == len(view.partition) == len(view.kafka_offset)
+            assert list(view.event_id[-3:]) == [f"e{s}" for s in view.seq[-3:]]
+            sizes.add(len(view.seq))
+    finally:
+        stop.set()
+        writer.join()
+        ledger.close()
+    assert len(sizes) > 1  # the reads did overlap the writes

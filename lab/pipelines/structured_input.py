@@ -1,0 +1,110 @@
+"""Where the ``structured`` pipeline's events come from: the lab's ``labkafka`` source or Spark's ``kafka``.
+
+Both give the same columns (:data:`lab.kafka_source.SCHEMA`: ``event_id``,
+``seq``, ``key``, ``partition``, ``offset``), one Spark partition per Kafka
+partition with new offsets, the same admission control (at most
+``max_batch_records`` offsets per micro-batch) and the same isolation level,
+so everything after the source (``foreachBatch``, the sinks, the named
+points, the checkpoint) is one code path.
+
+``--kafka-reader`` (``LAB_KAFKA_READER``)
+-----------------------------------------
+``auto``      Spark's ``kafka`` format when its connector
+              (``spark-sql-kafka-0-10``) is on the driver's classpath, as in
+              the Docker stack (``LAB_SPARK_PACKAGES``); else ``labkafka``.
+``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
+              no jar): :mod:`lab.kafka_source`.
+``spark``     Spark's ``kafka`` format; a clear error when the connector is absent.
+
+Delivery guarantee
+------------------
+Receipt is exactly once with either reader: both replay a micro-batch's
+offset range from the offset log after a restart (``failOnDataLoss`` is on
+for Spark's reader, so a range no longer in Kafka fails the query instead of
+being skipped).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lab.errors import LabError
+
+#: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
+KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: The event fields of a record's JSON value, as the lab's producer writes them.
+VALUE_SCHEMA = "id string, seq long, key string"
+
+
+def connector_on_classpath(spark) -> bool:
+    """Whether Spark's Kafka connector can be loaded by this session's driver."""
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        spark._jvm.java.lang.Class.forName(KAFKA_CONNECTOR_CLASS, False, loader)
+    except Exception:  # py4j wraps the JVM's ClassNotFoundException
+        return False
+    return True
+
+
+def resolve_reader(spark, choice: str) -> str:
+    """``labkafka`` or ``spark``: the reader a run uses for ``--kafka-reader choice``.
+
+    Raises
+    ------
+    LabError
+        ``choice`` is ``spark`` and the connector is not on the classpath (with how to get it).
+    """
+    if choice == "labkafka":
+        return "labkafka"
+    found = connector_on_classpath(spark)
+    if choice == "spark" and not found:
+        raise LabError(
+            "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Set "
+            "LAB_SPARK_PACKAGES=org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version> where Maven Central "
+            "is reachable (the Docker stack does), or use --kafka-reader labkafka (no jar needed)")
+    return "spark" if found else "labkafka"
+
+
+def events_from_kafka_rows(df):
+    """Spark's Kafka rows (``key``, ``value``, ``topic``, ``partition``, ``offset``, ...) as the lab's event columns.
+
+    On failure: a value that is not a lab event fails the batch (``FAILFAST``),
+    as the ``labkafka`` reader does, instead of arriving as a row of nulls.
+    """
+    from pyspark.sql import functions as F
+
+    value = F.from_json(F.col("value").cast("string"), VALUE_SCHEMA, {"mode": "FAILFAST"})
+    return df.select(value.alias("v"), "partition", "offset").select(
+        F.col("v.id").alias("event_id"), F.col("v.seq").alias("seq"), F.col("v.key").alias("key"),
+        F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"))
+
+
+def read_events(spark, reader: str, bootstrap: str, topic: str, partitions: int, max_batch_records: int,
+                isolation_level: str):
+    """The streaming DataFrame of events from ``topic``, through ``reader`` (``labkafka`` or ``spark``).
+
+    Both start at the earliest offsets (a new query) or at the checkpoint's
+    (a restarted one).
+    """
+    if reader == "labkafka":
+        from lab.kafka_source import SHORT_NAME
+
+        return (spark.readStream.format(SHORT_NAME)
+                .option("bootstrap", bootstrap)
+                .option("topic", topic)
+                .option("partitions", partitions)
+                .option("maxRecordsPerTrigger", max_batch_records)
+                .option("isolationLevel", isolation_level)
+                .load())
+    if reader != "spark":
+        raise LabError(f"unknown Kafka reader {reader!r}; valid: labkafka, spark")
+    raw = (spark.readStream.format("kafka")
+           .option("kafka.bootstrap.servers", bootstrap)
+           # Fixed partitions, no consumer-group subscription (as labkafka reads).
+           .option("assign", json.dumps({topic: list(range(partitions))}))
+           .option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", max_batch_records)
+           .option("failOnDataLoss", "true")
+           .option("kafka.isolation.level", isolation_level)
+           .load())
+    return events_from_kafka_rows(raw)

@@ -1,0 +1,67 @@
+"""The structured pipeline's choice of Kafka reader, with a real Spark session (in a child process).
+
+Spark's Kafka connector cannot be fetched here (no Maven Central), so the
+``spark`` reader is checked up to the connector: the choice, its error, and
+the conversion of the connector's documented rows into the lab's columns.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import clean_env
+
+pytestmark = pytest.mark.integration
+
+PROBE = r"""
+import datetime, json, sys
+from lab.errors import LabError
+from lab.kafka_source import SCHEMA
+from lab.pipelines import structured_input as si
+from lab.spark import spark_session
+
+spark = spark_session("local[1]", sys.argv[1], "probe")
+out = {"auto": si.resolve_reader(spark, "auto"), "labkafka": si.resolve_reader(spark, "labkafka"),
+       "connector": si.connector_on_classpath(spark)}
+try:
+    si.resolve_reader(spark, "spark")
+    out["spark"] = "no error"
+except LabError as e:
+    out["spark"] = str(e)
+# The detection answers yes for a class that is there.
+si.KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.SparkSession"
+out["present_class"] = si.connector_on_classpath(spark)
+# Rows shaped as Spark's Kafka source documents them.
+kafka_schema = ("key binary, value binary, topic string, partition int, offset long, "
+                "timestamp timestamp, timestampType int")
+now = datetime.datetime(2026, 1, 1)
+rows = [(b"k1", json.dumps({"id": "e-1", "seq": 1, "key": "k1"}).encode(), "events", 2, 40, now, 0),
+        (None, json.dumps({"id": "e-2", "seq": 2, "key": "k2", "extra": 1}).encode(), "events", 0, 7, now, 0)]
+events = si.events_from_kafka_rows(spark.createDataFrame(rows, kafka_schema))
+out["schema"] = [(f.name, f.dataType.simpleString()) for f in events.schema.fields]
+out["lab_schema"] = [(f.name, f.dataType.simpleString()) for f in SCHEMA.fields]
+out["rows"] = [list(r) for r in events.collect()]
+bad = spark.createDataFrame([(None, b"not json", "events", 1, 3, now, 0)], kafka_schema)
+try:
+    si.events_from_kafka_rows(bad).collect()
+    out["bad"] = "no error"
+except Exception as e:
+    out["bad"] = type(e).__name__ + ": " + str(e)[:300]
+spark.stop()
+print(json.dumps(out))
+"""
+
+
+def test_reader_choice_and_the_connector_rows_as_lab_events(tmp_path):
+    p = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=240,
+                       env=clean_env())
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["connector"] is False and out["present_class"] is True
+    assert out["auto"] == "labkafka" and out["labkafka"] == "labkafka"
+    assert "LAB_SPARK_PACKAGES" in out["spark"] and "--kafka-reader labkafka" in out["spark"]
+    assert out["schema"] == out["lab_schema"]
+    assert out["rows"] == [["e-1", 1, "k1", 2, 40], ["e-2", 2, "k2", 0, 7]]
+    assert "MALFORMED_RECORD_IN_PARSING" in out["bad"]  # a record that is not a lab event fails the batch

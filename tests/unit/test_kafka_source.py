@@ -1,0 +1,35 @@
+"""The Kafka source's options and the structured checkpoint's offset log, without a JVM."""
+
+import json
+
+import pytest
+
+from lab.kafka_source import ISOLATION_LEVELS, _Options
+from lab.pipelines.structured import Checkpoint
+
+
+def test_isolation_level_is_checked_and_named():
+    assert _Options({"bootstrap": "b:1", "topic": "t"}).isolation_level == "read_uncommitted"
+    assert _Options({"bootstrap": "b:1", "topic": "t", "isolationLevel": "read_committed"}).isolation_level \
+        == "read_committed"
+    with pytest.raises(ValueError) as e:
+        _Options({"bootstrap": "b:1", "topic": "t", "isolationLevel": "committed"})
+    assert "'committed'" in str(e.value) and all(level in str(e.value) for level in ISOLATION_LEVELS)
+
+
+def _offset_log(tmp_path, batch: int, source_offsets: dict) -> Checkpoint:
+    d = tmp_path / "offsets"
+    d.mkdir(exist_ok=True)
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": {}}
+    (d / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{json.dumps(source_offsets)}\n")
+    return Checkpoint(tmp_path)
+
+
+def test_offset_log_of_either_reader_reads_as_partition_offsets(tmp_path):
+    # labkafka's offset: {"<partition>": next offset}
+    cp = _offset_log(tmp_path, 0, {"0": 250, "1": 240, "2": 10})
+    assert cp.end_offsets(0) == {0: 250, 1: 240, 2: 10}
+    # Spark's Kafka source: {"<topic>": {"<partition>": next offset}}
+    cp = _offset_log(tmp_path, 1, {"events.run-1": {"2": 20, "0": 500, "1": 480}})
+    assert cp.end_offsets(1) == {0: 500, 1: 480, 2: 20}
+    assert cp.end_offsets(2) is None
