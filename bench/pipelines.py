@@ -185,8 +185,10 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         "load_average": os.getloadavg(),
         "events": events,
         "partitions": partitions,
-        "settings": {k: cfg.__dict__[k] for k in ("sink", "max_batch_records", "batch_interval_s", "spark_master",
-                                                  *PIPELINES[pipeline].options)},
+        # From the report: it names the Kafka reader the driver used, where "auto" was asked.
+        "settings": {k: result.report["settings"].get(k, cfg.__dict__.get(k))
+                     for k in ("sink", "max_batch_records", "batch_interval_s", "spark_master",
+                               *PIPELINES[pipeline].options)},
         "guarantee": a.guarantee,
         "run_dir": str(result.run_dir),
         "timings": result.timings,

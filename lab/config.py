@@ -27,6 +27,7 @@ from pathlib import Path
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, parse_fault_plan
 from lab.pipelines.registry import PIPELINES
+from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
 
 SINK_MODES = {
     "append": "plain insert: every write attempt stores a row (at-least-once output)",
@@ -185,6 +186,8 @@ class RunConfig:
             raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
         if self.kafka_reader not in KAFKA_READERS:
             raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
+        if self.pipeline == "structured" and self.kafka_reader == "spark" and not self.kafka_bootstrap:
+            raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
@@ -253,6 +256,15 @@ def _env_float(name: str, default: float) -> float:
         raise LabError(f"{name}={raw!r} is not a number") from None
 
 
+def _env_choice(name: str, default: str, valid) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw not in valid:
+        raise LabError(f"{name}={raw!r} is not valid; valid choices: {', '.join(sorted(valid))}")
+    return raw
+
+
 def make_config(**params) -> RunConfig:
     """Build and validate a :class:`RunConfig` from parameters and ``LAB_*`` variables.
 
@@ -280,7 +292,7 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
-        kafka_reader=os.environ.get("LAB_KAFKA_READER") or "auto",
+        kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from lab.config import RunConfig
+from lab.errors import DRIVER_CONFIG_EXIT, DriverConfigError
 from lab.events import EventLog, read_events, read_progress, write_progress
 from lab.faults import Fault
 
@@ -105,7 +106,12 @@ def main(argv=None) -> int:
     ctx.install_signal_handlers()
     module = importlib.import_module(PIPELINES[ctx.config.pipeline].module)
     ctx.events.write("driver-ready", pid=os.getpid(), attempt=ctx.attempt)
-    module.run(ctx)
+    try:
+        module.run(ctx)
+    except DriverConfigError as e:
+        ctx.events.write("driver-config-error", error=str(e), attempt=ctx.attempt)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return DRIVER_CONFIG_EXIT
     ctx.events.write("driver-stop", pid=os.getpid(), attempt=ctx.attempt)
     return 0
 

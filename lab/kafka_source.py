@@ -157,8 +157,8 @@ def plan_ranges(topic: str, start: dict[int, int], end: dict[int, int]) -> list[
     """One :class:`KafkaRange` per partition with offsets in ``[start, end)``, in partition order.
 
     A pure function of its arguments: a batch re-run with the same offsets
-    gets the same ranges at the same Spark partition indices (what the
-    transactional sink's ``batch-<id>-part-<index>`` key relies on).
+    gets the same ranges at the same Spark partition indices, so a task
+    failure or a mid-output crash hits the same partition each time.
     """
     return [KafkaRange(topic, p, start.get(p, 0), end[p]) for p in sorted(end) if end[p] > start.get(p, 0)]
 

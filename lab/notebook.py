@@ -177,7 +177,7 @@ def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
         if crash is not None:
             row["written"] = "before the crash" if f.stat().st_mtime < crash else "after the restart"
         if log == "offsets" and len(lines) >= 3:
-            row["end offsets {partition: offset}"] = lines[2]
+            row["end offsets (the source's own format)"] = lines[2]
         rows.append(row)
     return pd.DataFrame(rows).set_index("batch id") if rows else pd.DataFrame()
 

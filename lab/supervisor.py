@@ -40,7 +40,7 @@ from lab import broker as broker_mod
 from lab import kafka_tools, processes, proxy
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
-from lab.errors import LabError
+from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.faults import FAULT_KINDS, Fault
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets, place_acks
@@ -431,6 +431,10 @@ class Run:
         processes.kill_group(proc.pid, signal.SIGKILL, 2)
         last = _last_line(self.run_dir / "driver.log")
         self.events.write("driver-exit", pid=proc.pid, code=proc.returncode, last_log_line=last)
+        if proc.returncode == DRIVER_CONFIG_EXIT:
+            # A setting the driver cannot use (lab.errors.DriverConfigError): a restart would fail the same way.
+            said = [e["error"] for e in read_events(self.run_dir) if e["type"] == "driver-config-error"]
+            raise LabError(said[-1] if said else last)
         if self._unplanned_exits >= MAX_UNPLANNED_EXITS:
             raise LabError(
                 f"the {self.config.pipeline} driver exited {self._unplanned_exits} times on its own "
@@ -533,8 +537,8 @@ def build_report(result: RunResult) -> dict:
     settings = dict(cfg.settings)
     used = [e["reader"] for e in read_events(result.run_dir) if e["type"] == "kafka-reader"]
     if used:
-        # What the driver chose for "auto" (the last driver's, after restarts).
-        settings["kafka_reader"] = used[-1]
+        # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
+        settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.kafka_reader
     return {
         "pipeline": cfg.pipeline,
         "settings": settings,

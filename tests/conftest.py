@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     """Each test gets its own runs directory; no LAB_* setting leaks in from the caller's shell."""
-    for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME"):
+    for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_KAFKA_READER"):
         monkeypatch.delenv(var, raising=False)
     path = tmp_path / "runs"
     monkeypatch.setenv("LAB_RUNS_DIR", str(path))

@@ -10,11 +10,18 @@ points, the checkpoint) is one code path.
 ``--kafka-reader`` (``LAB_KAFKA_READER``)
 -----------------------------------------
 ``auto``      Spark's ``kafka`` format when its connector
-              (``spark-sql-kafka-0-10``) is on the driver's classpath, as in
-              the Docker stack (``LAB_SPARK_PACKAGES``); else ``labkafka``.
+              (``spark-sql-kafka-0-10``) is on the driver's classpath and the
+              run uses a Kafka of its own (``LAB_KAFKA_BOOTSTRAP``), as in the
+              Docker stack (``LAB_SPARK_PACKAGES``); else ``labkafka``.
 ``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
               no jar): :mod:`lab.kafka_source`.
-``spark``     Spark's ``kafka`` format; a clear error when the connector is absent.
+``spark``     Spark's ``kafka`` format; a clear error when the connector is
+              absent or the broker is the embedded one.
+
+Not with the embedded broker: Spark's connector takes a batch's end offsets
+from ListOffsets(latest), which Tansu answers with the last record batch's
+base offset + 1, so the connector would never plan a partition's last
+records (the lab's own reader takes the high watermark of a fetch instead).
 
 Delivery guarantee
 ------------------
@@ -28,10 +35,15 @@ from __future__ import annotations
 
 import json
 
-from lab.errors import LabError
+from lab.errors import DriverConfigError, LabError
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: Why ``--kafka-reader spark`` is refused with the embedded broker (also checked in :mod:`lab.config`).
+SPARK_READER_NEEDS_KAFKA = (
+    "--kafka-reader spark needs a Kafka of your own (LAB_KAFKA_BOOTSTRAP): the embedded broker answers "
+    "ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would never read "
+    "a partition's last records; use --kafka-reader labkafka (or auto) with the embedded broker")
 #: The event fields of a record's JSON value, as the lab's producer writes them.
 VALUE_SCHEMA = "id string, seq long, key string"
 
@@ -46,40 +58,52 @@ def connector_on_classpath(spark) -> bool:
     return True
 
 
-def resolve_reader(spark, choice: str) -> str:
+def resolve_reader(spark, choice: str, external_broker: bool) -> str:
     """``labkafka`` or ``spark``: the reader a run uses for ``--kafka-reader choice``.
+
+    ``external_broker``: the run reads a Kafka of its own (``LAB_KAFKA_BOOTSTRAP``),
+    not the embedded broker, whose offset answers Spark's connector cannot use.
 
     Raises
     ------
-    LabError
-        ``choice`` is ``spark`` and the connector is not on the classpath (with how to get it).
+    DriverConfigError
+        ``choice`` is ``spark`` and the connector is not on the classpath (with how
+        to get it), or the broker is the embedded one. The supervisor does not
+        restart a driver for it.
     """
     if choice == "labkafka":
         return "labkafka"
+    if choice == "spark" and not external_broker:
+        raise DriverConfigError(SPARK_READER_NEEDS_KAFKA)
     found = connector_on_classpath(spark)
     if choice == "spark" and not found:
-        raise LabError(
+        raise DriverConfigError(
             "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Set "
             "LAB_SPARK_PACKAGES=org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version> where Maven Central "
             "is reachable (the Docker stack does), or use --kafka-reader labkafka (no jar needed)")
-    return "spark" if found else "labkafka"
+    return "spark" if found and external_broker else "labkafka"
 
 
 def events_from_kafka_rows(df):
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ``partition``, ``offset``, ...) as the lab's event columns.
 
-    On failure: a value that is not a lab event fails the batch (``FAILFAST``),
-    as the ``labkafka`` reader does, instead of arriving as a row of nulls.
+    On failure: a value that is not a lab event (not JSON, or without ``id``,
+    ``seq`` or ``key``) fails the batch with its partition and offset, as the
+    ``labkafka`` reader does, instead of arriving as a row of nulls.
     """
     from pyspark.sql import functions as F
 
     value = F.from_json(F.col("value").cast("string"), VALUE_SCHEMA, {"mode": "FAILFAST"})
-    return df.select(value.alias("v"), "partition", "offset").select(
-        F.col("v.id").alias("event_id"), F.col("v.seq").alias("seq"), F.col("v.key").alias("key"),
+    parsed = df.select(value.alias("v"), "partition", "offset")
+    not_event = F.col("v").isNull() | F.col("v.id").isNull() | F.col("v.seq").isNull() | F.col("v.key").isNull()
+    message = F.format_string("record %d@%d is not a lab event", F.col("partition"), F.col("offset"))
+    return parsed.select(
+        F.when(not_event, F.raise_error(message)).otherwise(F.col("v.id")).alias("event_id"),
+        F.col("v.seq").alias("seq"), F.col("v.key").alias("key"),
         F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"))
 
 
-def read_events(spark, reader: str, bootstrap: str, topic: str, partitions: int, max_batch_records: int,
+def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partitions: int, max_batch_records: int,
                 isolation_level: str):
     """The streaming DataFrame of events from ``topic``, through ``reader`` (``labkafka`` or ``spark``).
 

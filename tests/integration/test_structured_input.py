@@ -23,13 +23,15 @@ from lab.pipelines import structured_input as si
 from lab.spark import spark_session
 
 spark = spark_session("local[1]", sys.argv[1], "probe")
-out = {"auto": si.resolve_reader(spark, "auto"), "labkafka": si.resolve_reader(spark, "labkafka"),
+out = {"auto": si.resolve_reader(spark, "auto", external_broker=True),
+       "labkafka": si.resolve_reader(spark, "labkafka", external_broker=True),
        "connector": si.connector_on_classpath(spark)}
-try:
-    si.resolve_reader(spark, "spark")
-    out["spark"] = "no error"
-except LabError as e:
-    out["spark"] = str(e)
+for external in (True, False):
+    try:
+        si.resolve_reader(spark, "spark", external_broker=external)
+        out[f"spark-{external}"] = "no error"
+    except LabError as e:
+        out[f"spark-{external}"] = type(e).__name__ + ": " + str(e)
 # The detection answers yes for a class that is there.
 si.KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.SparkSession"
 out["present_class"] = si.connector_on_classpath(spark)
@@ -43,12 +45,13 @@ events = si.events_from_kafka_rows(spark.createDataFrame(rows, kafka_schema))
 out["schema"] = [(f.name, f.dataType.simpleString()) for f in events.schema.fields]
 out["lab_schema"] = [(f.name, f.dataType.simpleString()) for f in SCHEMA.fields]
 out["rows"] = [list(r) for r in events.collect()]
-bad = spark.createDataFrame([(None, b"not json", "events", 1, 3, now, 0)], kafka_schema)
-try:
-    si.events_from_kafka_rows(bad).collect()
-    out["bad"] = "no error"
-except Exception as e:
-    out["bad"] = type(e).__name__ + ": " + str(e)[:300]
+for name, value in (("not json", b"not json"), ("no id", b'{"seq": 4, "key": "k"}'), ("null", None)):
+    bad = spark.createDataFrame([(None, value, "events", 1, 3, now, 0)], kafka_schema)
+    try:
+        si.events_from_kafka_rows(bad).collect()
+        out[name] = "no error"
+    except Exception as e:
+        out[name] = type(e).__name__ + ": " + str(e)[:400]
 spark.stop()
 print(json.dumps(out))
 """
@@ -61,7 +64,37 @@ def test_reader_choice_and_the_connector_rows_as_lab_events(tmp_path):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["connector"] is False and out["present_class"] is True
     assert out["auto"] == "labkafka" and out["labkafka"] == "labkafka"
-    assert "LAB_SPARK_PACKAGES" in out["spark"] and "--kafka-reader labkafka" in out["spark"]
+    assert out["spark-True"].startswith("DriverConfigError") and "LAB_SPARK_PACKAGES" in out["spark-True"]
+    assert "--kafka-reader labkafka" in out["spark-True"]
+    assert out["spark-False"].startswith("DriverConfigError") and "LAB_KAFKA_BOOTSTRAP" in out["spark-False"]
     assert out["schema"] == out["lab_schema"]
     assert out["rows"] == [["e-1", 1, "k1", 2, 40], ["e-2", 2, "k2", 0, 7]]
-    assert "MALFORMED_RECORD_IN_PARSING" in out["bad"]  # a record that is not a lab event fails the batch
+    # A record that is not a lab event fails the batch, naming it (partition@offset) where it parsed as JSON.
+    assert "MALFORMED_RECORD_IN_PARSING" in out["not json"]
+    assert "record 1@3 is not a lab event" in out["no id"] and "record 1@3 is not a lab event" in out["null"]
+
+
+def test_spark_reader_without_the_connector_ends_the_run_at_once(tmp_path, monkeypatch):
+    """``--kafka-reader spark`` with a Kafka of one's own but no connector jar: one driver start, no restarts."""
+    from lab import broker
+    from lab.config import make_config
+    from lab.errors import LabError
+    from lab.events import read_events
+    from lab.supervisor import run_scenario
+
+    for var in ("LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_KAFKA_READER", "LAB_DEADLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LAB_RUNS_DIR", str(tmp_path / "runs"))
+    kafka = broker.start_embedded(tmp_path / "own-kafka")  # stands for "a Kafka of your own"
+    try:
+        cfg = make_config(pipeline="structured", events=200, rate=500, kafka_bootstrap=kafka.bootstrap,
+                          kafka_reader="spark", name="no-connector")
+        with pytest.raises(LabError) as e:
+            run_scenario(cfg)
+    finally:
+        broker.stop_embedded(kafka)
+    assert "Kafka connector is not on the classpath" in str(e.value) and "LAB_SPARK_PACKAGES" in str(e.value)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    events = read_events(run_dir)
+    assert [e["attempt"] for e in events if e["type"] == "driver-start"] == [1]
+    assert [e["type"] for e in events if e["type"] == "driver-config-error"] == ["driver-config-error"]

@@ -33,6 +33,8 @@ def test_environment_is_read(runs_dir, monkeypatch):
         (dict(spark_master="yarn"), ["yarn", "local[N]"]),
         (dict(events=0), ["events must be >= 1"]),
         (dict(colour="red"), ["'colour'", "pipeline"]),
+        (dict(pipeline="structured", kafka_reader="connector"), ["'connector'", "auto", "labkafka", "spark"]),
+        (dict(pipeline="structured", kafka_reader="spark"), ["LAB_KAFKA_BOOTSTRAP", "--kafka-reader labkafka"]),
     ],
 )
 def test_bad_values_are_named_with_the_valid_choices(runs_dir, params, words):
@@ -51,3 +53,18 @@ def test_bad_sink_url(runs_dir, monkeypatch):
 def test_settings_name_everything_that_changes_semantics(runs_dir):
     s = make_config(acks="1", idempotence=False, sink="idempotent").settings
     assert s["acks"] == "1" and s["idempotence"] is False and s["sink"] == "idempotent" and s["broker"] == "embedded"
+
+
+def test_kafka_reader_from_the_environment(runs_dir, monkeypatch):
+    monkeypatch.setenv("LAB_KAFKA_READER", "labkafka")
+    c = make_config(pipeline="structured")
+    assert c.kafka_reader == "labkafka" and c.settings["kafka_reader"] == "labkafka"
+    assert make_config(pipeline="structured", kafka_reader="auto").kafka_reader == "auto"  # a parameter wins
+    # Spark's connector with a Kafka of one's own is a valid choice; other pipelines ignore the setting.
+    monkeypatch.setenv("LAB_KAFKA_READER", "spark")
+    assert make_config(pipeline="structured", kafka_bootstrap="127.0.0.1:9092").kafka_reader == "spark"
+    assert "kafka_reader" not in make_config(pipeline="plain").settings
+    monkeypatch.setenv("LAB_KAFKA_READER", "Spark")
+    with pytest.raises(LabError) as e:
+        make_config(pipeline="plain")
+    assert "LAB_KAFKA_READER='Spark'" in str(e.value) and "labkafka" in str(e.value)

@@ -33,3 +33,46 @@ def test_offset_log_of_either_reader_reads_as_partition_offsets(tmp_path):
     cp = _offset_log(tmp_path, 1, {"events.run-1": {"2": 20, "0": 500, "1": 480}})
     assert cp.end_offsets(1) == {0: 500, 1: 480, 2: 20}
     assert cp.end_offsets(2) is None
+
+
+class _RecordingStream:
+    """Stands in for ``spark.readStream``: records the format and options a reader sets."""
+
+    def __init__(self):
+        self.format_name, self.options = None, {}
+
+    def format(self, name):
+        self.format_name = name
+        return self
+
+    def option(self, key, value):
+        self.options[key] = value
+        return self
+
+    def load(self):
+        return self
+
+
+def test_both_readers_are_given_the_same_range_limit_and_isolation(monkeypatch):
+    from types import SimpleNamespace
+
+    from lab.pipelines import structured_input
+
+    seen = {}
+    for reader in ("labkafka", "spark"):
+        stream = _RecordingStream()
+        monkeypatch.setattr(structured_input, "events_from_kafka_rows", lambda df: df)
+        structured_input.kafka_event_stream(SimpleNamespace(readStream=stream), reader, "127.0.0.1:9092", "events.r1",
+                                            3, 250, "read_committed")
+        seen[reader] = stream
+    assert seen["labkafka"].format_name == "labkafka"
+    assert seen["labkafka"].options == {"bootstrap": "127.0.0.1:9092", "topic": "events.r1", "partitions": 3,
+                                        "maxRecordsPerTrigger": 250, "isolationLevel": "read_committed"}
+    assert seen["spark"].format_name == "kafka"
+    assert seen["spark"].options == {
+        "kafka.bootstrap.servers": "127.0.0.1:9092", "assign": json.dumps({"events.r1": [0, 1, 2]}),
+        "startingOffsets": "earliest", "maxOffsetsPerTrigger": 250, "failOnDataLoss": "true",
+        "kafka.isolation.level": "read_committed"}
+    with pytest.raises(Exception, match="'flink'.*labkafka, spark"):
+        structured_input.kafka_event_stream(SimpleNamespace(readStream=_RecordingStream()), "flink", "b:1", "t",
+                                            1, 1, "read_uncommitted")
