@@ -181,7 +181,6 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         "ratio_same_client_settings": round(rate["records_per_s"] / alike, 3),
         "ratio_steady_same_client_settings": round(steady / alike, 3) if steady else None,
         "target_ratio": TARGETS.get(pipeline, TARGET_RATIO),
-        "meets_target": rate["records_per_s"] / plain >= TARGETS.get(pipeline, TARGET_RATIO),
         "load_average": os.getloadavg(),
         "events": events,
         "partitions": partitions,

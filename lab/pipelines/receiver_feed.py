@@ -391,14 +391,9 @@ class Feeder(threading.Thread):
         self._tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         self._consumer.assign(self._tps)
         while not self._halt.is_set():
-            try:
-                self.committed = self._read_committed()
-            except Exception as err:
-                self._trouble("reading committed offsets", err)
-                continue
-            self._untroubled("reading committed offsets")
-            self.on_commit(dict(self.committed))
-            return
+            if self._refresh_committed():
+                self.on_commit(dict(self.committed))
+                return
 
     def _teardown(self) -> None:
         for e in (self._epoch, self._closed):
@@ -466,12 +461,8 @@ class Feeder(threading.Thread):
         self._commit({})
         if self._pending_commit:
             return
-        try:
-            self.committed = self._read_committed()
-        except Exception as err:
-            self._trouble("reading committed offsets", err)
+        if not self._refresh_committed():
             return
-        self._untroubled("reading committed offsets")
         for tp in self._tps:
             self._consumer.seek(tp, self.committed[tp.partition])
         e.start = dict(self.committed)
@@ -680,6 +671,16 @@ class Feeder(threading.Thread):
         if what in self._troubles:
             self._troubles.discard(what)
             self.events.write("receiver-broker-ok", during=what)
+
+    def _refresh_committed(self) -> bool:
+        """Set :attr:`committed` from the group; ``False`` (reported as trouble) when the broker does not answer."""
+        try:
+            self.committed = self._read_committed()
+        except Exception as err:
+            self._trouble("reading committed offsets", err)
+            return False
+        self._untroubled("reading committed offsets")
+        return True
 
     def _read_committed(self) -> dict[int, int]:
         """The group's committed offsets; partitions without a commit start at their beginning offset."""
