@@ -11,6 +11,7 @@ import json
 import os
 import sys
 
+from lab import events as ev
 from lab.errors import LabError
 
 
@@ -120,7 +121,7 @@ def cmd_run(a) -> int:
 
 def _echo_event(e: dict) -> None:
     t = e.get("type")
-    if t in ("fault", "driver-start", "driver-exit", "drained", "deadline", "producer-done", "run-error"):
+    if t in (ev.FAULT, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED, ev.DEADLINE, ev.PRODUCER_DONE, ev.RUN_ERROR):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

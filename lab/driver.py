@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from lab import events as ev
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, DriverConfigError
 from lab.events import EventLog, read_events, read_progress, write_progress
@@ -39,7 +40,7 @@ class DriverContext:
         self.config = RunConfig.from_json((self.run_dir / "config.json").read_text())
         self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
         self.events = EventLog(self.run_dir, "driver")
-        fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in ("fault", "fault-point")}
+        fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in (ev.FAULT, ev.FAULT_POINT)}
         self.pending: list[Fault] = [f for f in self.config.fault_plan if f.index not in fired]
         self.stopping = False
         self.attempt = int(os.environ.get("LAB_DRIVER_ATTEMPT", "1"))
@@ -57,7 +58,7 @@ class DriverContext:
         for fault in self.pending:
             if fault.kind == "driver-crash" and fault.point == name and fault.batch == batch:
                 self.pending.remove(fault)
-                self.events.write("fault-point", index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
+                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
                 deadline = time.monotonic() + POINT_WAIT_S
                 while time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -69,16 +70,16 @@ class DriverContext:
         for fault in self.pending:
             if fault.kind == "task-failure" and fault.batch == batch:
                 self.pending.remove(fault)
-                self.events.write("fault", index=fault.index, kind=fault.kind, batch=batch, point=fault.point)
+                self.events.write(ev.FAULT, index=fault.index, kind=fault.kind, batch=batch, point=fault.point)
                 return fault
         return None
 
     def batch_start(self, batch: int, ranges: dict[int, tuple[int, int]], rows: int, **extra) -> None:
-        self.events.write("batch-start", batch=batch, rows=rows,
+        self.events.write(ev.BATCH_START, batch=batch, rows=rows,
                           ranges={str(p): list(r) for p, r in sorted(ranges.items())}, attempt=self.attempt, **extra)
 
     def batch_done(self, batch: int, rows: int, **extra) -> None:
-        self.events.write("batch-done", batch=batch, rows=rows, attempt=self.attempt, **extra)
+        self.events.write(ev.BATCH_DONE, batch=batch, rows=rows, attempt=self.attempt, **extra)
 
     def progress(self, positions: dict[int, int], batch: int) -> None:
         write_progress(self.run_dir, positions, batch, attempt=self.attempt)
@@ -105,14 +106,14 @@ def main(argv=None) -> int:
     ctx = DriverContext(argv[0])
     ctx.install_signal_handlers()
     module = importlib.import_module(PIPELINES[ctx.config.pipeline].module)
-    ctx.events.write("driver-ready", pid=os.getpid(), attempt=ctx.attempt)
+    ctx.events.write(ev.DRIVER_READY, pid=os.getpid(), attempt=ctx.attempt)
     try:
         module.run(ctx)
     except DriverConfigError as e:
-        ctx.events.write("driver-config-error", error=str(e), attempt=ctx.attempt)
+        ctx.events.write(ev.DRIVER_CONFIG_ERROR, error=str(e), attempt=ctx.attempt)
         print(f"error: {e}", file=sys.stderr, flush=True)
         return DRIVER_CONFIG_EXIT
-    ctx.events.write("driver-stop", pid=os.getpid(), attempt=ctx.attempt)
+    ctx.events.write(ev.DRIVER_STOP, pid=os.getpid(), attempt=ctx.attempt)
     return 0
 
 

@@ -15,6 +15,57 @@ from pathlib import Path
 EVENTS_FILE = "events.jsonl"
 PROGRESS_FILE = "progress.json"
 
+# -- event types ----------------------------------------------------------------
+# Every ``type`` a line of ``events.jsonl`` can have, defined here once: writers and
+# readers both use these names, so a renamed event cannot leave a reader behind.
+
+# supervisor: the run's life
+RUN_START = "run-start"                  #: topic created, producer about to start
+RUN_END = "run-end"                      #: driver stopped; the audit follows
+RUN_ERROR = "run-error"                  #: the run failed; ``error`` says why
+DRAINED = "drained"                      #: every acknowledged offset passed (see ``docs/architecture.md``)
+DEADLINE = "deadline"                    #: the run stopped undrained at ``LAB_DEADLINE``
+FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, timeout-killed, killed, gone
+# supervisor: the driver process
+DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid``
+DRIVER_EXIT = "driver-exit"              #: a driver exited on its own, ``code``, ``last_log_line``
+# supervisor and driver: faults
+FAULT = "fault"                          #: a fault was carried out (``kind``, ``index``, ``by``)
+FAULT_POINT = "fault-point"              #: the driver reached a named point where a crash is planned and waits
+FAULT_DEFERRED = "fault-deferred"        #: a fault was due while no driver ran; it waits for the next one
+FAULT_NOT_APPLIED = "fault-not-applied"  #: a fault could not be carried out; ``reason`` says why
+EXECUTOR_TARGET = "executor-target"      #: the executor a batch's tasks run on (what executor-crash kills)
+EXECUTOR_CRASH_NOT_SEEN = "executor-crash-not-seen"  #: tasks finished before the planned executor kill
+# producer
+PRODUCER_START = "producer-start"
+PRODUCER_DONE = "producer-done"
+PRODUCER_ERROR = "producer-error"
+# driver: its life and its batches
+DRIVER_READY = "driver-ready"            #: the pipeline module is imported; faults may target this driver
+DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop
+DRIVER_CONFIG_ERROR = "driver-config-error"  #: a setting only the driver can check is unusable; no restart
+KAFKA_READER = "kafka-reader"            #: which Kafka reader the structured driver chose
+BATCH_SUBMITTED = "batch-submitted"      #: (receiver) Spark submitted a batch's job
+BATCH_START = "batch-start"              #: a batch begins: ``batch``, ``ranges``, ``rows``
+BATCH_DONE = "batch-done"                #: a batch's output returned: ``batch``, ``rows``
+BATCH_ERROR = "batch-error"              #: a batch failed inside the driver
+BATCH_LOST = "batch-lost"                #: (receiver) a batch whose blocks were gone after recovery
+OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named different positions at start
+QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
+# driver: the receiver pipeline's feeder and receiver
+RECEIVER_STARTED = "receiver-started"
+RECEIVER_CONTEXT = "receiver-context"
+RECEIVER_CONNECT = "receiver-connect"
+RECEIVER_DISCONNECT = "receiver-disconnect"
+RECEIVER_FEED = "receiver-feed"
+RECEIVER_ERROR = "receiver-error"
+RECEIVER_FEEDER_ERROR = "receiver-feeder-error"
+RECEIVER_LISTENER_ERROR = "receiver-listener-error"
+RECEIVER_HOLD_TIMEOUT = "receiver-hold-timeout"
+RECEIVER_COUNT_MISMATCH = "receiver-count-mismatch"
+RECEIVER_BROKER_OK = "receiver-broker-ok"
+RECEIVER_BROKER_ERROR = "receiver-broker-error"
+
 
 class EventLog:
     """Append-only writer for one run's ``events.jsonl``.

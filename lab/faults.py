@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from lab import events as ev
 from lab.errors import LabError, choices_error
 
 #: Every fault the lab knows, with what really happens.
@@ -195,7 +196,7 @@ def plan_from_events(path) -> str:
             e = json.loads(line)
         except ValueError:
             raise LabError(f"{str(path)!r} is not a run's events.jsonl (a line is not JSON)") from None
-        if e.get("type") != "fault" or e.get("kind") not in FAULT_KINDS:
+        if e.get("type") != ev.FAULT or e.get("kind") not in FAULT_KINDS:
             continue
         if e.get("point") and e.get("batch") is not None:
             f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])

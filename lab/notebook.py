@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from lab import events as ev
 from lab.config import RunConfig, make_config
 from lab.supervisor import Run, RunResult
 
@@ -168,8 +169,8 @@ def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
 
     run_dir = Path(run_dir)
     events = read_events(run_dir)
-    t0 = next((e["t"] for e in events if e["type"] == "run-start"), 0.0)
-    crash = next((e["t"] for e in events if e["type"] == "fault" and e.get("kind") == "driver-crash"), None)
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), 0.0)
+    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
     rows = []
     for f in sorted((run_dir / "checkpoint" / log).glob("[0-9]*"), key=lambda p: int(p.name)):
         lines = f.read_text().splitlines()
@@ -187,20 +188,20 @@ def crash_story(result: RunResult) -> list[str]:
     from lab.events import read_events
 
     events = read_events(result.run_dir)
-    t0 = next((e["t"] for e in events if e["type"] == "run-start"), events[0]["t"] if events else 0.0)
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
     lines = []
     for e in events:
         t = f"t={e['t'] - t0:5.1f}s"
         kind = e["type"]
-        if kind == "fault":
+        if kind == ev.FAULT:
             where = f" at {e['point']} of batch {e['batch']}" if e.get("point") else ""
             lines.append(f"{t}  FAULT {e['kind']}{where} (by {e.get('by', e.get('source'))})")
-        elif kind == "driver-start" and e.get("attempt", 1) > 1:
+        elif kind == ev.DRIVER_START and e.get("attempt", 1) > 1:
             lines.append(f"{t}  driver restarted (attempt {e['attempt']})")
-        elif kind == "batch-lost":
+        elif kind == ev.BATCH_LOST:
             detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "type", "source"))
             lines.append(f"{t}  batch LOST: {detail}")
-        elif kind == "batch-start" and (e.get("replay") or e.get("recovered")):
+        elif kind == ev.BATCH_START and (e.get("replay") or e.get("recovered")):
             lines.append(f"{t}  batch {e['batch']} runs again ({e.get('rows')} rows)")
     a = result.audit
     lines.append(f"result: {a.exactly_once} exactly once, {a.duplicated} duplicated, {a.lost} lost of {a.acked}")

@@ -8,6 +8,8 @@ directory long after the run.
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from lab import events as ev
+
 
 COLORS = {
     "exactly-once": "#2ca02c",
@@ -69,9 +71,9 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
 
 def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
     """Batches (rows per batch, by driver attempt), faults, driver starts and the producer's end, over time."""
-    t0 = next((e["t"] for e in events if e["type"] == "run-start"), events[0]["t"] if events else 0.0)
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
     fig = go.Figure()
-    done = [e for e in events if e["type"] == "batch-done"]
+    done = [e for e in events if e["type"] == ev.BATCH_DONE]
     attempts = sorted({e.get("attempt", 1) for e in done})
     for attempt in attempts:
         mine = [e for e in done if e.get("attempt", 1) == attempt]
@@ -84,17 +86,17 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     ymax = max([e["rows"] for e in done] or [1])
     for e in events:
         x = e["t"] - t0
-        if e["type"] == "fault":
+        if e["type"] == ev.FAULT:
             label = e.get("kind", "fault") + (f" @{e['point']}" if e.get("point") else "")
             fig.add_vline(x=x, line=dict(color=_FAULT_COLOR, width=2, dash="dash"))
             fig.add_annotation(x=x, y=ymax * 1.08, text=label, showarrow=False, font=dict(color=_FAULT_COLOR), textangle=-20)
-        elif e["type"] == "driver-start" and e.get("attempt", 1) > 1:
+        elif e["type"] == ev.DRIVER_START and e.get("attempt", 1) > 1:
             fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
             fig.add_annotation(x=x, y=ymax * 0.95, text=f"restart #{e['attempt'] - 1}", showarrow=False, font=dict(color="#1f77b4"))
-        elif e["type"] == "producer-done":
+        elif e["type"] == ev.PRODUCER_DONE:
             fig.add_vline(x=x, line=dict(color="#7f7f7f", width=1))
             fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))
-        elif e["type"] == "driver-exit":
+        elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
     fig.update_layout(
         title=title, xaxis_title="seconds since the run started", yaxis_title="rows in batch",

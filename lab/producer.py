@@ -23,6 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 
+from lab import events as ev
 from lab.config import RunConfig
 from lab.events import EventLog
 from lab.ledger import Ledger, LedgerEntry
@@ -218,7 +219,7 @@ class LedgeredProducer:
         producer = None
         ids = event_ids(cfg.seed, cfg.events)
         rng = random.Random(cfg.seed + 1)
-        self.events.write("producer-start", planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
+        self.events.write(ev.PRODUCER_START, planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
         try:
             producer = self._make_producer()
             txn = cfg.producer.transaction_size if cfg.producer.transactional else 0
@@ -263,7 +264,7 @@ class LedgeredProducer:
                 self._end_transaction(producer)
         except Exception as exc:
             self.stats.error = repr(exc)
-            self.events.write("producer-error", error=repr(exc))
+            self.events.write(ev.PRODUCER_ERROR, error=repr(exc))
         finally:
             if producer is not None:
                 try:
@@ -286,6 +287,6 @@ class LedgeredProducer:
             ledger.close()
             self.stats.done = True
             self.events.write(
-                "producer-done", sent=self.stats.sent, acked=self.stats.acked,
+                ev.PRODUCER_DONE, sent=self.stats.sent, acked=self.stats.acked,
                 failed=self.stats.failed, unknown=self.stats.unknown,
             )

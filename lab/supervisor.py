@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from lab import events as ev
 from lab import broker as broker_mod
 from lab import kafka_tools, processes, proxy
 from lab.auditor import Audit, audit_run
@@ -159,7 +160,7 @@ class Run:
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
             self._t0 = time.monotonic()
-            self.events.write("run-start", pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
+            self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
                                              EventLog(self.run_dir, "producer")).start()
             self._start_driver()
@@ -259,7 +260,7 @@ class Run:
                 log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir,
             )
         self._started_at = time.monotonic()
-        self.events.write("driver-start", pid=self.driver.pid, attempt=self._attempt)
+        self.events.write(ev.DRIVER_START, pid=self.driver.pid, attempt=self._attempt)
 
     def _kill_driver(self) -> int | None:
         with self._lock:
@@ -315,7 +316,7 @@ class Run:
             executors += [psutil.Process(pid) for pid in executor_pids(self.config.runs_dir)]
         if not executors:
             return None
-        named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == "executor-target"]
+        named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
         target = next((p for p in executors if named and p.pid == named[-1]), min(executors, key=lambda p: p.pid))
         try:
             target.kill()
@@ -346,7 +347,7 @@ class Run:
         else:
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
         self._fired.append(info)
-        self.events.write("fault", **{k: v for k, v in info.items() if k != "source"}, by=source)
+        self.events.write(ev.FAULT, **{k: v for k, v in info.items() if k != "source"}, by=source)
         return info
 
     # -- the monitor thread --------------------------------------------------
@@ -357,7 +358,7 @@ class Run:
         except BaseException as e:  # reported by wait(), never lost
             self.error = e
             try:
-                self.events.write("run-error", error=repr(e))
+                self.events.write(ev.RUN_ERROR, error=repr(e))
             except Exception:
                 pass
         finally:
@@ -389,33 +390,33 @@ class Run:
                 next_drain_check = now + 0.5
                 if self._check_drained(plan):
                     self._drained = True
-                    self.events.write("drained", elapsed_s=round(self.elapsed(), 3))
+                    self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
                     return
             if now >= deadline:
-                self.events.write("deadline", elapsed_s=round(self.elapsed(), 3))
+                self.events.write(ev.DEADLINE, elapsed_s=round(self.elapsed(), 3))
                 return
             time.sleep(0.05)
 
     def _on_event(self, event: dict, plan: list[Fault]) -> None:
         kind = event.get("type")
-        if kind == "batch-done":
+        if kind == ev.BATCH_DONE:
             self._batches_done += 1
             self._times.setdefault("first_batch_s", self.elapsed())
-        elif kind == "fault-point":
+        elif kind == ev.FAULT_POINT:
             index = event.get("index")
             fault = next((f for f in self.config.fault_plan if f.index == index), None)
             if fault is not None:
                 if fault in plan:
                     plan.remove(fault)
                 self._apply(fault, source="plan", batch=event.get("batch"))
-        elif kind == "batch-start":
+        elif kind == ev.BATCH_START:
             for fault in [f for f in plan if f.batch is not None and f.point is None and f.batch == event.get("batch")
                           and f.kind not in ("task-failure",)]:
                 plan.remove(fault)
                 self._apply(fault, source="plan", batch=event.get("batch"))
-        elif kind == "producer-done":
+        elif kind == ev.PRODUCER_DONE:
             self._times["producer_s"] = self.elapsed()
-        elif kind == "fault" and event.get("source") == "driver":
+        elif kind == ev.FAULT and event.get("source") == "driver":
             # A fault the pipeline carries out itself (task-failure) is no longer pending once
             # it reports it; left in the plan, it would keep the run from ever draining.
             plan[:] = [f for f in plan if f.index != event.get("index")]
@@ -430,10 +431,10 @@ class Run:
         self._killed_pids.add(proc.pid)
         processes.kill_group(proc.pid, signal.SIGKILL, 2)
         last = _last_line(self.run_dir / "driver.log")
-        self.events.write("driver-exit", pid=proc.pid, code=proc.returncode, last_log_line=last)
+        self.events.write(ev.DRIVER_EXIT, pid=proc.pid, code=proc.returncode, last_log_line=last)
         if proc.returncode == DRIVER_CONFIG_EXIT:
             # A setting the driver cannot use (lab.errors.DriverConfigError): a restart would fail the same way.
-            said = [e["error"] for e in read_events(self.run_dir) if e["type"] == "driver-config-error"]
+            said = [e["error"] for e in read_events(self.run_dir) if e["type"] == ev.DRIVER_CONFIG_ERROR]
             raise LabError(said[-1] if said else last)
         if self._unplanned_exits >= MAX_UNPLANNED_EXITS:
             raise LabError(
@@ -462,7 +463,7 @@ class Run:
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
         self._stop_driver_gracefully()
-        self.events.write("run-end", elapsed_s=round(self.elapsed(), 3), drained=self._drained)
+        self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         positions = read_progress(self.run_dir)["positions"]
         copies = kafka_tools.topic_copies(self.broker.bootstrap, self.config.topic, self.config.partitions,
                                           isolation_level=self.config.producer.isolation_level)
@@ -535,7 +536,7 @@ def build_report(result: RunResult) -> dict:
     a = result.audit
     cfg = result.config
     settings = dict(cfg.settings)
-    used = [e["reader"] for e in read_events(result.run_dir) if e["type"] == "kafka-reader"]
+    used = [e["reader"] for e in read_events(result.run_dir) if e["type"] == ev.KAFKA_READER]
     if used:
         # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
         settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.kafka_reader

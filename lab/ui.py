@@ -32,6 +32,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from lab import events as ev
 from lab import plots
 from lab.config import RunConfig
 from lab.events import read_events
@@ -314,14 +315,14 @@ class Panel:
         self.progress.value = min(c.read, self.progress.max)
         self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}"
         events = read_events(self.run.run_dir)
-        faults = [e for e in events if e["type"] == "fault"]
+        faults = [e for e in events if e["type"] == ev.FAULT]
         if faults:
             self.fault_log.value = "<b>fault log</b><br>" + "<br>".join(
                 f"t={e.get('elapsed_s', 0):.1f}s · {e['kind']} · by {e.get('by')}"
                 + (f" · batch {e['batch']}" if e.get("batch") is not None else "") for e in faults
             )
-        key = (sum(e["type"] == "batch-done" for e in events), len(faults),
-               sum(e["type"] == "driver-start" for e in events))
+        key = (sum(e["type"] == ev.BATCH_DONE for e in events), len(faults),
+               sum(e["type"] == ev.DRIVER_START for e in events))
         if key != self._timeline_key:
             self._timeline_key = key
             new = plots.timeline(events)

@@ -140,6 +140,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from lab import events as ev
 from lab import kafka_tools
 from lab.driver import DriverContext
 from lab.errors import LabError
@@ -412,7 +413,7 @@ def _await_executor_kill(ctx: DriverContext, batch: int) -> None:
     jvm = _executor_jvm()
     if jvm is None:
         return
-    ctx.events.write("executor-target", pid=jvm.pid, batch=batch, worker_pid=os.getpid())
+    ctx.events.write(ev.EXECUTOR_TARGET, pid=jvm.pid, batch=batch, worker_pid=os.getpid())
     deadline = time.monotonic() + EXECUTOR_KILL_WAIT_S
     while time.monotonic() < deadline:
         if not psutil.pid_exists(jvm.pid) or jvm.status() == psutil.STATUS_ZOMBIE:
@@ -621,7 +622,7 @@ class _Announcer(threading.Thread):
 
     def run(self) -> None:
         while not self.finish.wait(0.05):
-            if any(e.get("type") == "executor-target" and e.get("batch") == self.batch for e in self.tail.read_new()):
+            if any(e.get("type") == ev.EXECUTOR_TARGET and e.get("batch") == self.batch for e in self.tail.read_new()):
                 break
         self.announce_once()
 
@@ -701,7 +702,7 @@ def _start_positions(ctx: DriverContext, log: OffsetLog, store: OffsetStore, ear
     stored = store.stored()
     positions = {p: stored.get(p, o) for p, o in earliest.items()}
     if positions != from_log:
-        ctx.events.write("offsets-disagree", store=store.kind, checkpoint=from_log, stored=positions)
+        ctx.events.write(ev.OFFSETS_DISAGREE, store=store.kind, checkpoint=from_log, stored=positions)
     return positions
 
 
@@ -741,7 +742,7 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
             kafka_rdd.map(to_row).foreachPartition(
                 partition_writer(ctx, batch, offset_ranges, cfg.offsets, faults, counters))
     except Exception as e:
-        ctx.events.write("batch-error", batch=batch, error=repr(e)[-500:])
+        ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[-500:])
         raise
     finally:
         if announcer is not None:

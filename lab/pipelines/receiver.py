@@ -124,6 +124,7 @@ import os
 import threading
 import time
 
+from lab import events as ev
 from lab.driver import DriverContext
 from lab.errors import LabError
 from lab.events import EventTail, read_events
@@ -161,9 +162,9 @@ class BatchBook:
         self.by_time: dict[int, tuple[int, int]] = {}
         top = -1
         for e in read_events(ctx.run_dir):
-            if e["type"] == "batch-submitted" and e["time"] not in self.by_time:
+            if e["type"] == ev.BATCH_SUBMITTED and e["time"] not in self.by_time:
                 self.by_time[e["time"]] = (e["batch"], e["records"])
-            if e["type"] in ("batch-submitted", "batch-start", "batch-done"):
+            if e["type"] in (ev.BATCH_SUBMITTED, ev.BATCH_START, ev.BATCH_DONE):
                 top = max(top, int(e.get("batch", -1)))
         self.next = top + 1
         self.seen_here: set[int] = set()
@@ -183,10 +184,10 @@ class BatchBook:
                     known = (self.next, records)
                     self.by_time[batch_ms] = known
                     self.next += 1
-                    self.ctx.events.write("batch-submitted", batch=known[0], time=batch_ms, records=records,
+                    self.ctx.events.write(ev.BATCH_SUBMITTED, batch=known[0], time=batch_ms, records=records,
                                           attempt=self.ctx.attempt)
                 else:
-                    self.ctx.events.write("batch-submitted", batch=known[0], time=batch_ms, records=records,
+                    self.ctx.events.write(ev.BATCH_SUBMITTED, batch=known[0], time=batch_ms, records=records,
                                           attempt=self.ctx.attempt, recovered=True, first_records=known[1])
             return known[0], known[1], batch_ms in self.recovered
 
@@ -270,7 +271,7 @@ class _Runtime:
                 error = "blocks stored before the driver crash were in its memory, not in a write-ahead log"
             elif error is None:
                 error = "blocks missing when the batch was read (gone with an executor)"
-            ctx.events.write("batch-lost", batch=batch, time=batch_ms, expected_rows=expected, rows=len(rows),
+            ctx.events.write(ev.BATCH_LOST, batch=batch, time=batch_ms, expected_rows=expected, rows=len(rows),
                              missing=expected - len(rows), reason=error, attempt=ctx.attempt)
         self.sink.write_batch(rows, f"batch-{batch}-time-{batch_ms}",
                               on_midway=lambda: ctx.point("mid-output", batch))
@@ -287,10 +288,10 @@ class _Runtime:
         self.ctx.pending.remove(fault)
         deadline = time.monotonic() + EXECUTOR_KILL_WAIT_S
         while time.monotonic() < deadline:
-            if any(e["type"] == "fault" and e.get("index") == fault.index for e in read_events(self.ctx.run_dir)):
+            if any(e["type"] == ev.FAULT and e.get("index") == fault.index for e in read_events(self.ctx.run_dir)):
                 return
             time.sleep(0.05)
-        self.ctx.events.write("executor-crash-not-seen", batch=batch, index=fault.index)
+        self.ctx.events.write(ev.EXECUTOR_CRASH_NOT_SEEN, batch=batch, index=fault.index)
 
     def close(self) -> None:
         self.sink.close()
@@ -315,23 +316,23 @@ def _make_listener(runtime: _Runtime):
                     ctx.point("after-wal-before-ack", batch)
                 runtime.feeder.batch_allocated(batch_ms, records)
             except Exception as e:  # never let the listener bus swallow a bug silently
-                ctx.events.write("receiver-listener-error", error=repr(e)[:300])
+                ctx.events.write(ev.RECEIVER_LISTENER_ERROR, error=repr(e)[:300])
 
         def onReceiverStarted(self, receiverStarted) -> None:
             try:
                 info = receiverStarted.receiverInfo()
                 executor = str(info.executorId())
                 pid = _executor_pid(executor)
-                ctx.events.write("receiver-started", executor_id=executor, location=str(info.location()), pid=pid)
+                ctx.events.write(ev.RECEIVER_STARTED, executor_id=executor, location=str(info.location()), pid=pid)
                 if pid is not None:
-                    ctx.events.write("executor-target", pid=pid, executor_id=executor, why="runs the receiver")
+                    ctx.events.write(ev.EXECUTOR_TARGET, pid=pid, executor_id=executor, why="runs the receiver")
             except Exception as e:
-                ctx.events.write("receiver-listener-error", error=repr(e)[:300])
+                ctx.events.write(ev.RECEIVER_LISTENER_ERROR, error=repr(e)[:300])
 
         def onReceiverError(self, receiverError) -> None:
             try:
                 info = receiverError.receiverInfo()
-                ctx.events.write("receiver-error", executor_id=str(info.executorId()),
+                ctx.events.write(ev.RECEIVER_ERROR, executor_id=str(info.executorId()),
                                  message=str(info.lastErrorMessage())[:300])
             except Exception:
                 pass
@@ -447,7 +448,7 @@ def run(ctx: DriverContext) -> None:
     ssc = StreamingContext.getOrCreate(checkpoint, create)
     runtime.ssc = ssc
     ssc.addStreamingListener(_make_listener(runtime))
-    ctx.events.write("receiver-context", recovered=recovered, port=port, wal=cfg.wal, ack=cfg.ack,
+    ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.wal, ack=cfg.ack,
                      replication=cfg.replication, attempt=ctx.attempt)
     tail = EventTail(ctx.run_dir)
     tail.read_new()  # faults before this attempt are history
@@ -461,7 +462,7 @@ def run(ctx: DriverContext) -> None:
             if feeder.error is not None:
                 raise feeder.error
             for e in tail.read_new():
-                if e["type"] == "fault" and e.get("kind") == "receiver-restart":
+                if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
                     feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
         if not stopped:
             feeder.finish(FINISH_WAIT_S)

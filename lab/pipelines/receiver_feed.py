@@ -109,6 +109,7 @@ import threading
 import time
 from array import array
 
+from lab import events as ev
 from lab.errors import LabError
 
 #: Seconds between the unreliable receiver's timer commits (``--ack auto``): one block interval.
@@ -374,7 +375,7 @@ class Feeder(threading.Thread):
                 self._step()
         except BaseException as e:  # the driver checks .error and fails the attempt
             self.error = e
-            self.events.write("receiver-feeder-error", error=repr(e)[:300])
+            self.events.write(ev.RECEIVER_FEEDER_ERROR, error=repr(e)[:300])
         finally:
             self._teardown()
 
@@ -450,7 +451,7 @@ class Feeder(threading.Thread):
         held = self.ack == "stored" or self._finishing
         epoch = Epoch(self._epochs, conn, int(time.time() * 1000), released=False)
         self._epoch = epoch
-        self.events.write("receiver-connect", epoch=epoch.number, held=held)
+        self.events.write(ev.RECEIVER_CONNECT, epoch=epoch.number, held=held)
 
     def _release(self, e: Epoch, batch_ms: int | None) -> None:
         """Start feeding epoch ``e`` from the committed offsets: uncommitted progress is forgotten.
@@ -469,7 +470,7 @@ class Feeder(threading.Thread):
         e.released = True
         e.release_ms = batch_ms if batch_ms is not None else e.accept_ms
         self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
-        self.events.write("receiver-feed", epoch=e.number, resume_from={str(p): o for p, o in sorted(e.start.items())},
+        self.events.write(ev.RECEIVER_FEED, epoch=e.number, resume_from={str(p): o for p, o in sorted(e.start.items())},
                           after_batch_time=batch_ms)
 
     def _maybe_release(self) -> None:
@@ -486,7 +487,7 @@ class Feeder(threading.Thread):
         if not prev_done and time.monotonic() - e.accept_mono < HOLD_TIMEOUT_S:
             return
         if not prev_done:
-            self.events.write("receiver-hold-timeout", epoch=e.number, previous_epoch=prev.number,
+            self.events.write(ev.RECEIVER_HOLD_TIMEOUT, epoch=e.number, previous_epoch=prev.number,
                               handed_over=prev.handed_over, stored=prev.stored)
         self._release(e, self._last_batch_ms)
 
@@ -514,7 +515,7 @@ class Feeder(threading.Thread):
         self._closed = e
         if self._epoch is e:
             self._epoch = None
-        self.events.write("receiver-disconnect", epoch=e.number, graceful=graceful, reason=why,
+        self.events.write(ev.RECEIVER_DISCONNECT, epoch=e.number, graceful=graceful, reason=why,
                           handed_over=e.handed_over, stored=e.stored, unsent_dropped=unsent,
                           committed={str(p): o for p, o in sorted(self.committed.items())})
 
@@ -618,7 +619,7 @@ class Feeder(threading.Thread):
         stored = target.stored + records
         if stored > target.handed_over:
             if self.ack == "stored":  # auto mode does not hold connections, so its counts are approximate
-                self.events.write("receiver-count-mismatch", epoch=target.number, batch_time=batch_ms,
+                self.events.write(ev.RECEIVER_COUNT_MISMATCH, epoch=target.number, batch_time=batch_ms,
                                   counted=stored, handed_over=target.handed_over)
             stored = target.handed_over
         target.stored = stored
@@ -664,13 +665,13 @@ class Feeder(threading.Thread):
         """Record a broker error once per outage (not once per retry) and back off briefly."""
         if what not in self._troubles:
             self._troubles.add(what)
-            self.events.write("receiver-broker-error", during=what, error=repr(err)[:200])
+            self.events.write(ev.RECEIVER_BROKER_ERROR, during=what, error=repr(err)[:200])
         time.sleep(0.2)
 
     def _untroubled(self, what: str) -> None:
         if what in self._troubles:
             self._troubles.discard(what)
-            self.events.write("receiver-broker-ok", during=what)
+            self.events.write(ev.RECEIVER_BROKER_OK, during=what)
 
     def _refresh_committed(self) -> bool:
         """Set :attr:`committed` from the group; ``False`` (reported as trouble) when the broker does not answer."""

@@ -78,6 +78,7 @@ import threading
 import time
 from pathlib import Path
 
+from lab import events as ev
 from lab.driver import DriverContext
 from lab.events import read_events
 from lab.sinks import FILES_MODE, SinkSpec, open_sink
@@ -264,7 +265,7 @@ def run(ctx: DriverContext) -> None:
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
     register(spark)
     reader = resolve_reader(spark, cfg.kafka_reader, external_broker=bool(cfg.kafka_bootstrap))
-    ctx.events.write("kafka-reader", reader=reader, asked=cfg.kafka_reader)
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
     start_sql_python_workers(spark, ("kafka", "lab.sinks", "lab.kafka_source"))
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
@@ -350,7 +351,7 @@ def run(ctx: DriverContext) -> None:
         try:
             query.stop()
         except Exception as e:  # a batch cut short by the stop is re-run by the next query
-            ctx.events.write("query-stop-error", error=repr(e)[:300])
+            ctx.events.write(ev.QUERY_STOP_ERROR, error=repr(e)[:300])
         _report_commits(ctx, checkpoint, log, committed)
     finally:
         spark.stop()
@@ -382,8 +383,8 @@ def _report_recovered(ctx: DriverContext, checkpoint: Checkpoint) -> None:
     if latest < 0:
         return
     events = read_events(ctx.run_dir)
-    if not any(e["type"] == "batch-done" and e.get("batch") == latest for e in events):
-        starts = [e for e in events if e["type"] == "batch-start" and e.get("batch") == latest]
+    if not any(e["type"] == ev.BATCH_DONE and e.get("batch") == latest for e in events):
+        starts = [e for e in events if e["type"] == ev.BATCH_START and e.get("batch") == latest]
         if starts:
             ctx.batch_done(latest, rows=starts[-1]["rows"], recovered=True)
     positions = checkpoint.end_offsets(latest)
