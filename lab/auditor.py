@@ -17,6 +17,16 @@ is unexpected, never a delivery. The join runs on integer sequence numbers
 
 It also compares write attempts with stored rows, so an idempotent sink shows
 "written twice, stored once" (``absorbed_rewrites``).
+
+Acknowledged sends without an offset
+------------------------------------
+A broker may acknowledge a send without an offset (Tansu answers a
+deduplicated idempotent retry with offset -1). The supervisor places such
+sends from the topic after the run (:func:`lab.ledger.place_acks`). Any still
+without an offset at audit time are counted in ``acked_without_offset``; with
+no sink row, they are unseen in a live audit (the run may still place them)
+and lost in the final one: the topic was read to its end and does not hold
+them, so the acknowledged write is gone.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ class Audit:
     write_attempts: int
     stored_rows: int
     absorbed_rewrites: int
+    acked_without_offset: int = 0
     table: pd.DataFrame = field(repr=False, compare=False, default=None)
 
     @property
@@ -86,7 +97,9 @@ def read_ledger(ledger_path) -> LedgerView:
     db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, isolation_level=None)
     try:
         db.execute("BEGIN")
-        ints = db.execute("SELECT seq, partition, kafka_offset FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
+        # -1 for an acknowledgement that came back without a partition or offset (see the module docstring).
+        ints = db.execute("SELECT seq, COALESCE(partition, -1), COALESCE(kafka_offset, -1) FROM sends "
+                          "WHERE status = 'acked' ORDER BY seq").fetchall()
         ids = db.execute("SELECT event_id FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
         other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY status").fetchall())
         db.execute("COMMIT")
@@ -106,6 +119,7 @@ def audit_core(
     sink_ids: np.ndarray,
     attempt_seq: np.ndarray | None = None,
     positions: dict[int, int] | None = None,
+    final: bool = False,
 ) -> Audit:
     """Audit from arrays (the core; :func:`audit_run` feeds it from a run's files).
 
@@ -121,6 +135,9 @@ def audit_core(
         ``{partition: next offset}`` the pipeline has durably passed. An
         undelivered event at or beyond its partition's position is unseen;
         missing partitions count as position 0 (nothing read yet).
+    final : bool
+        The run is over and its topic was read to the end: an acknowledged send
+        still without an offset (``-1``) and without a sink row is lost, not unseen.
     """
     positions = positions or {}
     n = len(ledger.seq)
@@ -132,11 +149,13 @@ def audit_core(
     genuine[in_range] = ids_by_seq[sink_seq[in_range]] == sink_ids[in_range]
     delivered = np.bincount(sink_seq[genuine], minlength=top)[ledger.seq]
 
-    lookup = np.zeros(max([*positions, int(ledger.partition.max()) if n else 0]) + 1, dtype=np.int64)
+    lookup = np.zeros(max([*positions, int(ledger.partition.max()) if n else 0, 0]) + 1, dtype=np.int64)
     for p, o in positions.items():
         lookup[p] = o
+    unplaced = (ledger.kafka_offset < 0) | (ledger.partition < 0)
     zero = delivered == 0
-    unseen = zero & (ledger.kafka_offset >= lookup[ledger.partition])
+    beyond = ledger.kafka_offset >= lookup[np.where(unplaced, 0, ledger.partition)]
+    unseen = zero & np.where(unplaced, not final, beyond)
     lost = zero & ~unseen
     dup = delivered > 1
     status = np.full(n, "exactly-once", dtype=object)
@@ -170,11 +189,15 @@ def audit_core(
         write_attempts=write_attempts,
         stored_rows=int(len(sink_seq)),
         absorbed_rewrites=absorbed,
+        acked_without_offset=int(unplaced.sum()),
         table=table,
     )
 
 
-def audit_run(ledger_path, sink, positions: dict[int, int] | None = None) -> Audit:
-    """Audit a run from its ledger file and its open :class:`lab.sinks.Sink`."""
+def audit_run(ledger_path, sink, positions: dict[int, int] | None = None, final: bool = False) -> Audit:
+    """Audit a run from its ledger file and its open :class:`lab.sinks.SinkReader`.
+
+    Never raises on a ledger it can read, NULL offsets included.
+    """
     seqs, ids = sink.event_rows()
-    return audit_core(read_ledger(ledger_path), seqs, ids, sink.attempt_seqs(), positions)
+    return audit_core(read_ledger(ledger_path), seqs, ids, sink.attempt_seqs(), positions, final=final)

@@ -1,7 +1,8 @@
 """The ``lab`` command line (also ``python -m lab``).
 
-Commands: ``doctor``, ``broker start|stop|status``, ``run``. Errors the user
-can fix print one line, ``error: ...``, and exit with status 2.
+Commands: ``doctor``, ``broker start|stop|status``, ``cluster start|stop|status``,
+``run``, ``matrix``, ``report``. Errors the user can fix print one line,
+``error: ...``, and exit with status 2; no error is a traceback.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS, SINK_MODES
+    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS
     from lab.pipelines.registry import PIPELINES
+    from lab.sinks import SINK_MODES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
     p.add_argument("--sink", default="append", help=f"one of: {', '.join(SINK_MODES)} (default append)")

@@ -25,22 +25,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from lab.errors import LabError, choices_error
-from lab.faults import Fault, parse_fault_plan
+from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.pipelines.registry import PIPELINES
 from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
-
-SINK_MODES = {
-    "append": "plain insert: every write attempt stores a row (at-least-once output)",
-    "idempotent": "upsert on the event id: writing twice stores once",
-    "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
-}
-
-# -- files sink ---------------------------------------------------------------
-# Spark's own Parquet file sink, not a database: only Spark SQL pipelines can
-# write it, and the auditor reads it through its _spark_metadata log.
-SINK_MODES["files"] = "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)"
-FILES_SINK_PIPELINES = ("structured",)
-# -- end files sink -------------------------------------------------------------
+from lab.sinks import FILES_SINK_PIPELINES, SINK_MODES
 
 ACKS = ("0", "1", "all")
 COMMIT_MODES = {
@@ -176,7 +164,7 @@ class RunConfig:
             raise choices_error("pipeline", self.pipeline, PIPELINES)
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)
-        if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:  # files sink block
+        if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.commit not in COMMIT_MODES:
             raise choices_error("commit mode", self.commit, COMMIT_MODES)
@@ -211,34 +199,19 @@ class RunConfig:
         if self.sink_url and not self.sink_url.startswith(("postgresql://", "postgres://")):
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
-        for fault in self.fault_plan:
-            if fault.kind not in spec.faults:
-                raise LabError(
-                    f"fault {fault.kind!r} does not apply to pipeline {self.pipeline!r}; "
-                    f"valid for it: {', '.join(spec.faults)}"
-                )
-            if fault.point and fault.point not in spec.points:
-                raise LabError(
-                    f"point {fault.point!r} does not exist in pipeline {self.pipeline!r}; "
-                    f"valid points: {', '.join(spec.points)}"
-                )
-            if fault.kind == "executor-crash" and not self.spark_master.startswith(("local-cluster", "spark://")):
-                raise LabError(
-                    f"executor-crash needs executors in their own JVMs; master {self.spark_master!r} has none. "
-                    "Valid masters for it: local-cluster[W,C,M], spark://host:port"
-                )
-            if fault.kind in ("broker-outage", "ack-loss") and self.kafka_bootstrap:
-                raise LabError(
-                    f"fault {fault.kind!r} needs the lab's proxy in front of the embedded broker; "
-                    "unset LAB_KAFKA_BOOTSTRAP to use it"
-                )
+        check_plan(self.fault_plan, self)
+
+
+def project_root() -> Path | None:
+    """The checkout the lab runs from (notebooks run in ``notebooks/``), or ``None`` for an installed lab."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 def default_runs_dir() -> str:
-    """``runs/`` at the project root when the lab runs from its checkout (notebooks run in
-    ``notebooks/``), else ``./runs``."""
-    root = Path(__file__).resolve().parent.parent
-    return str(root / "runs") if (root / "pyproject.toml").is_file() else "runs"
+    """``runs/`` at the project root when the lab runs from its checkout, else ``./runs``."""
+    root = project_root()
+    return str(root / "runs") if root else "runs"
 
 
 def env_runs_dir() -> str:

@@ -25,10 +25,11 @@ RUN_END = "run-end"                      #: driver stopped; the audit follows
 RUN_ERROR = "run-error"                  #: the run failed; ``error`` says why
 DRAINED = "drained"                      #: every acknowledged offset passed (see ``docs/architecture.md``)
 DEADLINE = "deadline"                    #: the run stopped undrained at ``LAB_DEADLINE``
-FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, timeout-killed, killed, gone
+FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, killed-after-timeout, gone
 # supervisor: the driver process
 DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid``
 DRIVER_EXIT = "driver-exit"              #: a driver exited on its own, ``code``, ``last_log_line``
+DRIVER_CHILD_GROUP = "driver-child-group"  #: a process group a driver's descendant started (PySpark's daemon), ``pid``
 # supervisor and driver: faults
 FAULT = "fault"                          #: a fault was carried out (``kind``, ``index``, ``by``)
 FAULT_POINT = "fault-point"              #: the driver reached a named point where a crash is planned and waits

@@ -20,31 +20,178 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from lab import events as ev
 from lab.errors import LabError, choices_error
 
-#: Every fault the lab knows, with what really happens.
-FAULT_KINDS = {
-    "driver-crash": "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor restarts it",
-    "executor-crash": "SIGKILL to one executor JVM (local-cluster or a cluster)",
-    "task-failure": "one Spark task raises once after writing part of its rows; Spark retries it",
-    "receiver-restart": "the receiver's connection drops",
-    "broker-outage": "the lab's proxy refuses and cuts client connections for a while",
-    "ack-loss": "the lab's proxy forwards produce requests and drops their responses",
-}
+# -- the catalogue ----------------------------------------------------------------
+# One place says which faults and named points exist, who carries each out,
+# which pipelines support it and what else it needs. Configuration checks a plan
+# against it before any process starts (:func:`check_plan`); the supervisor's
+# injector (:mod:`lab.injector`) carries out the control-plane faults; the panel
+# draws its buttons from it. Adding a fault or a point means an entry here and
+# its implementation (the injector, or the pipeline that stops at the point).
 
-#: Named places inside a batch where a driver crash can be made to happen.
-POINTS = {
-    "after-offset-log": "the batch is planned and its offsets logged; output has not started",
-    "mid-output": "part of the batch's rows are written",
-    "after-output-before-commit": "the sink returned; the batch is not yet marked done",
-    "after-commit-before-output": "offsets are committed; output has not started",
-    "after-wal-before-ack": "the receiver's block is in the write-ahead log; the source is not yet acknowledged",
-}
+SPARK_PIPELINES = ("structured", "direct", "receiver")
+ALL_PIPELINES = ("plain", *SPARK_PIPELINES)
 
-#: Faults carried out by the supervisor or the proxy; the others need a pipeline's cooperation.
-CONTROL_PLANE_FAULTS = ("driver-crash", "executor-crash", "broker-outage", "ack-loss", "receiver-restart")
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One kind of fault.
+
+    Attributes
+    ----------
+    name : str
+        The plan's ``KIND``.
+    summary : str
+        What really happens.
+    by : str
+        Who carries it out: ``supervisor`` (a kill), ``proxy`` (a cut or dropped
+        responses), ``driver`` (the pipeline itself, e.g. a task raising).
+    pipelines : tuple of str
+        The pipelines it applies to.
+    points : bool
+        Whether a named point may follow the trigger.
+    needs_batch : bool
+        Whether only a ``batch=N`` trigger makes sense.
+    options : tuple of str
+        The plan options it takes (``for``, ``count``).
+    requires : callable, optional
+        ``requires(config) -> str | None``: why this run's settings cannot
+        carry it out, or ``None`` when they can.
+    button : tuple of str, optional
+        ``(label, tooltip)`` of the panel's button; ``None``: no button.
+    panel_options : dict
+        What a button press passes to :meth:`lab.supervisor.Run.inject`.
+    """
+
+    name: str
+    summary: str
+    by: str
+    pipelines: tuple[str, ...]
+    points: bool = False
+    needs_batch: bool = False
+    options: tuple[str, ...] = ()
+    requires: Callable | None = None
+    button: tuple[str, str] | None = None
+    panel_options: tuple = ()
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """One named place inside a batch where a driver crash (or task failure) can be made to happen.
+
+    ``requires(config) -> str | None`` says why a run's settings make the point
+    unreachable (e.g. a write-ahead log point without the log).
+    """
+
+    name: str
+    summary: str
+    pipelines: tuple[str, ...]
+    requires: Callable | None = None
+
+
+def _needs_executors(cfg) -> str | None:
+    if cfg.spark_master.startswith(("local-cluster", "spark://")):
+        return None
+    return (f"executor-crash needs executors in their own JVMs; master {cfg.spark_master!r} has none. "
+            "Valid masters for it: local-cluster[W,C,M], spark://host:port")
+
+
+def _needs_proxy(kind: str):
+    def check(cfg) -> str | None:
+        if not cfg.kafka_bootstrap:
+            return None
+        return f"fault {kind!r} needs the lab's proxy in front of the embedded broker; unset LAB_KAFKA_BOOTSTRAP to use it"
+    return check
+
+
+def _needs_wal_and_stored_acks(cfg) -> str | None:
+    if cfg.wal == "on" and cfg.ack == "stored":
+        return None
+    return (f"point after-wal-before-ack exists only with --wal on --ack stored "
+            f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
+
+
+FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
+    FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor restarts it",
+              by="supervisor", pipelines=ALL_PIPELINES, points=True,
+              button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its checkpoint")),
+    FaultSpec("executor-crash", "SIGKILL to one executor JVM (local-cluster or a cluster)",
+              by="supervisor", pipelines=("direct", "receiver"), requires=_needs_executors,
+              button=("Kill executor", "SIGKILL one executor JVM")),
+    FaultSpec("task-failure", "one Spark task raises once after writing part of its rows; Spark retries it",
+              by="driver", pipelines=("structured", "direct"), points=True, needs_batch=True),
+    FaultSpec("receiver-restart", "the receiver's connection drops",
+              by="driver", pipelines=("receiver",),
+              button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),
+    FaultSpec("broker-outage", "the lab's proxy refuses and cuts client connections for a while",
+              by="proxy", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_proxy("broker-outage"),
+              button=("Cut broker 3 s", "the proxy cuts and refuses every client connection for 3 s"),
+              panel_options=(("duration_s", 3.0),)),
+    FaultSpec("ack-loss", "the lab's proxy forwards produce requests and drops their responses",
+              by="proxy", pipelines=ALL_PIPELINES, options=("for", "count"), requires=_needs_proxy("ack-loss"),
+              button=("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
+              panel_options=(("count", 5),)),
+)}
+
+POINTS: dict[str, PointSpec] = {p.name: p for p in (
+    PointSpec("after-offset-log", "the batch is planned and its offsets logged; output has not started",
+              ("structured", "direct")),
+    PointSpec("mid-output", "part of the batch's rows are written", ALL_PIPELINES),
+    PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done", ALL_PIPELINES),
+    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",)),
+    PointSpec("after-wal-before-ack",
+              "the receiver's block is in the write-ahead log; the source is not yet acknowledged",
+              ("receiver",), requires=_needs_wal_and_stored_acks),
+)}
+
+#: Every fault kind with what really happens (the plan's vocabulary).
+FAULT_KINDS = {name: spec.summary for name, spec in FAULTS.items()}
+
+
+def faults_for(pipeline: str) -> tuple[str, ...]:
+    """The fault kinds that apply to ``pipeline``, in catalogue order."""
+    return tuple(name for name, spec in FAULTS.items() if pipeline in spec.pipelines)
+
+
+def points_for(pipeline: str) -> tuple[str, ...]:
+    """The named points ``pipeline`` stops at, in catalogue order."""
+    return tuple(name for name, spec in POINTS.items() if pipeline in spec.pipelines)
+
+
+def check_fault(fault: "Fault", config) -> None:
+    """Raise :class:`LabError` when ``config``'s run cannot carry out ``fault``.
+
+    Checks the catalogue: the fault applies to the pipeline, its point exists
+    in it, and the run's settings meet the fault's and the point's needs.
+    Needs nothing but the config, so it runs before any process starts.
+    """
+    spec = FAULTS[fault.kind]
+    if config.pipeline not in spec.pipelines:
+        raise LabError(f"fault {fault.kind!r} does not apply to pipeline {config.pipeline!r}; "
+                       f"valid for it: {', '.join(faults_for(config.pipeline))}")
+    if fault.point:
+        if config.pipeline not in POINTS[fault.point].pipelines:
+            raise LabError(f"point {fault.point!r} does not exist in pipeline {config.pipeline!r}; "
+                           f"valid points: {', '.join(points_for(config.pipeline))}")
+        why = POINTS[fault.point].requires and POINTS[fault.point].requires(config)
+        if why:
+            raise LabError(why)
+    why = spec.requires and spec.requires(config)
+    if why:
+        raise LabError(why)
+
+
+def check_plan(faults, config) -> None:
+    """:func:`check_fault` for every fault of a plan."""
+    for fault in faults:
+        check_fault(fault, config)
+
+
+# -- plan syntax ------------------------------------------------------------------
 
 _TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
@@ -86,7 +233,7 @@ class Fault:
         parts = [f"{self.kind}@{trigger}"]
         if self.point:
             parts.append(self.point)
-        if self.kind in ("broker-outage", "ack-loss"):
+        if "for" in FAULTS[self.kind].options:
             parts.append(f"for={self.duration_s:g}s")
         if self.count is not None:
             parts.append(f"count={self.count}")
@@ -124,7 +271,7 @@ def parse_fault_plan(text: str | None) -> tuple[Fault, ...]:
 def _parse_one(item: str, index: int) -> Fault:
     kind, sep, rest = item.partition("@")
     if kind not in FAULT_KINDS:
-        raise choices_error("fault", kind, FAULT_KINDS)
+        raise choices_error("fault kind", kind, FAULT_KINDS)
     if not sep or not rest:
         raise LabError(
             f"fault {item!r} has no trigger; write {kind}@at=<seconds>s or {kind}@batch=<n>"
@@ -145,9 +292,12 @@ def _parse_one(item: str, index: int) -> Fault:
         if not eq:
             if extra not in POINTS:
                 raise choices_error(f"point in fault {item!r}:", extra, POINTS)
-            if kind not in ("driver-crash", "task-failure"):
-                raise LabError(f"fault {item!r}: named points apply to driver-crash and task-failure, not {kind}")
+            if not FAULTS[kind].points:
+                points_ok = ", ".join(k for k, s in FAULTS.items() if s.points)
+                raise LabError(f"fault {item!r}: named points apply to {points_ok}, not {kind}")
             fault = replace(fault, point=extra)
+        elif key not in FAULTS[kind].options:
+            raise choices_error(f"option in fault {item!r}:", key, FAULTS[kind].options or ("(none)",))
         elif key == "for":
             s = _SECONDS.match(value)
             if not s:
@@ -161,8 +311,8 @@ def _parse_one(item: str, index: int) -> Fault:
             raise choices_error(f"option in fault {item!r}:", key, ("for", "count"))
     if fault.point and fault.batch is None:
         raise LabError(f"fault {item!r}: a named point needs a batch trigger, e.g. {kind}@batch=2:{fault.point}")
-    if kind == "task-failure" and fault.batch is None:
-        raise LabError(f"fault {item!r}: task-failure needs a batch trigger, e.g. task-failure@batch=2")
+    if FAULTS[kind].needs_batch and fault.batch is None:
+        raise LabError(f"fault {item!r}: {kind} needs a batch trigger, e.g. {kind}@batch=2")
     return fault
 
 

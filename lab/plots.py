@@ -87,7 +87,7 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     for e in events:
         x = e["t"] - t0
         if e["type"] == ev.FAULT:
-            label = e.get("kind", "fault") + (f" @{e['point']}" if e.get("point") else "")
+            label = e.get("kind", ev.FAULT) + (f" @{e['point']}" if e.get("point") else "")
             fig.add_vline(x=x, line=dict(color=_FAULT_COLOR, width=2, dash="dash"))
             fig.add_annotation(x=x, y=ymax * 1.08, text=label, showarrow=False, font=dict(color=_FAULT_COLOR), textangle=-20)
         elif e["type"] == ev.DRIVER_START and e.get("attempt", 1) > 1:

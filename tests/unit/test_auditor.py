@@ -29,11 +29,12 @@ event = st.fixed_dictionaries({
     "status": st.sampled_from(["acked", "acked", "acked", "failed", "unknown"]),
     "copies": st.integers(0, 3),
     "partition": st.integers(0, 2),
+    "no_offset": st.sampled_from([False, False, False, True]),  # acknowledged without an offset
 })
 
 
 def build(events, positions_shift):
-    """A ledger and a sink from per-event choices; offsets grow per partition."""
+    """A ledger and a sink from per-event choices; offsets grow per partition; -1 is a NULL offset."""
     ledger, stored, next_off = [], [], {0: 0, 1: 0, 2: 0}
     for seq, e in enumerate(events):
         eid = f"e{seq}"
@@ -41,6 +42,8 @@ def build(events, positions_shift):
         if e["status"] == "acked":
             off = next_off[e["partition"]]
             next_off[e["partition"]] += 1
+            if e["no_offset"]:
+                off = -1
         ledger.append((seq, eid, e["status"], e["partition"] if off is not None else None, off))
         stored += [(seq, eid)] * e["copies"]
     positions = {p: max(0, n - positions_shift) for p, n in next_off.items()}
@@ -48,13 +51,13 @@ def build(events, positions_shift):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(event, max_size=60), st.integers(0, 3), st.integers(0, 3))
-def test_counts_match_construction(events, shift, forged):
+@given(st.lists(event, max_size=60), st.integers(0, 3), st.integers(0, 3), st.booleans())
+def test_counts_match_construction(events, shift, forged, final):
     led, (sseq, sids), positions = build(events, shift)
     # forged rows: a real sequence number with a wrong id, and an unknown one
     sseq = np.concatenate([sseq, np.arange(forged, dtype=np.int64)])
     sids = np.concatenate([sids, np.array([f"forged-{i}" for i in range(forged)], dtype=object)])
-    a = audit_core(led, sseq, sids, None, positions)
+    a = audit_core(led, sseq, sids, None, positions, final=final)
     # expected, computed independently of the auditor
     exp = dict(exactly_once=0, duplicated=0, extra=0, lost=0, unseen=0, unexpected=0)
     offsets = {}
@@ -69,6 +72,8 @@ def test_counts_match_construction(events, shift, forged):
         elif e["copies"] > 1:
             exp["duplicated"] += 1
             exp["extra"] += e["copies"] - 1
+        elif e["no_offset"]:
+            exp["lost" if final else "unseen"] += 1
         elif off >= positions[e["partition"]]:
             exp["unseen"] += 1
         else:
@@ -78,6 +83,7 @@ def test_counts_match_construction(events, shift, forged):
     assert a.acked == a.exactly_once + a.duplicated + a.lost + a.unseen
     assert len(a.table) == a.acked
     assert a.failed_sends == sum(e["status"] == "failed" for e in events)
+    assert a.acked_without_offset == sum(e["status"] == "acked" and e["no_offset"] for e in events)
 
 
 def test_guarantee_names():
@@ -137,3 +143,32 @@ def test_ledger_read_while_the_producer_writes_is_one_snapshot(tmp_path):
         writer.join()
         ledger.close()
     assert len(sizes) > 1  # the reads did overlap the writes
+
+
+def test_acks_without_offset_audit_from_the_ledger_file(tmp_path):
+    """NULL offsets in ledger.sqlite: unseen while the run may still place them, lost once it cannot; never a crash."""
+    import json
+
+    from lab.auditor import audit_run
+    from lab.ledger import Ledger, LedgerEntry
+
+    path = tmp_path / "ledger.sqlite"
+    ledger = Ledger(path)
+    ledger.record([
+        LedgerEntry(0, "a", "k", "acked", 0, 0, None, 0.0, 0.0),
+        LedgerEntry(1, "b", "k", "acked", 0, None, None, 0.0, 0.0),      # deduplicated retry: offset -1
+        LedgerEntry(2, "c", "k", "acked", None, None, None, 0.0, 0.0),   # neither partition nor offset
+        LedgerEntry(3, "d", "k", "acked", 1, None, None, 0.0, 0.0),      # no offset, but it did reach the sink
+    ])
+    ledger.close()
+    spec = SinkSpec(mode="append", backend="sqlite", path=str(tmp_path / "s.sqlite"))
+    with open_sink(spec) as sink:
+        sink.write_batch([("a", 0, 0, 0), ("d", 3, 1, 0)], "batch-0")
+        live = audit_run(path, sink, {0: 5, 1: 5})
+        final = audit_run(path, sink, {0: 5, 1: 5}, final=True)
+    assert live.acked_without_offset == final.acked_without_offset == 3
+    assert (live.exactly_once, live.lost, live.unseen) == (2, 0, 2)
+    assert (final.exactly_once, final.lost, final.unseen) == (2, 2, 0)
+    assert final.guarantee == "at-most-once"
+    assert json.loads(json.dumps(final.counts()))["acked_without_offset"] == 3
+    assert list(final.table.loc[final.table.event_id.isin(["b", "c"]), "status"]) == ["lost", "lost"]

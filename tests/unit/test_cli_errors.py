@@ -24,6 +24,11 @@ def run_lab(*args, env=None, timeout=10):
         (["run", "--faults", "driver-crash@sometime"], ["'sometime'", "at=<seconds>s"]),
         (["run", "--faults", "driver-crash@batch=2:middle"], ["'middle'", "mid-output"]),
         (["run", "--acks", "2"], ["'2'", "all"]),
+        # a point the run's settings make unreachable: refused before anything starts, never restarted
+        (["run", "--pipeline", "receiver", "--faults", "driver-crash@batch=2:after-wal-before-ack", "--wal", "off"],
+         ["after-wal-before-ack", "--wal on --ack stored", "--wal off"]),
+        (["run", "--pipeline", "direct", "--faults", "executor-crash@at=2s"], ["executor-crash", "local[2]", "local-cluster"]),
+        (["run", "--master", "spark://nowhere:7077", "--pipeline", "direct"], ["spark://nowhere:7077", "lab cluster start"]),
     ],
 )
 def test_bad_values(args, words, tmp_path):
@@ -35,6 +40,14 @@ def test_bad_values(args, words, tmp_path):
         assert w in lines[0]
     assert took < 10
     assert not (tmp_path / "broker.json").exists()
+    assert not list(tmp_path.iterdir()), "nothing may start (no run directory) for bad input"
+
+
+def test_unwritable_runs_dir(tmp_path):
+    p, took = run_lab("run", env=clean_env(LAB_RUNS_DIR="/proc/forbidden"))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and took < 10 and len(lines) == 1, p.stderr
+    assert "/proc/forbidden" in lines[0] and "LAB_RUNS_DIR" in lines[0]
 
 
 def test_unreachable_kafka_bootstrap(tmp_path):

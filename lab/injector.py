@@ -1,0 +1,205 @@
+"""The fault injector: carries out a run's fault plan (and panel presses) for the supervisor.
+
+Protocol
+--------
+The supervisor owns the processes; the injector owns the plan. The supervisor
+feeds it every timeline event (:meth:`FaultInjector.on_event`) and the clock
+(:meth:`FaultInjector.tick`), and gives it callbacks for what only the
+supervisor may do: kill the driver's process group and say whether a driver is
+up. A fault fires on its trigger:
+
+``at=Ns``          :meth:`tick` once ``N`` seconds of the run have passed;
+``batch=N``        a ``batch-start`` event of batch ``N`` (faults without a point);
+``batch=N:POINT``  a ``fault-point`` event: the driver waits at the point for its kill.
+
+Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
+``supervisor`` faults are kills (the driver's group through the callback, an
+executor JVM found in process trees the lab started), ``proxy`` faults go to
+the proxy's control port, ``driver`` faults are done by the pipeline, which
+reports them with a ``fault`` event of its own (the injector then stops
+waiting for them).
+
+A kill due while no driver is up (after a crash, before the restarted driver
+reported ``driver-ready``) is never logged against the dead driver: it is
+recorded as ``fault-deferred`` and carried out as soon as the next driver is
+ready. Every fault carried out is one ``fault`` event with what it hit (a PID,
+the proxy's reply); one that cannot be carried out is a ``fault-not-applied``
+event with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from lab import events as ev
+from lab import proxy
+from lab.errors import LabError, choices_error
+from lab.faults import FAULTS, Fault, check_fault
+
+
+class FaultInjector:
+    """Fires a run's faults at their triggers.
+
+    Parameters
+    ----------
+    config : lab.config.RunConfig
+    events : lab.events.EventLog
+        The supervisor's timeline writer.
+    elapsed : callable
+        Seconds since the run started.
+    kill_driver : callable
+        SIGKILLs the driver's process group and schedules its restart; returns the PID killed.
+    driver_up : callable
+        True when a driver process runs and it is not being restarted.
+    kill_executor : callable
+        SIGKILLs one executor JVM; returns its PID, or ``None`` when there is none.
+    control_port : int or None
+        The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP``).
+    """
+
+    def __init__(self, config, events, *, elapsed: Callable[[], float], kill_driver: Callable[[], int | None],
+                 driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
+                 control_port: int | None) -> None:
+        self.config = config
+        self.events = events
+        self.elapsed = elapsed
+        self.kill_driver = kill_driver
+        self.driver_up = driver_up
+        self.kill_executor = kill_executor
+        self.control_port = control_port
+        self.pending: list[Fault] = list(config.fault_plan)
+        self.deferred: list[tuple[Fault, str, dict]] = []
+        self.fired: list[dict] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while a planned fault has not fired yet (a run is not drained then)."""
+        return bool(self.pending or self.deferred)
+
+    def tick(self) -> None:
+        """Fire the time-triggered faults that are due."""
+        now = self.elapsed()
+        for fault in [f for f in self.pending if f.at_s is not None and now >= f.at_s]:
+            self.pending.remove(fault)
+            self.apply(fault, source="plan")
+
+    def on_event(self, event: dict) -> None:
+        """React to one timeline event (batch and point triggers, a driver ready, a driver's own fault)."""
+        kind = event.get("type")
+        if kind == ev.FAULT_POINT:
+            fault = next((f for f in self.config.fault_plan if f.index == event.get("index")), None)
+            if fault is not None:
+                if fault in self.pending:
+                    self.pending.remove(fault)
+                self.apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == ev.BATCH_START:
+            for fault in [f for f in self.pending if f.batch == event.get("batch") and f.point is None
+                          and FAULTS[f.kind].by != "driver"]:
+                self.pending.remove(fault)
+                self.apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == ev.DRIVER_READY:
+            due, self.deferred = self.deferred, []
+            for fault, source, context in due:
+                self.apply(fault, source=source, **context)
+        elif kind == ev.FAULT and event.get("source") == "driver":
+            # A fault the pipeline carries out itself (task-failure) is no longer pending once
+            # it reports it; left in the plan, it would keep the run from ever draining.
+            self.pending[:] = [f for f in self.pending if f.index != event.get("index")]
+
+    def inject(self, kind: str, *, source: str = "ui", **options) -> dict:
+        """Carry out a fault now (a panel press); see :meth:`lab.supervisor.Run.inject`."""
+        if kind not in FAULTS:
+            raise choices_error("fault kind", kind, FAULTS)
+        fault = Fault(kind=kind, at_s=round(self.elapsed(), 3), index=options.pop("index", -1), **options)
+        check_fault(fault, self.config)
+        if FAULTS[kind].by == "driver" and kind != "receiver-restart":
+            raise LabError(f"fault {kind!r} is carried out by the pipeline at a batch; plan it: {kind}@batch=<n>")
+        return self.apply(fault, source=source)
+
+    def apply(self, fault: Fault, source: str, **context) -> dict:
+        """Carry out ``fault`` now, or defer it when it needs a driver and none is up.
+
+        Returns the ``fault`` event written (or the ``fault-deferred`` one).
+        """
+        info = {"index": fault.index, "kind": fault.kind, "elapsed_s": round(self.elapsed(), 3),
+                "batch": context.get("batch", fault.batch), "point": fault.point}
+        if fault.kind in ("driver-crash", "executor-crash") and not self.driver_up():
+            self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
+            return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
+                                     reason="no driver is up (it is being restarted); applied when the next one is ready")
+        if fault.kind == "driver-crash":
+            info["pid"] = self.kill_driver()
+        elif fault.kind == "executor-crash":
+            info["pid"] = self.kill_executor()
+            if info["pid"] is None:
+                info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
+        elif FAULTS[fault.kind].by == "proxy":
+            info.update(duration_s=fault.duration_s, count=fault.count, proxy=self._proxy(fault))
+        elif fault.kind != "receiver-restart":
+            # receiver-restart: the receiver pipeline's driver watches the timeline for this event.
+            raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
+        if "deferred_at" in context:
+            info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
+        self.fired.append({**info, "source": source})
+        return self.events.write(ev.FAULT, **info, by=source)
+
+    def _proxy(self, fault: Fault) -> dict:
+        if self.control_port is None:
+            raise LabError(f"fault {fault.kind!r} needs the embedded broker's proxy (unset LAB_KAFKA_BOOTSTRAP)")
+        if fault.kind == "broker-outage":
+            return proxy.control(self.control_port, {"cmd": "cut", "seconds": fault.duration_s})
+        return proxy.control(self.control_port, {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
+
+
+def is_executor(proc) -> bool:
+    """True if ``proc`` (a ``psutil.Process``) is a Spark executor JVM."""
+    try:
+        return any("CoarseGrainedExecutorBackend" in part for part in proc.cmdline())
+    except Exception:  # gone, or not ours to read
+        return False
+
+
+def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:
+    """The executor JVMs of a driver, as ``psutil.Process`` objects, oldest PID first.
+
+    Executors of ``local-cluster`` are descendants of the driver's JVM; those of
+    a ``lab cluster`` (``spark://``) are descendants of its workers. Either way
+    they are found in process trees the lab started, never by name alone.
+    """
+    import psutil
+
+    try:
+        found = [p for p in psutil.Process(driver_pid).children(recursive=True) if is_executor(p)]
+    except psutil.NoSuchProcess:
+        return []
+    if spark_master.startswith("spark://"):
+        from lab.cluster import executor_pids
+
+        for pid in executor_pids(runs_dir):
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+    return sorted(found, key=lambda p: p.pid)
+
+
+def kill_executor(driver_pid: int | None, spark_master: str, runs_dir: str, named: list[int]) -> int | None:
+    """SIGKILL one executor JVM: the one the driver named last (``executor-target``), else the oldest.
+
+    Returns the PID killed, or ``None`` when the driver has no executor.
+    """
+    import psutil
+
+    if driver_pid is None:
+        return None
+    executors = executor_processes(driver_pid, spark_master, runs_dir)
+    if not executors:
+        return None
+    target = next((p for p in executors if named and p.pid == named[-1]), executors[0])
+    try:
+        target.kill()
+    except psutil.NoSuchProcess:
+        return None
+    return target.pid
+

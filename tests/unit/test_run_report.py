@@ -1,0 +1,28 @@
+"""Positions after a forced final stop: events in flight count as unseen, never lost."""
+
+from lab.run_report import completed_ends, in_flight_positions
+
+
+def test_receiver_style_progress_ahead_of_output_is_capped_at_completed_batches():
+    # The receiver commits offsets as records arrive: progress 900 on partition 0, but
+    # the last batch that finished its output covered up to 600.
+    events = [
+        {"type": "batch-start", "batch": 0, "attempt": 1, "ranges": {}},
+        {"type": "batch-done", "batch": 0, "attempt": 1, "ranges": {"0": [0, 300], "1": [0, 250]}},
+        {"type": "batch-start", "batch": 1, "attempt": 1, "ranges": {}},
+        {"type": "batch-done", "batch": 1, "attempt": 1, "ranges": {"0": [300, 600]}},
+        {"type": "batch-start", "batch": 2, "attempt": 1, "ranges": {}},  # killed before it finished
+    ]
+    assert completed_ends(events) == {0: 600, 1: 250}
+    assert in_flight_positions({0: 900, 1: 250, 2: 40}, events) == {0: 600, 1: 250, 2: 0}
+
+
+def test_batch_done_without_ranges_takes_them_from_its_start():
+    events = [
+        {"type": "batch-start", "batch": 4, "attempt": 2, "ranges": {"0": [10, 20]}},
+        {"type": "batch-start", "batch": 4, "attempt": 1, "ranges": {"0": [10, 30]}},  # an earlier attempt's
+        {"type": "batch-done", "batch": 4, "attempt": 2, "rows": 10},
+    ]
+    assert completed_ends(events) == {0: 20}
+    # pipelines whose progress only moves after output are unchanged by the cap
+    assert in_flight_positions({0: 20}, events) == {0: 20}
