@@ -12,11 +12,16 @@ import json
 import os
 import socket
 import sys
+import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
 from lab import processes
+from lab import proxy as proxy_mod
 from lab.errors import LabError
 
 
@@ -72,52 +77,123 @@ def tansu_binary() -> str:
         ) from None
 
 
+def _read_ready_file(path: Path, proc, log: Path, timeout_s: float) -> dict:
+    """The ports in the ready file (see :mod:`lab.proxy`) that the proxy ``proc`` wrote, waited for.
+
+    The file's ``pid`` must be ``proc``'s, so a file some other proxy wrote at
+    that path is never taken for this one's.
+
+    Raises
+    ------
+    LabError
+        When the proxy exits first or does not report within ``timeout_s``; the
+        message names its log.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            info = json.loads(path.read_text())
+            if info["pid"] == proc.pid:
+                return {"listen": int(info["listen"]), "control": int(info["control"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # not written yet: the proxy replaces it atomically, so it is never half-written
+        if proc.poll() is not None:
+            raise LabError(f"lab proxy exited with status {proc.returncode} before reporting its ports; see {log}")
+        if time.monotonic() >= deadline:
+            raise LabError(f"lab proxy did not report its ports within {timeout_s:g} s; see {log}")
+        time.sleep(0.02)
+
+
+def _log_tail(log: Path, offset: int) -> str:
+    """The last non-empty line ``log`` got after byte ``offset`` (logs are appended across starts)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
 def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False) -> BrokerInfo:
-    """Start Tansu and the proxy on 127.0.0.1.
+    """Start the proxy and Tansu on 127.0.0.1, each binding its own ports.
+
+    Order, so that no port is ever chosen by one process and bound by another:
+
+    1. The proxy binds ``port`` (or 0) for clients and 0 for control, and
+       reports both in a ready file (``proxy-ready-<random>.json``, removed once
+       read). It refuses clients until step 3.
+    2. Tansu binds ``tcp://127.0.0.1:0`` and advertises the proxy's port; the
+       port it got is read from the OS (its PID's listening socket).
+    3. The proxy is told that port as its upstream.
 
     Parameters
     ----------
     log_dir : Path
-        ``tansu.log`` and ``proxy.log`` go there.
+        ``tansu.log`` and ``proxy.log`` go there (appended), and the proxy's ready file.
     port : int, optional
-        Port clients use (the proxy's). A free one is chosen when omitted.
+        Port clients use (the proxy's). The OS chooses one when omitted.
     detach : bool
         Keep the processes alive after this Python process exits (``lab broker start``).
 
     Raises
     ------
     LabError
-        When ``port`` is taken, or a process fails to start within 10 s.
+        When ``port`` is taken, or a process fails to start within 10 s (its log is named).
     """
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    if port is not None:
-        processes.check_port_free(port)
-    proxy_port = port or processes.free_port()
-    broker_port = processes.free_port()
-    control_port = processes.free_port()
-    # A clean environment: Tansu reads LISTENER_URL, STORAGE_ENGINE and
-    # OTEL_EXPORTER_OTLP_ENDPOINT from it, and must never send traffic elsewhere.
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
-    broker = processes.spawn(
-        [
-            tansu_binary(), "broker",
-            "--listener-url", f"tcp://127.0.0.1:{broker_port}",
-            "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}",
-            "--storage-engine", "memory://tansu/",
-        ],
-        log_path=log_dir / "tansu.log", env=env, die_with_parent=not detach,
+    tansu = tansu_binary()  # before starting anything: a missing binary leaves nothing to clean up
+    proxy_log, tansu_log = log_dir / "proxy.log", log_dir / "tansu.log"
+    # One ready file per start: two starts sharing ``log_dir`` (two kernels using runs/broker-logs)
+    # must not read, replace or delete each other's.
+    ready = log_dir / f"proxy-ready-{uuid.uuid4().hex}.json"
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
+    proxy = processes.spawn(
+        [sys.executable, "-m", "lab.proxy", "--listen", port or 0, "--control", 0, "--ready-file", ready],
+        log_path=proxy_log, die_with_parent=not detach,
     )
-    proxy = None
+    broker = None
     try:
-        processes.wait_for_port("127.0.0.1", broker_port, 10, broker, "Tansu broker")
-        proxy = processes.spawn(
-            [sys.executable, "-m", "lab.proxy", "--listen", proxy_port,
-             "--upstream", f"127.0.0.1:{broker_port}", "--control", control_port],
-            log_path=log_dir / "proxy.log", die_with_parent=not detach,
+        try:
+            ports = _read_ready_file(ready, proxy, proxy_log, 10)
+        except LabError as e:
+            ready.unlink(missing_ok=True)
+            last = _log_tail(proxy_log, proxy_log_start)
+            # The proxy's own bind is the only check of an asked-for port: checking first and
+            # binding later would leave the same gap this order exists to close.
+            if port is not None and proxy.returncode == proxy_mod.EXIT_CANNOT_BIND and "(clients)" in last:
+                reason = last.rpartition(": ")[2]
+                problem = "is already in use" if "in use" in reason else f"cannot be bound ({reason})"
+                raise LabError(f"port {port} on 127.0.0.1 {problem}; "
+                               "choose another port or omit it to let the OS choose one") from None
+            raise LabError(f"{e}; its last line: {last}" if last else str(e)) from None
+        ready.unlink(missing_ok=True)  # read: the ports live on in BrokerInfo
+        proxy_port, control_port = ports["listen"], ports["control"]
+        # A clean environment: Tansu reads LISTENER_URL, STORAGE_ENGINE and
+        # OTEL_EXPORTER_OTLP_ENDPOINT from it, and must never send traffic elsewhere.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+        # Tansu 0.6.0 binds port 0 (measured: it logs "listening on: tcp://127.0.0.1:0" and holds
+        # one LISTEN socket, on the port the OS gave it), so the OS, not this process, picks its port.
+        broker = processes.spawn(
+            [
+                tansu, "broker",
+                "--listener-url", "tcp://127.0.0.1:0",
+                "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}",
+                "--storage-engine", "memory://tansu/",
+            ],
+            log_path=tansu_log, env=env, die_with_parent=not detach,
         )
-        processes.wait_for_port("127.0.0.1", proxy_port, 10, proxy, "lab proxy")
-        processes.wait_for_port("127.0.0.1", control_port, 10, proxy, "lab proxy control")
+        listening = processes.wait_for_listen(broker.pid, 10, broker, f"Tansu broker (log: {tansu_log})")
+        if len(listening) != 1:
+            raise LabError(f"Tansu broker listens on {listening}, expected one port; see {tansu_log}")
+        broker_port = listening[0]
+        try:
+            reply = proxy_mod.control(control_port, {"cmd": "upstream", "host": "127.0.0.1", "port": broker_port})
+        except (OSError, ValueError) as e:
+            raise LabError(f"lab proxy control on 127.0.0.1:{control_port} did not answer ({e}); see {proxy_log}") from None
+        if not reply.get("ok"):
+            raise LabError(f"lab proxy refused upstream 127.0.0.1:{broker_port}: {reply.get('error')}; see {proxy_log}")
     except BaseException:
         for p in (proxy, broker):
             if p is not None:
@@ -168,10 +244,11 @@ def _is_ours(pid: int | None, needle: str) -> bool:
     if not pid or not processes.pid_alive(pid):
         return False
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return needle.encode() in f.read()
-    except OSError:
-        return True
+        return needle in " ".join(psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # as before: a process we may not inspect is trusted by its PID
 
 
 def load_running(runs_dir: str | Path) -> BrokerInfo | None:

@@ -8,17 +8,26 @@ them in ``runs/cluster.json``. Runs then use ``LAB_SPARK_MASTER`` (or
 workers, so ``executor-crash`` kills one of them for real. ``lab cluster stop``
 ends the JVMs by their recorded PIDs (each worker's group takes its executors).
 
-Every service binds to 127.0.0.1 (``SPARK_LOCAL_IP``, ``--host``) and every
-port, web UIs included, is a free loopback port chosen here.
+Every service binds to 127.0.0.1 (``SPARK_LOCAL_IP``, ``--host``) and to port 0
+(``--port 0 --webui-port 0``, web UIs included): each JVM gets its ports from the
+OS at bind time, and the lab reads them from the JVM's log line ("Starting
+Spark master at spark://127.0.0.1:P", "Bound MasterWebUI ... started at
+http://...:P") once the OS lists that very PID as listening on them. No port is
+chosen here and bound later by a JVM, which would fail whenever another process
+took it in between.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+import psutil
 
 from lab import processes
 from lab.errors import LabError
@@ -64,9 +73,72 @@ def _jvm(main_class: str, args: list, log: Path, work_dir: Path) -> "subprocess.
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=java.home,
                SPARK_WORKER_DIR=str(work_dir), SPARK_SCALA_VERSION=_scala_version(home))
     cmd = [java.executable, "-Xmx512m", "-cp", f"{home / 'conf'}{os.pathsep}{home / 'jars'}/*",
-           # no fixed-port REST submission server (6066): every port here is chosen free
+           # no fixed-port REST submission server (6066): every other port here is bound as port 0
            "-Dspark.ui.killEnabled=false", "-Dspark.master.rest.enabled=false", main_class, *map(str, args)]
     return processes.spawn(cmd, log_path=log, env=env, cwd=work_dir, die_with_parent=False)
+
+
+#: Log lines in which a JVM names a port it has bound; group 1 is the port.
+MASTER_PORTS = {
+    "rpc": re.compile(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)"),
+    "web": re.compile(r"Bound MasterWebUI to .*, and started at https?://[^/\s]+:(\d+)"),
+}
+WORKER_PORTS = {
+    "rpc": re.compile(r"Starting Spark worker 127\.0\.0\.1:(\d+) "),
+    "web": re.compile(r"Bound WorkerWebUI to .*, and started at https?://[^/\s]+:(\d+)"),
+}
+
+
+def _log_size(log: Path) -> int:
+    return log.stat().st_size if log.exists() else 0
+
+
+def wait_for_bound_ports(proc, log: Path, offset: int, patterns: dict, timeout_s: float, what: str) -> dict:
+    """The ports a JVM logged as bound, once the OS lists ``proc.pid`` as listening on each.
+
+    Parameters
+    ----------
+    proc : Popen
+        The JVM; its exit ends the wait at once.
+    log : Path
+        Its log; only what was written after byte ``offset`` counts (logs are
+        appended across starts, and an old port must never be taken for the new one).
+    patterns : dict of str to re.Pattern
+        Name to a log line whose group 1 is a port.
+    timeout_s : float
+    what : str
+        Names the JVM in errors.
+
+    Returns
+    -------
+    dict of str to int
+        The same names, each with its port.
+
+    Raises
+    ------
+    LabError
+        When the JVM exits first or does not listen on every port within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    found: dict = {}
+    while True:
+        if proc.poll() is not None:
+            raise LabError(f"{what} exited with status {proc.returncode} before listening; see {log}")
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            text = ""
+        found = {name: int(m.group(1)) for name, rx in patterns.items() if (m := rx.search(text))}
+        # The log line alone could be read before the socket is listed (or name the wrong
+        # process); the OS's table for this PID is what says the port is really ours.
+        if len(found) == len(patterns) and set(found.values()) <= set(processes.listening_ports(proc.pid)):
+            return found
+        if time.monotonic() >= deadline:
+            missing = sorted(set(patterns) - set(found)) or sorted(found)
+            raise LabError(f"{what} did not report listening on its {', '.join(missing)} port within {timeout_s:g} s; see {log}")
+        time.sleep(0.1)
 
 
 def start(runs_dir: str | Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> ClusterInfo:
@@ -82,25 +154,26 @@ def start(runs_dir: str | Path, workers: int = 2, cores: int = 1, memory: str = 
         return running
     log_dir = Path(runs_dir).resolve() / "cluster"
     log_dir.mkdir(parents=True, exist_ok=True)
-    port, web = processes.free_port(), processes.free_port()
+    master_log = log_dir / "master.log"
+    offset = _log_size(master_log)
     master = _jvm("org.apache.spark.deploy.master.Master",
-                  ["--host", "127.0.0.1", "--port", port, "--webui-port", web], log_dir / "master.log", log_dir)
+                  ["--host", "127.0.0.1", "--port", 0, "--webui-port", 0], master_log, log_dir)
     started = [master]
     try:
-        processes.wait_for_port("127.0.0.1", port, 60, master, f"Spark master (log: {log_dir / 'master.log'})")
-        url = f"spark://127.0.0.1:{port}"
-        web_ports = [web]
+        ports = wait_for_bound_ports(master, master_log, offset, MASTER_PORTS, 60, "Spark master")
+        url = f"spark://127.0.0.1:{ports['rpc']}"
+        web_ports = [ports["web"]]
         for i in range(workers):
             wdir = log_dir / f"worker-{i}"
             wdir.mkdir(exist_ok=True)
-            wport, wweb = processes.free_port(), processes.free_port()
+            wlog = log_dir / f"worker-{i}.log"
+            woffset = _log_size(wlog)
             w = _jvm("org.apache.spark.deploy.worker.Worker",
-                     [url, "--host", "127.0.0.1", "--port", wport, "--webui-port", wweb, "--cores", cores,
-                      "--memory", memory, "--work-dir", wdir], log_dir / f"worker-{i}.log", wdir)
+                     [url, "--host", "127.0.0.1", "--port", 0, "--webui-port", 0, "--cores", cores,
+                      "--memory", memory, "--work-dir", wdir], wlog, wdir)
             started.append(w)
-            processes.wait_for_port("127.0.0.1", wport, 60, w, f"Spark worker {i} (log: {log_dir / f'worker-{i}.log'})")
-            web_ports.append(wweb)
-        _wait_registered(log_dir / "master.log", workers, master)
+            web_ports.append(wait_for_bound_ports(w, wlog, woffset, WORKER_PORTS, 60, f"Spark worker {i}")["web"])
+        _wait_registered(master_log, offset, workers, master)
     except BaseException:
         for p in reversed(started):
             processes.stop_process(p, 5)
@@ -111,28 +184,32 @@ def start(runs_dir: str | Path, workers: int = 2, cores: int = 1, memory: str = 
     return info
 
 
-def _wait_registered(master_log: Path, workers: int, master, timeout_s: float = 60.0) -> None:
-    import time
-
+def _wait_registered(master_log: Path, offset: int, workers: int, master, timeout_s: float = 60.0) -> None:
+    """Wait until the master logged (after byte ``offset``) that ``workers`` workers registered."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while True:
         if master.poll() is not None:
             raise LabError(f"Spark master exited; see {master_log}")
-        text = master_log.read_text(errors="replace") if master_log.exists() else ""
-        if text.count("Registering worker") >= workers:
+        with open(master_log, "rb") as f:
+            f.seek(offset)
+            registered = f.read().decode(errors="replace").count("Registering worker")
+        if registered >= workers:
             return
+        if time.monotonic() >= deadline:
+            raise LabError(f"only {registered} of {workers} workers registered within {timeout_s:g} s; see {master_log}")
         time.sleep(0.2)
-    raise LabError(f"only {text.count('Registering worker')} of {workers} workers registered within {timeout_s:g} s; see {master_log}")
 
 
 def _is_ours(pid: int) -> bool:
+    # A PID alone could have been reused by an unrelated process since it was recorded.
     if not processes.pid_alive(pid):
         return False
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"org.apache.spark.deploy." in f.read()
-    except OSError:
-        return True
+        return any("org.apache.spark.deploy." in part for part in psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True  # a process we may not inspect is trusted by its PID
 
 
 def load_running(runs_dir: str | Path) -> ClusterInfo | None:
@@ -166,8 +243,6 @@ def stop(runs_dir: str | Path) -> bool:
 
 def executor_pids(runs_dir: str | Path) -> list[int]:
     """PIDs of executor JVMs running under the recorded cluster's workers."""
-    import psutil
-
     info = load_running(runs_dir)
     if info is None:
         return []

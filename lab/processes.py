@@ -4,21 +4,32 @@ Every child the lab starts gets its own process group, so a crash is one
 ``killpg`` of exactly that group, and the lab never ends a process it did not
 start. On Linux, children also get ``PR_SET_PDEATHSIG`` so they die if the
 control process itself is killed before it can clean up.
+
+Ports: the lab never picks a free port and hands it to another process (the
+port can be taken in between: about one start in 25 failed that way). Each
+child binds port 0, or a port the user asked for, itself; the lab then learns
+the port from the child (a ready file, a log line) or from the OS with
+:func:`listening_ports`, which only counts sockets of that exact PID.
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from contextlib import closing
+
+import psutil
 
 from lab.errors import LabError
+
+#: Addresses a loopback-only listener shows in the OS's socket table. A JVM binds
+#: 127.0.0.1 through an IPv6 socket, which the kernel lists as the v4-mapped form
+#: (measured: the Spark master's two listeners show as ``::ffff:127.0.0.1``).
+LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1")
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -62,36 +73,40 @@ def spawn(args, *, log_path=None, env=None, cwd=None, die_with_parent=True) -> s
 
 
 def pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
+    """True if ``pid`` exists and is not a zombie.
+
+    A process we lack the rights to inspect counts as alive: it exists.
+    """
     try:
-        os.kill(pid, 0)
-    except OSError as e:
-        return e.errno == errno.EPERM
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
         return True
 
 
 def group_alive(pgid: int) -> bool:
-    """True if any process of group ``pgid`` is still running (zombies excluded on Linux)."""
+    """True if any process of group ``pgid`` is still running (zombies excluded).
+
+    ``killpg(pgid, 0)`` alone also succeeds for a group of unreaped zombies, which
+    would make :func:`kill_group` wait its whole grace period for processes that
+    are already dead; hence the walk over all PIDs.
+    """
     try:
         os.killpg(pgid, 0)
-    except OSError:
+    except ProcessLookupError:
         return False
-    if os.path.isdir("/proc"):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields_ = f.read().rsplit(")", 1)[1].split()
-                    if int(fields_[2]) == pgid and fields_[0] != "Z":
-                        return True
-                except (OSError, IndexError, ValueError):
-                    continue
-        return False
-    return True
+    except PermissionError:
+        pass  # the group exists; its members are looked at below
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == pgid and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.NoSuchProcess):
+            continue  # gone since psutil.pids() listed it
+        except psutil.AccessDenied:
+            return True  # in the group, state unreadable: assume it runs
+    return False
 
 
 def kill_group(pgid: int, sig: int = signal.SIGKILL, wait_s: float = 10.0) -> bool:
@@ -124,22 +139,6 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> int | None:
         return proc.wait(timeout=grace_s)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def check_port_free(port: int) -> None:
-    """Raise :class:`LabError` if ``port`` on 127.0.0.1 is taken."""
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            raise LabError(f"port {port} on 127.0.0.1 is already in use; choose another port or omit it to pick a free one") from None
-
-
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "service") -> None:
     """Wait until ``host:port`` accepts connections; fail fast if ``proc`` exits."""
     deadline = time.monotonic() + timeout_s
@@ -152,3 +151,52 @@ def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen
         except OSError:
             time.sleep(0.02)
     raise LabError(f"{what} did not listen on {host}:{port} within {timeout_s:g} s")
+
+
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports process ``pid`` itself listens on at 127.0.0.1, sorted.
+
+    Only sockets in LISTEN state owned by ``pid`` count (not its children's, not
+    other processes' on the same port); a listener on another address is ignored.
+    An exited or unreadable process listens on nothing.
+    """
+    try:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+    return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.ip in LOOPBACK})
+
+
+def wait_for_listen(pid: int, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "service",
+                    count: int = 1) -> list[int]:
+    """Wait until process ``pid`` listens on at least ``count`` ports at 127.0.0.1 and return them.
+
+    Parameters
+    ----------
+    pid : int
+        The process whose own sockets are read (:func:`listening_ports`).
+    timeout_s : float
+    proc : Popen, optional
+        When given, its exit ends the wait at once with its status.
+    what : str
+        Names the process in the error, e.g. ``"Tansu broker (log: /x/tansu.log)"``.
+    count : int
+        How many listeners the process opens once it is up.
+
+    Raises
+    ------
+    LabError
+        When the process exits first, or does not listen within ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise LabError(f"{what} exited with status {proc.returncode} before listening on 127.0.0.1")
+        if proc is None and not pid_alive(pid):
+            raise LabError(f"{what} (PID {pid}) exited before listening on 127.0.0.1")
+        ports = listening_ports(pid)
+        if len(ports) >= count:
+            return ports
+        if time.monotonic() >= deadline:
+            raise LabError(f"{what} did not listen on 127.0.0.1 within {timeout_s:g} s (listening on {ports or 'nothing'})")
+        time.sleep(0.02)

@@ -14,10 +14,47 @@ Faults it carries out for real:
               for N seconds or for the next N produce responses; the producer
               times out and retries a record the broker already has.
 
-Run as ``python -m lab.proxy --listen P --upstream HOST:PORT --control C``;
-commands are JSON lines on the control port: ``{"cmd": "cut", "seconds": 3}``,
-``{"cmd": "ack_loss", "seconds": 2, "count": null}``, ``{"cmd": "heal"}``,
-``{"cmd": "status"}``.
+Start
+-----
+``python -m lab.proxy [--listen P] [--control C] [--upstream HOST:PORT] [--ready-file PATH]``
+
+The proxy binds both of its ports itself on 127.0.0.1: ``--listen`` (clients;
+default 0) and ``--control`` (commands; default 0), where 0 lets the OS choose.
+No one picks a port for it, so no other process can take the port between the
+choice and the bind. Once both servers listen it writes ``PATH`` as one JSON
+object, atomically (a temporary file in the same directory, then
+``os.replace``), so a reader never sees half of it::
+
+    {"pid": 4242, "listen": 40123, "control": 40124}
+
+When a port cannot be bound (an asked-for ``--listen`` port already in use),
+it prints one line ``lab proxy: cannot listen on 127.0.0.1:P (clients): <reason>``
+to stderr, writes no ready file and exits with status :data:`EXIT_CANNOT_BIND`.
+
+``--upstream`` may be left out: the broker is usually started after the proxy,
+because it must advertise the proxy's port. Until an upstream is set, every
+client connection is refused (aborted at once), as during a ``cut``.
+
+Control protocol
+----------------
+One JSON object per line on the control port; each gets one JSON line back,
+``{"ok": true, <status>}`` or ``{"ok": false, "error": "<one line>"}``:
+
+``{"cmd": "upstream", "host": "127.0.0.1", "port": N}``
+    Forward new client connections to ``host:port`` (``host`` defaults to
+    127.0.0.1). Connections already open keep their broker.
+``{"cmd": "cut", "seconds": 3}``
+    Close every client connection and refuse new ones for that long.
+``{"cmd": "ack_loss", "seconds": 2, "count": null}``
+    Drop the next ``count`` produce responses, or all for ``seconds`` (default 3).
+``{"cmd": "heal"}``
+    End any cut or ack loss now.
+``{"cmd": "status"}``
+    Nothing changes; the reply carries the status only.
+
+The status fields: ``upstream`` (``"host:port"`` or null), ``cut_for_s``,
+``ack_loss_for_s``, ``ack_loss_left``, ``open_connections``, ``accepted``,
+``refused``, ``produce_requests``, ``dropped_responses``.
 """
 
 from __future__ import annotations
@@ -25,18 +62,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
 import struct
+import sys
 import time
 
 PRODUCE_API_KEY = 0
+
+#: Exit status when a port cannot be bound (EX_UNAVAILABLE of sysexits.h), so whoever
+#: started the proxy can tell a taken port from a crash (Python's status 1).
+EXIT_CANNOT_BIND = 69
 
 
 class ProxyState:
     """Fault switches and counters; only touched from the event loop thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: tuple[str, int] | None = None) -> None:
+        self.upstream = upstream
         self.cut_until = 0.0
         self.ack_loss_until = 0.0
         self.ack_loss_left = 0
@@ -59,6 +103,7 @@ class ProxyState:
     def status(self) -> dict:
         now = time.monotonic()
         return {
+            "upstream": f"{self.upstream[0]}:{self.upstream[1]}" if self.upstream else None,
             "cut_for_s": round(max(0.0, self.cut_until - now), 3),
             "ack_loss_for_s": round(max(0.0, self.ack_loss_until - now), 3),
             "ack_loss_left": self.ack_loss_left,
@@ -107,8 +152,9 @@ async def _pipe_responses(reader, writer, pending: dict, state: ProxyState) -> N
         await writer.drain()
 
 
-async def _serve_client(client_reader, client_writer, upstream: tuple[str, int], state: ProxyState) -> None:
-    if state.cutting():
+async def _serve_client(client_reader, client_writer, state: ProxyState) -> None:
+    upstream = state.upstream
+    if upstream is None or state.cutting():
         state.refused += 1
         client_writer.transport.abort()
         return
@@ -140,7 +186,9 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
             try:
                 msg = json.loads(line)
                 cmd = msg.get("cmd")
-                if cmd == "cut":
+                if cmd == "upstream":
+                    state.upstream = _parse_upstream(msg.get("host") or "127.0.0.1", msg.get("port"))
+                elif cmd == "cut":
                     state.cut_until = time.monotonic() + float(msg["seconds"])
                     for w in list(state.connections):
                         w.transport.abort()
@@ -157,7 +205,7 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
                     state.ack_loss_until = 0.0
                     state.ack_loss_left = 0
                 elif cmd != "status":
-                    raise ValueError(f"unknown command {cmd!r}; valid: cut, ack_loss, heal, status")
+                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, heal, status")
                 reply = {"ok": True, **state.status()}
             except (ValueError, KeyError, TypeError) as e:
                 reply = {"ok": False, "error": str(e)}
@@ -167,15 +215,60 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
         writer.close()
 
 
-async def serve(listen_port: int, upstream: tuple[str, int], control_port: int) -> None:
-    state = ProxyState()
-    data = await asyncio.start_server(lambda r, w: _serve_client(r, w, upstream, state), "127.0.0.1", listen_port)
-    control = await asyncio.start_server(lambda r, w: _serve_control(r, w, state), "127.0.0.1", control_port)
+def _parse_upstream(host, port) -> tuple[str, int]:
+    """``(host, port)`` of a broker, or ValueError naming the bad value."""
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"bad upstream host {host!r}; valid: a host name or address such as 127.0.0.1")
+    if isinstance(port, bool) or not isinstance(port, (int, str)) or not str(port).isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad upstream port {port!r}; valid: 1..65535")
+    return host, int(port)
+
+
+class CannotBind(Exception):
+    """A listening port could not be bound; the message is the one line the proxy prints."""
+
+
+async def _listen(handler, port: int, what: str) -> asyncio.Server:
+    try:
+        return await asyncio.start_server(handler, "127.0.0.1", port)
+    except OSError as e:
+        # asyncio's message repeats the address; the plain reason reads better in a one-line error.
+        reason = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise CannotBind(f"lab proxy: cannot listen on 127.0.0.1:{port} ({what}): {reason}") from None
+
+
+def write_ready(path: str, info: dict) -> None:
+    """Write ``info`` to ``path`` as JSON so a reader sees either nothing or all of it."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+async def serve(listen_port: int = 0, upstream: tuple[str, int] | None = None, control_port: int = 0,
+                ready_file: str | None = None) -> None:
+    """Run the proxy until SIGTERM or SIGINT.
+
+    Raises
+    ------
+    CannotBind
+        When ``listen_port`` or ``control_port`` cannot be bound.
+    """
+    state = ProxyState(upstream)
+    data = await _listen(lambda r, w: _serve_client(r, w, state), listen_port, "clients")
+    try:
+        control_server = await _listen(lambda r, w: _serve_control(r, w, state), control_port, "control")
+    except CannotBind:
+        data.close()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with data, control:
+    async with data, control_server:
+        if ready_file:
+            write_ready(ready_file, {"pid": os.getpid(), "listen": data.sockets[0].getsockname()[1],
+                                     "control": control_server.sockets[0].getsockname()[1]})
         await stop.wait()
 
 
@@ -200,12 +293,23 @@ def control(port: int, message: dict, timeout_s: float = 5.0) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m lab.proxy")
-    p.add_argument("--listen", type=int, required=True)
-    p.add_argument("--upstream", required=True, help="HOST:PORT of the broker")
-    p.add_argument("--control", type=int, required=True)
+    p.add_argument("--listen", type=int, default=0, help="client port on 127.0.0.1 (0: the OS chooses)")
+    p.add_argument("--upstream", help="HOST:PORT of the broker; or set later with the upstream command")
+    p.add_argument("--control", type=int, default=0, help="control port on 127.0.0.1 (0: the OS chooses)")
+    p.add_argument("--ready-file", help="write the bound ports there as JSON once both servers listen")
     a = p.parse_args(argv)
-    host, _, port = a.upstream.rpartition(":")
-    asyncio.run(serve(a.listen, (host, int(port)), a.control))
+    upstream = None
+    if a.upstream:
+        host, _, port = a.upstream.rpartition(":")
+        try:
+            upstream = _parse_upstream(host, port)
+        except ValueError as e:
+            p.error(str(e))
+    try:
+        asyncio.run(serve(a.listen, upstream, a.control, a.ready_file))
+    except CannotBind as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_CANNOT_BIND)
 
 
 if __name__ == "__main__":

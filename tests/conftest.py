@@ -32,16 +32,59 @@ def clean_env(**extra) -> dict:
     return env
 
 
+def started_pids(root: Path) -> list[tuple[int, float]]:
+    """``(pid, started at)`` of every process a run under ``root`` recorded starting.
+
+    Broker and proxy (``broker.json``), each driver attempt, and the process groups
+    its descendants started (``driver-child-group``: PySpark's Python daemon, which
+    leaves the driver's group, with its workers).
+    """
+    import json
+
+    found = []
+    for events in root.rglob("events.jsonl"):
+        for line in events.read_text().splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("type") in ("driver-start", "driver-ready", "driver-child-group") and e.get("pid"):
+                found.append((int(e["pid"]), float(e.get("create_time") or e["t"])))
+        broker = events.parent / "broker.json"
+        if broker.exists():
+            info = json.loads(broker.read_text())
+            found += [(int(p), broker.stat().st_mtime) for p in (info.get("broker_pid"), info.get("proxy_pid")) if p]
+    return found
+
+
+def still_running(pids: list[tuple[int, float]]) -> list:
+    """The processes of ``pids`` still alive: same PID, started no later than recorded (not a reused PID)."""
+    import psutil
+
+    left = []
+    for pid, started in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE and p.create_time() <= started + 2:
+                left.append(p)
+        except psutil.Error:
+            continue
+    return left
+
+
 @pytest.fixture(autouse=True, scope="session")
-def no_process_left_behind():
-    """After the whole suite, nothing the tests started may still run (broker, proxy, drivers, JVMs, Jupyter)."""
+def no_process_left_behind(tmp_path_factory):
+    """After the whole suite, nothing the tests started may still run (broker, proxy, drivers, JVMs, PySpark
+    daemons and workers, Jupyter): neither a descendant of this process nor any PID a run recorded."""
     import psutil
 
     yield
     me = psutil.Process()
+    base = tmp_path_factory.getbasetemp()
     deadline = time.monotonic() + 15
     while True:
         left = [p for p in me.children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        left += [p for p in still_running(started_pids(base)) if p not in left]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.2)

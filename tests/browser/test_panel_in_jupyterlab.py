@@ -42,19 +42,58 @@ def jupyterlab(tmp_path, runs_dir):
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     token = secrets.token_hex(16)
-    port = processes.free_port()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "jcfg"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "jset"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "jws"), JUPYTER_RUNTIME_DIR=str(tmp_path / "jrt"))
-    server = processes.spawn(
-        [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--port={port}", "--no-browser",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={nb_dir}",
-         "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         "--LabApp.extension_manager=readonly", *(["--allow-root"] if os.geteuid() == 0 else [])],
-        log_path=tmp_path / "jupyter.log", env=env,
-    )
-    processes.wait_for_port("127.0.0.1", port, 60, server, "JupyterLab")
+    server, port = start_jupyterlab(nb_dir, token, env, tmp_path / "jupyter.log")
     yield f"http://127.0.0.1:{port}", token, server
     processes.stop_process(server, grace_s=15)
+
+
+def start_jupyterlab(nb_dir: Path, token: str, env: dict, log: Path, timeout_s: float = 60, attempts: int = 3):
+    """Start JupyterLab on 127.0.0.1 port 0 and return ``(process, port)`` once that process listens on the port.
+
+    The port comes from the server's runtime file
+    (``$JUPYTER_RUNTIME_DIR/jpserver-<pid>.json``, field ``port``), and counts
+    only once the OS lists the server's own PID as listening on it: the file is
+    written before the HTTP server binds. Even with ``--port=0``, jupyter_server
+    2.21 binds port 0 to learn a number, closes that socket and listens on the
+    number later (``_find_http_port``, then an io-loop callback), so another
+    process can take it in between; the server then logs "The port N is already
+    in use" and exits. Only that failure starts a new server, up to ``attempts`` times.
+    """
+    runtime = Path(env["JUPYTER_RUNTIME_DIR"])
+    for _ in range(attempts):
+        offset = log.stat().st_size if log.exists() else 0
+        server = processes.spawn(
+            [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", "--port=0", "--ServerApp.port_retries=0",
+             "--no-browser", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={nb_dir}",
+             "--LabServerApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.extension_manager=readonly", *(["--allow-root"] if os.geteuid() == 0 else [])],
+            log_path=log, env=env,
+        )
+        info, port = runtime / f"jpserver-{server.pid}.json", None
+        deadline = time.monotonic() + timeout_s
+        try:
+            while server.poll() is None and time.monotonic() < deadline:
+                if port is None and info.exists():
+                    try:
+                        port = int(json.loads(info.read_text())["port"])
+                    except (ValueError, KeyError, OSError):
+                        pass  # written in place (truncate, then write): read again
+                if port and port in processes.listening_ports(server.pid):
+                    return server, port
+                time.sleep(0.1)
+        except BaseException:
+            processes.stop_process(server, grace_s=15)
+            raise
+        processes.stop_process(server, grace_s=15)
+        with open(log, "rb") as f:
+            f.seek(offset)
+            lost_port = "is already in use" in f.read().decode(errors="replace")
+        if not lost_port:
+            pytest.fail(f"JupyterLab did not listen on 127.0.0.1 within {timeout_s:g} s "
+                        f"(exit status {server.returncode}); see {log}")
+    pytest.fail(f"JupyterLab lost its port to another process {attempts} times in a row; see {log}")
 
 
 def counter(page, name: str) -> int:

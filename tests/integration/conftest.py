@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import pwd
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -43,13 +44,41 @@ def postgres_url(tmp_path_factory):
         prefix = ["runuser", "-u", "postgres", "--"]
     subprocess.run(prefix + [initdb, "-D", str(data), "-U", "lab", "--auth=trust", "-E", "UTF8"],
                    check=True, capture_output=True)
-    port = processes.free_port()
-    subprocess.run(prefix + [pg_ctl, "-D", str(data), "-w", "-t", "30", "-l", str(data.parent / "pg.log"), "-o",
-                             f"-p {port} -h 127.0.0.1 -k {sock} -c fsync=off", "start"], check=True, capture_output=True)
+    port = _start_postgres(prefix, pg_ctl, data, sock)
     try:
         yield f"postgresql://lab@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
+
+
+def _start_postgres(prefix: list, pg_ctl: str, data: Path, sock: Path, attempts: int = 10) -> int:
+    """Start PostgreSQL on a TCP port of 127.0.0.1 and return that port.
+
+    PostgreSQL cannot bind port 0 and report the port it got (its ``port``
+    setting must be 1..65535, and the same number names its socket file), so
+    the port has to be named up front. Instead of checking that a port is free
+    and binding it later (the gap another process can fill), postgres's own
+    bind is the check: a start that fails with "Address already in use" in its
+    log is retried on another port. Candidates come from 20000-32767, below
+    the ephemeral ranges (Linux 32768-60999, macOS 49152-65535) from which the
+    OS hands out port-0 binds and client ports, so the lab's own processes
+    rarely collide with them.
+    """
+    log = data.parent / "pg.log"
+    rng = random.Random()
+    for _ in range(attempts):
+        port = rng.randrange(20000, 32768)
+        offset = log.stat().st_size if log.exists() else 0
+        p = subprocess.run(prefix + [pg_ctl, "-D", str(data), "-w", "-t", "30", "-l", str(log), "-o",
+                                     f"-p {port} -h 127.0.0.1 -k {sock} -c fsync=off", "start"], capture_output=True)
+        if p.returncode == 0:
+            return port
+        with open(log, "rb") as f:
+            f.seek(offset)
+            new_lines = f.read().decode(errors="replace")
+        if "Address already in use" not in new_lines:
+            pytest.fail(f"pg_ctl start failed with status {p.returncode}; see {log}")
+    pytest.fail(f"PostgreSQL found {attempts} ports of 127.0.0.1 in use in a row; see {log}")
 
 
 def independent_counts(run_dir: Path) -> dict:
@@ -71,13 +100,13 @@ def independent_counts(run_dir: Path) -> dict:
 
 
 def run_pids(run_dir: Path) -> list[int]:
-    """Every PID a run started: broker, proxy, each driver attempt."""
+    """Every PID a run started: broker, proxy, each driver attempt, the groups its descendants left for."""
     pids = []
     broker = json.loads((run_dir / "broker.json").read_text())
     pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p]
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
-        if e["type"] in ("driver-start", "driver-ready"):
+        if e["type"] in ("driver-start", "driver-ready", "driver-child-group"):
             pids.append(e["pid"])
     return pids
 

@@ -130,3 +130,89 @@ def test_runs_sharing_a_started_broker_do_not_see_each_other(tmp_path):
     finally:
         subprocess.run(lab_cmd("broker", "stop"), env=env, capture_output=True, timeout=30)
     assert_all_gone([info["broker_pid"], info["proxy_pid"]])
+
+
+def _children(needle: str) -> list[int]:
+    import psutil
+
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if needle in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _produce_and_consume_one(bootstrap: str, value: bytes) -> None:
+    from kafka import KafkaProducer, TopicPartition
+
+    kafka_tools.create_topic(bootstrap, "cycle", 1)
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    md = p.send("cycle", value).get(timeout=10)
+    p.close()
+    c = kafka_tools.consumer(bootstrap)
+    tp = TopicPartition("cycle", 0)
+    c.assign([tp])
+    c.seek(tp, md.offset)
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = [r.value for r in c.poll(timeout_ms=200).get(tp, [])]
+    c.close()
+    assert got == [value]
+
+
+def test_fifty_starts_and_stops_in_a_row(tmp_path):
+    """Each start binds its own ports (none is picked free and bound later), so none can fail on a taken port.
+
+    Picking ports with a throw-away socket and handing them to the children
+    failed about one start in 25 with ``address already in use``; 50 cycles
+    in one log directory (as ``runs/broker-logs`` is reused) must all pass.
+    """
+    times = []
+    for i in range(50):
+        t = time.monotonic()
+        info = broker.start_embedded(tmp_path / "logs")
+        try:
+            times.append(time.monotonic() - t)
+            assert processes.listening_ports(info.broker_pid) == [info.broker_port]
+            assert processes.listening_ports(info.proxy_pid) == sorted([info.proxy_port, info.control_port])
+            assert proxy.control(info.control_port, {"cmd": "status"})["upstream"] == f"127.0.0.1:{info.broker_port}"
+            if i in (0, 25, 49):
+                _produce_and_consume_one(info.bootstrap, f"cycle-{i}".encode())
+        finally:
+            broker.stop_embedded(info)
+        assert_all_gone([info.broker_pid, info.proxy_pid])
+    assert max(times) < 10, f"slowest start {max(times):.2f} s"
+
+
+def test_a_busy_asked_for_port_is_a_clear_error_and_omitting_it_works(tmp_path):
+    import socket
+
+    from lab.errors import LabError
+
+    # 9092 is Kafka's default port; when something else already holds it, it is busy all the same.
+    held = socket.socket()
+    try:
+        try:
+            held.bind(("127.0.0.1", 9092))
+            held.listen()
+        except OSError:
+            pass
+        before = (_children("lab.proxy"), _children("tansu"))
+        with pytest.raises(LabError) as e:
+            broker.start_embedded(tmp_path / "logs", port=9092)
+        msg = str(e.value)
+        assert "\n" not in msg and "port 9092" in msg and "already in use" in msg
+        assert (_children("lab.proxy"), _children("tansu")) == before  # nothing left of the failed start
+        info = broker.start_embedded(tmp_path / "logs")  # the same busy port around, the OS chooses another
+        try:
+            assert info.proxy_port != 9092
+            _produce_and_consume_one(info.bootstrap, b"busy-9092")
+        finally:
+            broker.stop_embedded(info)
+        assert_all_gone([info.broker_pid, info.proxy_pid])
+    finally:
+        held.close()

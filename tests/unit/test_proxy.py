@@ -1,5 +1,6 @@
 """The proxy against a tiny upstream that answers Kafka-framed requests (no broker, no JVM)."""
 
+import json
 import socket
 import struct
 import sys
@@ -65,14 +66,33 @@ def request(conn, api_key, corr):
     conn.sendall(struct.pack(">i", len(body)) + body)
 
 
+def start_proxy(tmp_path, *args):
+    """Start ``python -m lab.proxy`` with ``args`` and a ready file; return the process and the ready file."""
+    ready = tmp_path / "ready.json"
+    p = processes.spawn([sys.executable, "-m", "lab.proxy", "--ready-file", ready, *args], log_path=tmp_path / "proxy.log")
+    return p, ready
+
+
+def wait_ready(p, ready, timeout_s=10.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while not ready.exists():
+        assert p.poll() is None, f"proxy exited with status {p.returncode}"
+        assert time.monotonic() < deadline, "proxy wrote no ready file"
+        time.sleep(0.02)
+    return json.loads(ready.read_text())
+
+
 @pytest.fixture
-def running_proxy():
+def running_proxy(tmp_path):
     upstream = FakeBroker()
-    listen, ctl = processes.free_port(), processes.free_port()
-    p = processes.spawn([sys.executable, "-m", "lab.proxy", "--listen", listen, "--upstream", f"127.0.0.1:{upstream.port}", "--control", ctl])
-    processes.wait_for_port("127.0.0.1", ctl, 10, p, "proxy")
-    yield listen, ctl, upstream
-    processes.stop_process(p)
+    p, ready = start_proxy(tmp_path, "--upstream", f"127.0.0.1:{upstream.port}")
+    try:
+        info = wait_ready(p, ready)
+        assert info["pid"] == p.pid and processes.listening_ports(p.pid) == sorted([info["listen"], info["control"]])
+        yield info["listen"], info["control"], upstream
+    finally:
+        processes.stop_process(p)
+        upstream.sock.close()
     assert not processes.group_alive(p.pid)
 
 
@@ -120,3 +140,45 @@ def test_unknown_command_is_an_error_reply(running_proxy):
     _, ctl, _ = running_proxy
     reply = proxy.control(ctl, {"cmd": "explode"})
     assert not reply["ok"] and "explode" in reply["error"] and "cut" in reply["error"]
+
+
+def test_a_taken_listen_port_is_a_one_line_error_naming_it(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p, ready = start_proxy(tmp_path, "--listen", port)
+        try:
+            assert p.wait(timeout=10) == proxy.EXIT_CANNOT_BIND
+        finally:
+            processes.stop_process(p)
+    log = (tmp_path / "proxy.log").read_text().strip().splitlines()
+    assert log == [f"lab proxy: cannot listen on 127.0.0.1:{port} (clients): address already in use"]
+    assert not ready.exists()
+
+
+def test_clients_are_refused_until_an_upstream_is_set(tmp_path):
+    upstream = FakeBroker()
+    p, ready = start_proxy(tmp_path)
+    try:
+        info = wait_ready(p, ready)
+        listen, ctl = info["listen"], info["control"]
+        assert proxy.control(ctl, {"cmd": "status"})["upstream"] is None
+        c = socket.create_connection(("127.0.0.1", listen))
+        c.settimeout(2)
+        request(c, 3, 1)
+        assert closed_by_peer(c)  # refused: there is no broker to forward to yet
+        c.close()
+        bad = proxy.control(ctl, {"cmd": "upstream", "port": 0})
+        assert not bad["ok"] and "0" in bad["error"]
+        reply = proxy.control(ctl, {"cmd": "upstream", "host": "127.0.0.1", "port": upstream.port})
+        assert reply["ok"] and reply["upstream"] == f"127.0.0.1:{upstream.port}" and reply["refused"] == 1
+        with socket.create_connection(("127.0.0.1", listen)) as c2:
+            c2.settimeout(2)
+            request(c2, 3, 2)
+            assert struct.unpack(">i", _recv(c2, 12)[4:8])[0] == 2
+        assert upstream.requests == 1
+    finally:
+        processes.stop_process(p)
+        upstream.sock.close()
+    assert not processes.group_alive(p.pid)
