@@ -85,6 +85,13 @@ def _print_table(report: dict) -> None:
         ("restarts", report["restarts"]),
         ("guarantee measured", report["guarantee"]),
     ]
+    # Shown only when they happened: each is a reason to read the counts above with care.
+    if report.get("acked_without_offset"):
+        rows.insert(6, ("acked, no offset found", f"{report['acked_without_offset']}  (not in the topic; lost unless the sink has them)"))
+    if report.get("final_stop") not in (None, "graceful", "gone"):
+        rows.append(("final stop", f"{report['final_stop']}  (events in flight counted unseen)"))
+    for e in report.get("faults_not_applied", []):
+        rows.append(("fault not applied", f"{e['kind']} (plan item {e['index']}): {e['reason']}"))
     print(f"\n{report['pipeline']} pipeline, sink={report['settings']['sink']}, faults={report['faults'] or 'none'}")
     for k, v in rows:
         print(f"  {k:<26} {v}")
@@ -123,7 +130,8 @@ def cmd_run(a) -> int:
 
 def _echo_event(e: dict) -> None:
     t = e.get("type")
-    if t in (ev.FAULT, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED, ev.DEADLINE, ev.PRODUCER_DONE, ev.RUN_ERROR):
+    if t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
+             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

@@ -255,3 +255,19 @@ def executor_pids(runs_dir: str | Path) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def check_master(url: str, timeout_s: float = 5.0) -> None:
+    """Raise :class:`LabError` unless every ``host:port`` of a ``spark://`` master accepts a TCP connection.
+
+    Without this check a driver given an unreachable master retries for minutes, silently.
+    """
+    import socket
+
+    for hostport in url[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        except OSError as e:
+            raise LabError(f"cannot reach Spark master {url!r} ({e.strerror or e}); start one with "
+                           "`lab cluster start`, or use --master local[2]") from None

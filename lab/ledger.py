@@ -74,18 +74,6 @@ class Ledger:
         self.db.close()
 
 
-def ledger_counts(path: Path | str) -> dict[str, int]:
-    """Number of sends per status."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT status, COUNT(*) FROM sends GROUP BY status").fetchall()
-    finally:
-        db.close()
-    counts = {"acked": 0, "failed": 0, "unknown": 0}
-    counts.update(dict(rows))
-    return counts
-
-
 def max_acked_offsets(path: Path | str) -> dict[int, int]:
     """The highest acknowledged offset per partition (what a drained pipeline must have passed)."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -200,3 +200,63 @@ def wait_for_listen(pid: int, timeout_s: float, proc: subprocess.Popen | None = 
         if time.monotonic() >= deadline:
             raise LabError(f"{what} did not listen on 127.0.0.1 within {timeout_s:g} s (listening on {ports or 'nothing'})")
         time.sleep(0.02)
+
+
+def last_log_line(path) -> str:
+    """The last non-empty line of a child's log (what a one-line error quotes), at most 300 characters."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+        return lines[-1][:300] if lines else "(no output)"
+    except OSError:
+        return "(no log)"
+
+
+class ChildGroups:
+    """The process groups a child's descendants moved into, remembered so they can be ended with it.
+
+    PySpark's ``daemon.py`` calls ``os.setpgid(0, 0)``: the Python daemon a JVM
+    starts, and the workers it forks, leave the driver's process group, so one
+    ``killpg`` of the driver misses them. :meth:`scan` walks the child's
+    descendants (its parent chain, never a name) and remembers each group led by
+    one of them; :meth:`kill` ends those groups, checking that each leader is the
+    same process that was seen (a PID can be reused).
+
+    Parameters
+    ----------
+    on_new : callable, optional
+        Called as ``on_new(pgid, create_time, cmdline)`` for each group first seen
+        (the supervisor writes it to the timeline, so leak checks find it by PID).
+    """
+
+    def __init__(self, on_new=None) -> None:
+        self.on_new = on_new
+        self.seen: dict[int, float] = {}
+
+    def scan(self, pid: int) -> None:
+        """Remember the groups led by descendants of ``pid`` outside ``pid``'s own group."""
+        try:
+            mine = os.getpgid(pid)
+            descendants = psutil.Process(pid).children(recursive=True)
+        except (OSError, psutil.Error):
+            return
+        for child in descendants:
+            try:
+                pgid = os.getpgid(child.pid)
+                if pgid != child.pid or pgid == mine or pgid in self.seen:
+                    continue
+                self.seen[pgid] = child.create_time()
+                if self.on_new:
+                    self.on_new(pgid, self.seen[pgid], " ".join(child.cmdline()))
+            except (OSError, psutil.Error):
+                continue
+
+    def kill(self) -> None:
+        """SIGKILL every remembered group whose leader is still the process seen; forget them all."""
+        for pgid, created in list(self.seen.items()):
+            try:
+                if psutil.Process(pgid).create_time() == created:
+                    kill_group(pgid, signal.SIGKILL, 5)
+            except psutil.Error:
+                pass
+            del self.seen[pgid]

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from lab import broker as broker_mod
 from lab import events as ev
-from lab import injector, kafka_tools, processes
+from lab import cluster, injector, kafka_tools, processes
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
@@ -88,28 +88,10 @@ def new_run_dir(config: RunConfig) -> Path:
     path = Path(config.runs_dir).resolve() / f"{stamp}-{config.name}"
     try:
         path.mkdir(parents=True, exist_ok=False)
-        (path / ".write-test").touch()
-        (path / ".write-test").unlink()
     except OSError as e:
         raise LabError(f"cannot create a run directory in {config.runs_dir!r} ({e.strerror or e}); "
                        "set LAB_RUNS_DIR to a writable directory") from None
     return path
-
-
-def check_spark_master(url: str, timeout_s: float = 5.0) -> None:
-    """Raise :class:`LabError` unless every ``host:port`` of a ``spark://`` master accepts a TCP connection.
-
-    Without this a driver given an unreachable master retries for minutes, silently.
-    """
-    import socket
-
-    for hostport in url[len("spark://"):].split(","):
-        host, _, port = hostport.rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        except OSError as e:
-            raise LabError(f"cannot reach Spark master {url!r} ({e.strerror or e}); start one with "
-                           "`lab cluster start`, or use --master local[2]") from None
 
 
 class Run:
@@ -153,7 +135,8 @@ class Run:
         self._killed_pids: set[int] = set()
         self._restart_at: float | None = None
         self._ready_attempt = 0
-        self._child_groups: dict[int, float] = {}  # pgid -> create_time of its leader
+        # PySpark's Python daemons leave the driver's process group; ended with the driver all the same.
+        self._groups = processes.ChildGroups(on_new=self._record_group)
         self._next_group_scan = 0.0
         self._end_offsets: dict[int, int] = {}
         self._drained = False
@@ -171,7 +154,7 @@ class Run:
         """
         cfg = self.config
         if cfg.spark_master.startswith("spark://"):
-            check_spark_master(cfg.spark_master)
+            cluster.check_master(cfg.spark_master)
         try:
             self.run_dir = new_run_dir(cfg)
             # One topic per run: runs that share a broker (`lab broker start`, a notebook's
@@ -311,51 +294,15 @@ class Run:
             if proc is None:
                 return None
             self._killed_pids.add(proc.pid)
-            self._scan_child_groups()
+            self._groups.scan(proc.pid)
             processes.kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
-            self._kill_child_groups()
+            self._groups.kill()
             return proc.pid
 
-    def _scan_child_groups(self) -> None:
-        """Remember the process groups the driver's descendants started (PySpark's Python daemon).
-
-        PySpark's ``daemon.py`` calls ``os.setpgid(0, 0)``: the daemon and the Python
-        workers it forks leave the driver's group, so killing that group misses them.
-        Each such group is recorded in the timeline (``driver-child-group``) so leak
-        checks find it by PID, and killed with the driver.
-        """
-        import psutil
-
-        proc = self.driver
-        if proc is None:
-            return
-        try:
-            mine = os.getpgid(proc.pid)
-            children = psutil.Process(proc.pid).children(recursive=True)
-        except (OSError, psutil.Error):
-            return
-        for child in children:
-            try:
-                pgid = os.getpgid(child.pid)
-                if pgid == mine or pgid in self._child_groups or pgid != child.pid:
-                    continue
-                self._child_groups[pgid] = child.create_time()
-                self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=child.create_time(),
-                                  cmd=" ".join(child.cmdline())[:200], driver_pid=proc.pid)
-            except (OSError, psutil.Error):
-                continue
-
-    def _kill_child_groups(self) -> None:
-        import psutil
-
-        for pgid, created in list(self._child_groups.items()):
-            try:
-                if psutil.Process(pgid).create_time() == created:  # still the leader we saw, not a reused PID
-                    processes.kill_group(pgid, signal.SIGKILL, 5)
-            except psutil.Error:
-                pass
-            del self._child_groups[pgid]
+    def _record_group(self, pgid: int, created: float, cmd: str) -> None:
+        self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200],
+                          driver_pid=self.driver.pid if self.driver else None)
 
     def _stop_driver_gracefully(self) -> None:
         """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; record how in ``final-stop``."""
@@ -363,7 +310,7 @@ class Run:
             proc = self.driver
             if proc is None:
                 return
-            self._scan_child_groups()
+            self._groups.scan(proc.pid)
             began = time.monotonic()
             how = "gone"
             if proc.poll() is None:
@@ -382,7 +329,7 @@ class Run:
                 proc.wait(timeout=5)
             except Exception:
                 pass
-            self._kill_child_groups()
+            self._groups.kill()
             self._killed_pids.add(proc.pid)
             self.events.write(ev.FINAL_STOP, how=how, pid=proc.pid, code=proc.returncode,
                               waited_s=round(time.monotonic() - began, 3), grace_s=STOP_GRACE_S)
@@ -429,7 +376,8 @@ class Run:
                 self._on_unplanned_exit(proc)
             if now >= self._next_group_scan:
                 self._next_group_scan = now + 2.0
-                self._scan_child_groups()
+                if proc is not None and proc.poll() is None:
+                    self._groups.scan(proc.pid)
             if now >= next_drain_check:
                 next_drain_check = now + 0.5
                 if self._check_drained():
@@ -462,8 +410,8 @@ class Run:
         self._unplanned_exits += 1
         self._killed_pids.add(proc.pid)
         processes.kill_group(proc.pid, signal.SIGKILL, 2)
-        self._kill_child_groups()
-        last = _last_line(self.run_dir / "driver.log")
+        self._groups.kill()
+        last = processes.last_log_line(self.run_dir / "driver.log")
         self.events.write(ev.DRIVER_EXIT, pid=proc.pid, code=proc.returncode, last_log_line=last)
         if proc.returncode == DRIVER_CONFIG_EXIT:
             # A setting the driver cannot use (lab.errors.DriverConfigError): a restart would fail the same way.
@@ -524,22 +472,14 @@ class Run:
     def _kill_remaining_driver(self) -> None:
         with self._lock:
             if self.driver is not None and processes.group_alive(self.driver.pid):
-                self._scan_child_groups()
+                self._groups.scan(self.driver.pid)
                 processes.kill_group(self.driver.pid, signal.SIGKILL)
             if self.driver is not None:
                 try:
                     self.driver.wait(timeout=5)
                 except Exception:
                     pass
-            self._kill_child_groups()
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
-        return lines[-1][:300] if lines else "(no output)"
-    except OSError:
-        return "(no log)"
+            self._groups.kill()
 
 
 def run_scenario(config: RunConfig, on_event=None) -> RunResult:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from lab.events import read_events
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.notebook
@@ -59,8 +59,76 @@ def test_notebook_runs_headless(path, runs_dir):
     (ARTIFACTS / f"{path.stem}.html").write_text(html)
     assert html.count("Plotly.newPlot") >= MIN_PLOTS.get(path.stem, 3)
     if path.stem != "04_semantics_matrix":
-        assert list(runs_dir.glob("*/report.json")), "the notebook's runs go where LAB_RUNS_DIR says"
+        reports = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*/report.json"))]
+        assert reports, "the notebook's runs go where LAB_RUNS_DIR says"
+        MEASURED[path.stem](reports)
     else:
         flagged = [l for l in html.split("<tr") if "MISMATCH" in l]
         assert len(flagged) == 1 and "deliberately wrong" in flagged[0] and "#fde0dc" in flagged[0]
         assert html.count("as expected</b>") == 3
+
+
+# -- what each notebook's runs must show, measured ------------------------------------
+
+
+def _pick(reports, **settings):
+    """The one report whose settings (or top-level fields) match ``settings``."""
+    found = [r for r in reports if all(r["settings"].get(k, r.get(k)) == v for k, v in settings.items())]
+    assert len(found) == 1, f"expected one run with {settings}, found {len(found)}"
+    return found[0]
+
+
+def _first_rows(report, batch):
+    """Rows of ``batch`` when it first started (the batch a crash replays)."""
+    from pathlib import Path
+
+    return next(e["rows"] for e in read_events(Path(report["run_dir"])) if e["type"] == "batch-start" and e["batch"] == batch)
+
+
+def _counts(r):
+    return {k: r[k] for k in ("acked", "exactly_once", "duplicated", "extra_copies", "lost", "unseen")}
+
+
+def check_00(reports):
+    (r,) = reports  # the plain crash: the timer commit replays, nothing is lost
+    assert r["acked"] == 1500 and r["restarts"] == 1 and r["drained"], _counts(r)
+    assert (r["lost"], r["unseen"]) == (0, 0) and r["exactly_once"] + r["duplicated"] == 1500, _counts(r)
+
+
+def check_01(reports):
+    # The guide's table: without a WAL a driver crash loses the batch it was writing; with a WAL and a
+    # reliable receiver nothing is lost and the half-written batch is written again (duplicates).
+    for ack in ("auto", "stored"):
+        no_wal = _pick(reports, ack=ack, wal="off")
+        assert no_wal["lost"] > 0, _counts(no_wal)
+    wal = _pick(reports, ack="stored", wal="on")
+    assert wal["lost"] == 0 and wal["duplicated"] > 0 and wal["unseen"] == 0, _counts(wal)
+
+
+def check_02(reports):
+    rows = None
+    for offsets, sink in (("checkpoint", "append"), ("kafka", "append")):
+        r = _pick(reports, offsets=offsets, sink=sink)
+        rows = _first_rows(r, 2)
+        assert (r["lost"], r["duplicated"], r["extra_copies"]) == (0, rows, rows), _counts(r)
+    r = _pick(reports, offsets="sink")
+    assert r["exactly_once"] == r["acked"] == 1500, _counts(r)
+
+
+def check_03(reports):
+    append = _pick(reports, sink="append", faults="driver-crash@batch=2:after-output-before-commit")
+    rows = _first_rows(append, 2)
+    assert rows > 0 and (append["lost"], append["duplicated"], append["extra_copies"]) == (0, rows, rows), _counts(append)
+    txn = _pick(reports, sink="transactional")
+    assert txn["exactly_once"] == txn["acked"] == 1500, _counts(txn)
+
+
+def check_05(reports):
+    no_idem = [r for r in reports if not r["settings"]["idempotence"]]
+    assert len(no_idem) == 2 and all(r["source_duplicates"] > 0 for r in no_idem), [r["source_duplicates"] for r in no_idem]
+    by_event_id = _pick(reports, idempotence=False, sink="idempotent")
+    assert by_event_id["exactly_once"] == by_event_id["acked"] and by_event_id["lost"] == 0, _counts(by_event_id)
+
+
+MEASURED = {"00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
+            "03_structured_streaming": check_03, "05_exactly_once_production": check_05}
