@@ -1,0 +1,88 @@
+"""The fault injector's protocol with fake callbacks: triggers, deferral, driver-side faults."""
+
+import pytest
+
+from lab.config import make_config
+from lab.errors import LabError
+from lab.injector import FaultInjector
+
+
+class Timeline:
+    def __init__(self):
+        self.lines = []
+
+    def write(self, type_, **fields):
+        self.lines.append({"type": type_, **fields})
+        return self.lines[-1]
+
+    def of(self, type_):
+        return [e for e in self.lines if e["type"] == type_]
+
+
+class Driver:
+    """A stand-in for the supervisor's side: a driver that is up or not, and kills counted."""
+
+    def __init__(self):
+        self.up, self.pid, self.kills, self.now = True, 100, [], 0.0
+
+    def kill(self):
+        self.kills.append(self.pid)
+        self.up = False
+        return self.pid
+
+
+def make(faults, pipeline="plain", **extra):
+    cfg = make_config(pipeline=pipeline, faults=faults, **extra)
+    timeline, driver = Timeline(), Driver()
+    inj = FaultInjector(cfg, timeline, elapsed=lambda: driver.now, kill_driver=driver.kill, driver_up=lambda: driver.up,
+                        kill_executor=lambda: None, control_port=None)
+    return inj, timeline, driver
+
+
+def test_a_crash_due_while_no_driver_is_up_waits_for_the_next_ready_driver(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    inj, timeline, driver = make("driver-crash@at=2.2s,driver-crash@at=3.1s")
+    driver.now = 2.3
+    inj.tick()
+    assert driver.kills == [100] and inj.busy
+    driver.now = 3.2
+    inj.tick()  # the restarted driver is not ready yet
+    assert driver.kills == [100] and [e["index"] for e in timeline.of("fault-deferred")] == [1]
+    driver.up, driver.pid = True, 101
+    inj.on_event({"type": "driver-ready", "attempt": 2})
+    assert driver.kills == [100, 101] and not inj.busy
+    fired = timeline.of("fault")
+    assert [e["pid"] for e in fired] == [100, 101] and "deferred_s" in fired[1]
+
+
+def test_batch_and_point_triggers(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    inj, timeline, driver = make("driver-crash@batch=2,driver-crash@batch=4:mid-output", commit="after-output")
+    inj.on_event({"type": "batch-start", "batch": 1})
+    assert driver.kills == []
+    inj.on_event({"type": "batch-start", "batch": 2})
+    assert driver.kills == [100]
+    driver.up = True
+    inj.on_event({"type": "batch-start", "batch": 4})  # a point fault waits for its point, not the batch start
+    assert driver.kills == [100]
+    inj.on_event({"type": "fault-point", "index": 1, "batch": 4})
+    assert driver.kills == [100, 100] and not inj.busy
+
+
+def test_a_fault_the_driver_carries_out_stops_being_pending(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    inj, timeline, driver = make("task-failure@batch=2", pipeline="structured")
+    inj.on_event({"type": "batch-start", "batch": 2})
+    assert inj.busy and driver.kills == []  # the supervisor never carries out a driver's fault
+    inj.on_event({"type": "fault", "source": "driver", "index": 0, "kind": "task-failure"})
+    assert not inj.busy
+
+
+def test_a_press_is_checked_against_the_catalogue(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    inj, timeline, driver = make("")
+    with pytest.raises(LabError, match="executor-crash"):
+        inj.inject("executor-crash")
+    with pytest.raises(LabError, match="unknown fault kind 'meteor'"):
+        inj.inject("meteor")
+    assert inj.inject("driver-crash")["pid"] == 100 and timeline.of("fault")[0]["by"] == "ui"
