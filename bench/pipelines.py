@@ -136,7 +136,7 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
     """
     from lab import broker
     from lab.config import make_config
-    from lab.kafka_source import READ_CONSUMER_SETTINGS
+    from lab.kafka_tools import READ_SETTINGS
     from lab.pipelines.registry import PIPELINES
     from lab.supervisor import run_scenario
 
@@ -156,7 +156,7 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         baselines = {}
         # Two baselines: kafka-python's defaults (a plain consumer: the target's ratio), and
         # the Kafka source's own client settings (no CRC check, same fetch sizes: like for like).
-        reader_settings = {**READ_CONSUMER_SETTINGS, "check_crcs": False}
+        reader_settings = dict(READ_SETTINGS)  # check_crcs=False included
         for label, settings_ in (("reader_settings", reader_settings), ("client_defaults", {})):
             trials = []
             for _ in range(raw_repeats):

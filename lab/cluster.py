@@ -243,6 +243,8 @@ def stop(runs_dir: str | Path) -> bool:
 
 def executor_pids(runs_dir: str | Path) -> list[int]:
     """PIDs of executor JVMs running under the recorded cluster's workers."""
+    from lab.pipelines.tasks import is_executor
+
     info = load_running(runs_dir)
     if info is None:
         return []
@@ -250,7 +252,7 @@ def executor_pids(runs_dir: str | Path) -> list[int]:
     for pid in info.worker_pids:
         try:
             for child in psutil.Process(pid).children(recursive=True):
-                if any("CoarseGrainedExecutorBackend" in part for part in child.cmdline()):
+                if is_executor(child):
                     found.append(child.pid)
         except psutil.NoSuchProcess:
             continue

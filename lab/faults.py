@@ -49,7 +49,9 @@ class FaultSpec:
         What really happens.
     by : str
         Who carries it out: ``supervisor`` (a kill), ``proxy`` (a cut or dropped
-        responses), ``driver`` (the pipeline itself, e.g. a task raising).
+        responses), ``timeline`` (the supervisor writes the ``fault`` event and the
+        pipeline's driver, watching the timeline, acts on it), ``driver`` (the
+        pipeline itself at its trigger, e.g. a task raising; it reports the event).
     pipelines : tuple of str
         The pipelines it applies to.
     points : bool
@@ -125,7 +127,7 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     FaultSpec("task-failure", "one Spark task raises once after writing part of its rows; Spark retries it",
               by="driver", pipelines=("structured", "direct"), points=True, needs_batch=True),
     FaultSpec("receiver-restart", "the receiver's connection drops",
-              by="driver", pipelines=("receiver",),
+              by="timeline", pipelines=("receiver",),
               button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),
     FaultSpec("broker-outage", "the lab's proxy refuses and cuts client connections for a while",
               by="proxy", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_proxy("broker-outage"),

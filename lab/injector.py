@@ -15,7 +15,8 @@ up. A fault fires on its trigger:
 Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
 executor JVM found in process trees the lab started), ``proxy`` faults go to
-the proxy's control port, ``driver`` faults are done by the pipeline, which
+the proxy's control port, ``timeline`` faults are the ``fault`` event itself
+(the driver watches for it), ``driver`` faults are done by the pipeline, which
 reports them with a ``fault`` event of its own (the injector then stops
 waiting for them).
 
@@ -113,7 +114,7 @@ class FaultInjector:
             raise choices_error("fault kind", kind, FAULTS)
         fault = Fault(kind=kind, at_s=round(self.elapsed(), 3), index=options.pop("index", -1), **options)
         check_fault(fault, self.config)
-        if FAULTS[kind].by == "driver" and kind != "receiver-restart":
+        if FAULTS[kind].by == "driver":
             raise LabError(f"fault {kind!r} is carried out by the pipeline at a batch; plan it: {kind}@batch=<n>")
         return self.apply(fault, source=source)
 
@@ -136,8 +137,7 @@ class FaultInjector:
                 info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
         elif FAULTS[fault.kind].by == "proxy":
             info.update(duration_s=fault.duration_s, count=fault.count, proxy=self._proxy(fault))
-        elif fault.kind != "receiver-restart":
-            # receiver-restart: the receiver pipeline's driver watches the timeline for this event.
+        elif FAULTS[fault.kind].by != "timeline":  # a timeline fault is the event written below
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
         if "deferred_at" in context:
             info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
@@ -152,14 +152,6 @@ class FaultInjector:
         return proxy.control(self.control_port, {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
 
 
-def is_executor(proc) -> bool:
-    """True if ``proc`` (a ``psutil.Process``) is a Spark executor JVM."""
-    try:
-        return any("CoarseGrainedExecutorBackend" in part for part in proc.cmdline())
-    except Exception:  # gone, or not ours to read
-        return False
-
-
 def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:
     """The executor JVMs of a driver, as ``psutil.Process`` objects, oldest PID first.
 
@@ -168,6 +160,8 @@ def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> lis
     they are found in process trees the lab started, never by name alone.
     """
     import psutil
+
+    from lab.pipelines.tasks import is_executor
 
     try:
         found = [p for p in psutil.Process(driver_pid).children(recursive=True) if is_executor(p)]

@@ -1,8 +1,13 @@
-"""A Kafka source for Spark, written with the Python Data Source API.
+"""A Kafka source for Spark, written with the Python Data Source API: ``labkafka``.
 
-Spark's own connector (``spark-sql-kafka-0-10``) is a Maven package these
-machines cannot fetch, so the lab reads Kafka with kafka-python inside Spark
-tasks. Register the source once per session, then use it by its short name::
+The structured pipeline reads the embedded broker with it (Spark's own
+connector, ``spark-sql-kafka-0-10``, can be fetched from Maven Central, but
+cannot plan a partition's last records against Tansu's offset answers, see
+:mod:`lab.pipelines.structured_input`), and it is a readable example of
+what such a connector does: kafka-python inside Spark tasks, offsets as
+JSON, admission control. Spark's Python workers load it by this module
+name, :mod:`lab.kafka_source`. Register the source once per session, then
+use it by its short name::
 
     from lab.kafka_source import register
     register(spark)
@@ -28,11 +33,8 @@ Options
                           transactions are never returned (a range ending inside an
                           open transaction waits for its commit or abort).
 ``checkCrcs``             ``true`` to verify each record batch's CRC32C in the
-                          reader (default ``false``): kafka-python does it in
-                          pure Python when the ``crc32c`` C module is absent
-                          (it is not pinned), which measured at two thirds of
-                          the read time; the broker checked the CRC when the
-                          batch was produced, and TCP guards the transfer.
+                          reader (default ``false``, the reason is at
+                          :data:`lab.kafka_tools.READ_SETTINGS`).
 
 Offsets and partitions
 ----------------------
@@ -44,11 +46,10 @@ offsets in ``[start, end)``; empty partitions get no task. The planning is
 a pure function of ``(start, end)``, so a batch re-run after a restart has
 the same Spark partitions in the same order.
 
-Executors read a range with ``assign()`` + ``seek()`` (never a consumer
-group: a group rejoin after a crash waits for the old member's session) and
-stop when ``consumer.position(tp) >= end``, not when they have seen offset
-``end - 1``: transaction markers occupy offsets and are never returned as
-records, so a reader waiting for ``end - 1`` could wait forever.
+Executors read a range with :func:`lab.kafka_read.read_range` (assigned,
+never a consumer group; stops on the consumer's position, because
+transaction markers occupy offsets) and hand it to Spark as Arrow batches of
+:data:`lab.kafka_read.ARROW_CHUNK_ROWS` rows (:func:`lab.kafka_read.arrow_chunks`).
 
 Delivery guarantee
 ------------------
@@ -59,10 +60,12 @@ decided by the sink.
 
 On failure
 ----------
-``read`` raises :class:`KafkaReadStalled` when a range makes no progress for
-``readTimeoutS`` (broker down longer than that), and kafka-python's
+``read`` raises :class:`lab.kafka_read.KafkaReadStalled` when a range makes
+no progress for ``readTimeoutS`` (broker down longer than that), kafka-python's
 ``OffsetOutOfRangeError`` when the range is no longer in the broker (never
-silently resets to another offset). Spark fails the task and retries it.
+silently resets to another offset), and :class:`lab.kafka_read.NotALabEvent`
+for a record that is not a lab event (naming its partition and offset).
+Spark fails the task and retries it.
 ``latestOffset`` answers "no new data" while the broker cannot be reached,
 so an outage delays batches instead of failing the query.
 """
@@ -77,29 +80,17 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from lab import kafka_tools
+from lab.kafka_read import ARROW_CHUNK_ROWS, COLUMNS, ISOLATION_LEVELS, READ_STALL_S, arrow_chunks, earliest_offsets
+from lab.kafka_read import read_range as read_records
+
 SHORT_NAME = "labkafka"
 
-#: Rows of the source, one per Kafka record.
-SCHEMA = StructType([
-    StructField("event_id", StringType()),
-    StructField("seq", LongType()),
-    StructField("key", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("offset", LongType()),
-])
+#: Rows of the source, one per Kafka record: :data:`lab.kafka_read.COLUMNS`.
+SCHEMA = StructType([StructField(name, {"string": StringType, "long": LongType, "int": IntegerType}[t]())
+                     for name, t in COLUMNS])
 
-#: Rows per Arrow batch a read hands to Spark.
-ARROW_CHUNK_ROWS = 20000
-
-#: Consumer settings of a range read (on top of :data:`lab.kafka_tools.CONSUMER_DEFAULTS`).
-#: ``auto_offset_reset="none"``: a range that fell out of retention must fail, never
-#: silently jump to another offset and deliver a different set of records.
-ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
-READ_CONSUMER_SETTINGS = dict(auto_offset_reset="none", max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20)
-
-
-class KafkaReadStalled(RuntimeError):
-    """A range read made no progress for ``readTimeoutS`` seconds."""
+#: The range reader's consumer settings, under the name ``bench/pipelines.py`` imports.
 
 
 class KafkaRange(InputPartition):
@@ -179,17 +170,11 @@ class _Options:
             raise ValueError(f"maxRecordsPerTrigger must be >= 1, got {self.max_records}")
         self.starting = opts.get("startingoffsets", "earliest")
         self.ending = opts.get("endingoffsets", "latest")
-        self.read_timeout_s = float(opts.get("readtimeouts", 60))
+        self.read_timeout_s = float(opts.get("readtimeouts", READ_STALL_S))
         self.check_crcs = str(opts.get("checkcrcs", "false")).lower() == "true"
         self.isolation_level = opts.get("isolationlevel", "read_uncommitted")
         if self.isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f"isolationLevel {self.isolation_level!r} is not valid; valid: {', '.join(ISOLATION_LEVELS)}")
-
-
-def _client(bootstrap: str, **overrides):
-    from lab import kafka_tools
-
-    return kafka_tools.consumer(bootstrap, **overrides)
 
 
 class _OffsetClient:
@@ -202,7 +187,7 @@ class _OffsetClient:
 
     def _c(self):
         if self._consumer is None:
-            self._consumer = _client(self.opts.bootstrap)
+            self._consumer = kafka_tools.consumer(self.opts.bootstrap)
         return self._consumer
 
     def partition_ids(self) -> list[int]:
@@ -213,17 +198,10 @@ class _OffsetClient:
             self._partitions = len(found)
         return list(range(self._partitions))
 
-    def _tps(self):
-        from kafka import TopicPartition
-
-        return [TopicPartition(self.opts.topic, p) for p in self.partition_ids()]
-
     def earliest(self) -> dict[int, int]:
-        return {tp.partition: o for tp, o in self._c().beginning_offsets(self._tps()).items()}
+        return earliest_offsets(self.opts.bootstrap, self.opts.topic, len(self.partition_ids()), consumer=self._c())
 
     def latest(self) -> dict[int, int]:
-        from lab import kafka_tools
-
         # Not ListOffsets: Tansu answers it with the last batch's base offset + 1;
         # kafka_tools.end_offsets takes the high watermark of a real fetch.
         return kafka_tools.end_offsets(self.opts.bootstrap, self.opts.topic, len(self.partition_ids()))
@@ -249,92 +227,28 @@ class _OffsetClient:
             self._consumer = None
 
 
-def earliest_offsets(bootstrap: str, topic: str, partitions: int | None = None) -> dict[int, int]:
-    """The first offset of each partition: where a new query with ``startingOffsets=earliest`` begins.
-
-    Raises kafka-python's errors when the broker does not answer.
-    """
-    client = _OffsetClient(_Options({"bootstrap": bootstrap, "topic": topic,
-                                     "partitions": str(partitions) if partitions else ""}))
-    try:
-        return client.earliest()
-    finally:
-        client.close()
-
-
 # -- executors: reading one range -----------------------------------------
 def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
-               timeout_s: float = 60.0, chunk_rows: int = ARROW_CHUNK_ROWS, check_crcs: bool = False,
+               timeout_s: float = READ_STALL_S, chunk_rows: int = ARROW_CHUNK_ROWS, check_crcs: bool = False,
                isolation_level: str = "read_uncommitted") -> Iterator:
-    """Yield the records of ``topic``-``partition`` at offsets ``[start, end)`` as Arrow batches.
+    """The source's read: :func:`lab.kafka_read.read_range` of ``[start, end)`` as Arrow batches of :data:`SCHEMA`.
 
     Delivery guarantee: every record in the range exactly once, in offset
     order; none outside it (with ``read_committed``: none of an aborted
-    transaction).
+    transaction, where the broker honours it).
 
     Raises
     ------
-    KafkaReadStalled
+    lab.kafka_read.KafkaReadStalled
         No progress for ``timeout_s`` seconds.
-    ValueError
+    lab.kafka_read.NotALabEvent
         A record whose value is not the lab's JSON event (named by partition and offset).
     kafka.errors.OffsetOutOfRangeError
         ``start`` is no longer in the broker.
     """
-    import pyarrow as pa
-    from kafka import TopicPartition
-
-    schema = pa.schema([("event_id", pa.string()), ("seq", pa.int64()), ("key", pa.string()),
-                        ("partition", pa.int32()), ("offset", pa.int64())])
-    tp = TopicPartition(topic, partition)
-    consumer = _client(bootstrap, **READ_CONSUMER_SETTINGS, check_crcs=check_crcs, isolation_level=isolation_level)
-    ids: list = []
-    seqs: list = []
-    keys: list = []
-    offs: list = []
-
-    def flush():
-        n = len(ids)
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(ids, pa.string()), pa.array(seqs, pa.int64()), pa.array(keys, pa.string()),
-             pa.array([partition] * n, pa.int32()), pa.array(offs, pa.int64())], schema=schema)
-        for column in (ids, seqs, keys, offs):
-            column.clear()
-        return batch
-
-    try:
-        consumer.assign([tp])
-        consumer.seek(tp, start)
-        last_progress = time.monotonic()
-        position = start
-        while position < end:
-            polled = consumer.poll(timeout_ms=200, max_records=chunk_rows)
-            loads = json.loads
-            for rec in polled.get(tp, ()):
-                if rec.offset >= end:
-                    break
-                try:
-                    value = loads(rec.value)
-                    ids.append(value["id"])
-                    seqs.append(value["seq"])
-                    keys.append(value["key"])
-                except (ValueError, KeyError, TypeError):
-                    raise ValueError(
-                        f"record {topic}-{partition}@{rec.offset} is not a lab event: {rec.value[:80]!r}") from None
-                offs.append(rec.offset)
-            new_position = consumer.position(tp)
-            if new_position > position:
-                position = new_position
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > timeout_s:
-                raise KafkaReadStalled(
-                    f"{topic}-{partition}: stuck at offset {position} of [{start}, {end}) for {timeout_s:g} s")
-            if len(ids) >= chunk_rows:
-                yield flush()
-        if ids:
-            yield flush()
-    finally:
-        consumer.close()
+    polls = read_records(bootstrap, topic, partition, start, end, stall_s=timeout_s, isolation_level=isolation_level,
+                         check_crcs=check_crcs, poll_records=chunk_rows)
+    return arrow_chunks(polls, partition, chunk_rows)
 
 
 # -- the data source -------------------------------------------------------

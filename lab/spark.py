@@ -105,7 +105,11 @@ def _import_modules(modules, _) -> None:
         importlib.import_module(name)
 
 
-def start_python_workers(sc, modules=("kafka", "lab.sinks")) -> None:
+#: What Spark's Python workers import for the lab's tasks: Kafka range reads and rows, the sink, the fault hooks.
+TASK_MODULES = ("kafka", "lab.kafka_read", "lab.sinks", "lab.pipelines.tasks")
+
+
+def start_python_workers(sc, modules=TASK_MODULES) -> None:
     """Start the executors' Python workers with the task modules imported, as part of the driver's start.
 
     A Python worker's first task pays for its process and imports (measured:
@@ -126,7 +130,7 @@ def _import_modules_arrow(modules, batches):
     yield pa.RecordBatch.from_pydict({"ok": [True]})
 
 
-def start_sql_python_workers(spark, modules=("kafka", "lab.sinks")) -> None:
+def start_sql_python_workers(spark, modules=TASK_MODULES) -> None:
     """:func:`start_python_workers` for DataFrame work: Python data sources and ``mapInArrow``.
 
     Spark SQL runs its Python tasks through a worker daemon of its own, not

@@ -16,14 +16,18 @@ Delivery guarantee
 
 Named points: ``after-commit-before-output`` (``before-output`` only),
 ``mid-output``, ``after-output-before-commit``.
+
+On failure
+----------
+A record that is not a lab event ends the driver with
+:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset.
 """
 
 from __future__ import annotations
 
-import json
-
 from lab import kafka_tools
 from lab.driver import DriverContext
+from lab.kafka_read import record_row
 from lab.sinks import open_sink
 
 
@@ -60,8 +64,7 @@ def run(ctx: DriverContext) -> None:
                 continue
             rows, ranges = [], {}
             for r in records:
-                value = json.loads(r.value)
-                rows.append((value["id"], value["seq"], r.partition, r.offset))
+                rows.append(record_row(r.partition, r.offset, r.value))
                 start, _ = ranges.get(r.partition, (r.offset, r.offset))
                 ranges[r.partition] = (start, r.offset + 1)
             ctx.batch_start(batch, ranges, len(rows))

@@ -66,11 +66,11 @@ the WAL come from. While a batch already committed is still being written,
 a live audit counts its events as lost for that moment; the final audit
 comes after a clean stop, which first lets the receiver store every line it
 was handed (:meth:`Feeder.finish`) and then stops the StreamingContext
-gracefully, so nothing is in flight then. The supervisor's "drained" check
+gracefully, so nothing is in flight then. The supervisor's drain check
 uses the same offsets: committed up to the log end.
 
-Delivery guarantee (what the lab measures; SEMANTICS.md has the table)
----------------------------------------------------------------------
+Delivery guarantee (what the lab measures; notebook 01 shows the table)
+-----------------------------------------------------------------------
 ``--wal off``  a driver crash loses the blocks of every allocated, unfinished
                batch (their offsets are committed in both ack modes) and, with
                ``--ack auto``, what the receiver had buffered: loss.
@@ -126,16 +126,16 @@ import time
 
 from lab import events as ev
 from lab.driver import DriverContext
-from lab.errors import LabError
+from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
-from lab.pipelines.receiver_feed import Feeder, decode_line
+from lab.pipelines.receiver_epoch import decode_line
+from lab.pipelines.receiver_feed import Feeder
+from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, is_executor
 
 #: Where the feeder's port is kept between driver attempts.
 PORT_FILE = "receiver.json"
 #: Seconds a clean stop waits for the receiver to store what it was handed.
 FINISH_WAIT_S = 8.0
-#: Seconds a batch waits for its planned executor kill before going on without it.
-EXECUTOR_KILL_WAIT_S = 20.0
 #: Seconds between looks at the timeline for receiver-restart faults.
 TAIL_S = 0.1
 
@@ -347,11 +347,13 @@ def _executor_pid(executor_id: str) -> int | None:
     if executor_id == "driver":
         return None
     for proc in psutil.Process(os.getpid()).children(recursive=True):
+        if not is_executor(proc):
+            continue
         try:
             cmd = proc.cmdline()
         except psutil.Error:
             continue
-        if any("CoarseGrainedExecutorBackend" in c for c in cmd) and "--executor-id" in cmd:
+        if "--executor-id" in cmd:
             i = cmd.index("--executor-id")
             if i + 1 < len(cmd) and cmd[i + 1] == executor_id:
                 return proc.pid
@@ -375,11 +377,18 @@ def _feeder_port(ctx: DriverContext) -> int:
 
 
 def _check_points(ctx: DriverContext) -> None:
+    """The driver's guard against a planned point these settings make impossible (also checked before start).
+
+    Raises
+    ------
+    DriverConfigError
+        ``after-wal-before-ack`` without ``--wal on --ack stored``: no restart can reach it.
+    """
     cfg = ctx.config
     for f in ctx.pending:
         if f.point == "after-wal-before-ack" and not (cfg.wal == "on" and cfg.ack == "stored"):
-            raise LabError(f"point after-wal-before-ack exists only with --wal on --ack stored "
-                           f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
+            raise DriverConfigError(f"point after-wal-before-ack exists only with --wal on --ack stored "
+                                    f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
 
 
 def max_rate(cfg) -> int:
@@ -408,8 +417,8 @@ def run(ctx: DriverContext) -> None:
 
     Raises
     ------
-    LabError
-        A named point that does not exist with these settings.
+    DriverConfigError
+        A named point that does not exist with these settings (the run ends without restarts).
     Exception
         The StreamingContext's own error, or the feeder's (the supervisor
         restarts the driver).

@@ -11,6 +11,10 @@ record to whichever receiver is connected::
 
     <event id> <seq> <partition> <offset>\\n
 
+The lines and the accounting of what each connection handed over are in
+:mod:`lab.pipelines.receiver_epoch`; the group's committed offsets in
+:mod:`lab.pipelines.receiver_commits`.
+
 Together, Spark's receiver and this feeder behave like the Kafka receivers of
 Spark 1.x: the feeder is the receiver's consumer. It is a thread of the
 driver, in the driver's process group, so a driver kill takes it, and it
@@ -79,38 +83,32 @@ with :data:`PACE_BURST_S` of slack) and keeps a small send buffer
 (:data:`SEND_BUFFER_BYTES`): what an unreliable receiver loses is then what
 the receiver itself buffers, as in the Spark guide.
 
-Progress
---------
-After every successful commit the feeder calls ``on_commit(offsets)`` with
-the group's committed offsets: the next offset per partition that a
-restarted receiver would read.
-
 On failure
 ----------
 Broker errors (an outage) never end the feeder: a failed commit is kept
 and retried on every loop (nothing is committed out of order), fetches and
 offset reads are retried, and each kind of error is written to the
-timeline once per outage (``receiver-broker-error``, then
-``receiver-broker-ok``). Socket errors end the epoch (the receiver
-reconnects on its own). A feeder that cannot bind its port raises
-:class:`lab.errors.LabError` from :meth:`Feeder.start_listening`.
+timeline once per outage (:class:`lab.pipelines.receiver_commits.GroupOffsets`).
+Socket errors end the epoch (the receiver reconnects on its own). A record
+that is not a lab event ends the feeder with
+:class:`lab.kafka_read.NotALabEvent` (the driver then fails). A feeder that
+cannot bind its port raises :class:`lab.errors.LabError` from
+:meth:`Feeder.start_listening`.
 """
 
 from __future__ import annotations
 
-import bisect
 import errno
-import itertools
-import json
 import queue
 import select
 import socket
 import threading
 import time
-from array import array
 
 from lab import events as ev
 from lab.errors import LabError
+from lab.pipelines.receiver_commits import GroupOffsets
+from lab.pipelines.receiver_epoch import Epoch, close_quietly
 
 #: Seconds between the unreliable receiver's timer commits (``--ack auto``): one block interval.
 AUTO_COMMIT_INTERVAL_S = 0.2
@@ -128,123 +126,6 @@ TICK_S = 0.02
 REFILL_BELOW_BYTES = 64 * 1024
 #: Sent bytes after which the send buffer drops its sent prefix.
 COMPACT_ABOVE_BYTES = 1 << 20
-
-
-#: kafka-python settings of the feeder's consumer: large fetches and no CRC check on loopback
-#: (measured: 3x the records/s of the client's defaults, see bench/results/pipelines.json).
-CONSUMER_SETTINGS = dict(max_partition_fetch_bytes=4 << 20, fetch_max_bytes=16 << 20, check_crcs=False)
-
-_ID_PREFIX = b'{"id":"'
-_SEQ_KEY = b'","seq":'
-
-
-def encode_line(event_id: str, seq: int, partition: int, offset: int) -> bytes:
-    """One record as the receiver sees it (the inverse of :func:`decode_line`)."""
-    return f"{event_id} {seq} {partition} {offset}\n".encode()
-
-
-def record_line(value: bytes, partition: int, offset: int) -> bytes:
-    """The line for a record whose value is the lab producer's JSON event.
-
-    The producer writes ``{"id":"<36-char uuid>","seq":N,...}`` with compact
-    separators; that layout is sliced directly (a third of the cost of
-    ``json.loads``), anything else is parsed as JSON.
-
-    Raises
-    ------
-    ValueError, KeyError
-        On a value that is not a lab event.
-    """
-    if value[:7] == _ID_PREFIX and value[43:51] == _SEQ_KEY:
-        end = value.find(b",", 51)
-        seq = value[51:end]
-        if end > 51 and seq.isdigit():
-            return b"%s %s %d %d\n" % (value[7:43], seq, partition, offset)
-    event = json.loads(value)
-    return encode_line(event["id"], event["seq"], partition, offset)
-
-
-def decode_line(line: str) -> tuple[str, int, int, int]:
-    """A received line as a sink row ``(event_id, seq, partition, offset)``.
-
-    Raises
-    ------
-    ValueError
-        On a line the feeder did not write (for example a torn line).
-    """
-    event_id, seq, partition, offset = line.split(" ")
-    return event_id, int(seq), int(partition), int(offset)
-
-
-class Epoch:
-    """One connection of the receiver to the feeder."""
-
-    def __init__(self, number: int, conn: socket.socket, accept_ms: int, released: bool) -> None:
-        self.number = number
-        self.conn: socket.socket | None = conn
-        self.accept_ms = accept_ms
-        self.accept_mono = time.monotonic()
-        self.released = released
-        self.release_ms: int | None = None
-        self.graceful: bool | None = None  # set when the epoch ends
-        self.start: dict[int, int] = {}
-        # Records handed over (fully written to the socket), in send order.
-        self.parts = array("i")
-        self.offs = array("q")
-        self.stored = 0  # how many of them Spark has reported stored
-        self.scanned = 0  # how far next_offsets covers
-        self.next_offsets: dict[int, int] = {}
-        # Send buffer: bytes not yet written and the records whose lines they hold.
-        self.clear_buffer()
-
-    @property
-    def handed_over(self) -> int:
-        return len(self.parts)
-
-    def has_unsent(self) -> bool:
-        return self.out_pos < len(self.out)
-
-    def unsent_bytes(self) -> int:
-        return len(self.out) - self.out_pos
-
-    def compact(self) -> None:
-        """Drop the fully sent lines from the send buffer (a partly sent line stays whole)."""
-        k = self.line_ends[self.line_i - 1] if self.line_i else 0
-        if k == 0:
-            return
-        del self.out[:k]
-        self.line_ends = array("q", (x - k for x in self.line_ends[self.line_i:]))
-        self.line_parts = self.line_parts[self.line_i:]
-        self.line_offs = self.line_offs[self.line_i:]
-        self.line_i = 0
-        self.out_pos -= k
-
-    def mark_sent(self, n: int) -> None:
-        """``n`` more bytes reached the socket: move the lines now complete to ``parts``/``offs``."""
-        self.out_pos += n
-        k = bisect.bisect_right(self.line_ends, self.out_pos, lo=self.line_i)
-        if k > self.line_i:
-            self.parts.extend(self.line_parts[self.line_i:k])
-            self.offs.extend(self.line_offs[self.line_i:k])
-            self.line_i = k
-        if self.out_pos >= len(self.out):
-            self.clear_buffer()
-
-    def clear_buffer(self) -> None:
-        self.out = bytearray()
-        self.out_pos = 0
-        self.line_ends = array("q")
-        self.line_parts = array("i")
-        self.line_offs = array("q")
-        self.line_i = 0
-
-    def offsets_through(self, count: int) -> dict[int, int]:
-        """Per partition, the offset after the last of the first ``count`` handed-over records."""
-        count = min(count, len(self.parts))
-        for i in range(self.scanned, count):
-            self.next_offsets[self.parts[i]] = self.offs[i] + 1
-        self.scanned = max(self.scanned, count)
-        return dict(self.next_offsets)
 
 
 class Feeder(threading.Thread):
@@ -265,7 +146,8 @@ class Feeder(threading.Thread):
     events : lab.events.EventLog
         Where connection events go (the run's timeline).
     on_commit : callable
-        Called with ``{partition: next offset}`` after each successful commit.
+        Called with the group's committed offsets ``{partition: next offset}`` after each
+        successful commit: where a restarted receiver would read from (the pipeline's progress).
     rate : float, optional
         Records/s the receiver stores at most (``spark.streaming.receiver.maxRate``);
         the feeder hands over no faster (see the module docstring, "Pacing").
@@ -298,7 +180,6 @@ class Feeder(threading.Thread):
         self.isolation_level = isolation_level
         self._tokens = 0.0
         self._tokens_at = time.monotonic()
-        self.committed: dict[int, int] = {}
         self.error: BaseException | None = None
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._halt = threading.Event()
@@ -310,11 +191,9 @@ class Feeder(threading.Thread):
         self._drop_reason: str | None = None
         self._finishing = False
         self._finished = threading.Event()
-        self._pending_commit: dict[int, int] = {}
-        self._troubles: set[str] = set()
         self._next_auto_commit = 0.0
         self._consumer = None
-        self._tps = []
+        self.group: GroupOffsets | None = None
 
     # -- called from other threads ---------------------------------------------
     def start_listening(self, attempts: int = 50) -> int:
@@ -380,29 +259,25 @@ class Feeder(threading.Thread):
             self._teardown()
 
     def _setup(self) -> None:
-        from kafka import TopicPartition
-
         from lab import kafka_tools
 
         if self._server is None:
             self.start_listening()
-        self._consumer = kafka_tools.consumer(self.bootstrap, group_id=self.group_id, enable_auto_commit=False,
-                                              max_poll_records=POLL_RECORDS, isolation_level=self.isolation_level,
-                                              **CONSUMER_SETTINGS)
-        self._tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        self._consumer.assign(self._tps)
+        self._consumer = kafka_tools.consumer(self.bootstrap, **kafka_tools.READ_SETTINGS, group_id=self.group_id,
+                                              max_poll_records=POLL_RECORDS, isolation_level=self.isolation_level)
+        self.group = GroupOffsets(self._consumer, self.topic, self.partitions, self.events, self.on_commit)
+        self._consumer.assign(self.group.tps)
         while not self._halt.is_set():
-            if self._refresh_committed():
-                self.on_commit(dict(self.committed))
+            if self.group.refresh():
+                self.on_commit(dict(self.group.committed))
                 return
 
     def _teardown(self) -> None:
         for e in (self._epoch, self._closed):
             if e is not None and e.conn is not None:
-                _close_quietly(e.conn)
-                e.conn = None
+                e.close(graceful=False)
         if self._server is not None:
-            _close_quietly(self._server)
+            close_quietly(self._server)
         if self._consumer is not None:
             try:
                 self._consumer.close(autocommit=False)
@@ -414,8 +289,8 @@ class Feeder(threading.Thread):
         self._maybe_release()
         self._maybe_drop()
         self._maybe_auto_commit()
-        if self._pending_commit:
-            self._commit({})
+        if self.group.pending:
+            self.group.commit({})
         self._check_finished()
         e = self._epoch
         feeding = e is not None and e.conn is not None and e.released and not self._finishing
@@ -459,14 +334,14 @@ class Feeder(threading.Thread):
         Stays held when the committed offsets cannot be read (broker outage);
         the next loop tries again.
         """
-        self._commit({})
-        if self._pending_commit:
+        self.group.commit({})
+        if self.group.pending:
             return
-        if not self._refresh_committed():
+        if not self.group.refresh():
             return
-        for tp in self._tps:
-            self._consumer.seek(tp, self.committed[tp.partition])
-        e.start = dict(self.committed)
+        for tp in self.group.tps:
+            self._consumer.seek(tp, self.group.committed[tp.partition])
+        e.start = dict(self.group.committed)
         e.released = True
         e.release_ms = batch_ms if batch_ms is not None else e.accept_ms
         self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
@@ -501,40 +376,13 @@ class Feeder(threading.Thread):
     def _end_epoch(self, e: Epoch, graceful: bool, why: str) -> None:
         if e.conn is None:
             return
-        if graceful:
-            self._finish_line(e)
-            try:
-                e.conn.shutdown(socket.SHUT_WR)
-            except OSError:
-                graceful = False
-        _close_quietly(e.conn)
-        e.conn = None
-        e.graceful = graceful
-        unsent = len(e.line_ends) - e.line_i
-        e.clear_buffer()
+        unsent = e.close(graceful)
         self._closed = e
         if self._epoch is e:
             self._epoch = None
-        self.events.write(ev.RECEIVER_DISCONNECT, epoch=e.number, graceful=graceful, reason=why,
+        self.events.write(ev.RECEIVER_DISCONNECT, epoch=e.number, graceful=e.graceful, reason=why,
                           handed_over=e.handed_over, stored=e.stored, unsent_dropped=unsent,
-                          committed={str(p): o for p, o in sorted(self.committed.items())})
-
-    def _finish_line(self, e: Epoch) -> None:
-        """Complete a partly written line, so a graceful close never tears one."""
-        line_start = e.line_ends[e.line_i - 1] if e.line_i else 0
-        if e.line_i >= len(e.line_ends) or e.out_pos <= line_start:
-            return
-        end = e.line_ends[e.line_i]
-        deadline = time.monotonic() + 5.0
-        while e.out_pos < end and time.monotonic() < deadline:
-            try:
-                n = e.conn.send(e.out[e.out_pos:end])
-            except (BlockingIOError, InterruptedError):
-                select.select([], [e.conn], [], 0.05)
-                continue
-            except OSError:
-                return
-            e.mark_sent(n)
+                          committed={str(p): o for p, o in sorted(self.group.committed.items())})
 
     def _check_peer(self, e: Epoch) -> None:
         try:
@@ -570,9 +418,9 @@ class Feeder(threading.Thread):
         try:
             polled = self._consumer.poll(timeout_ms=int(TICK_S * 1000), max_records=budget)
         except Exception as err:  # kafka-python raises connection errors from poll during an outage
-            self._trouble("fetching", err)
+            self.group.trouble("fetching", err)
             return
-        self._untroubled("fetching")
+        self.group.ok("fetching")
         if not polled:
             return
         if e.out_pos > COMPACT_ABOVE_BYTES:
@@ -580,13 +428,7 @@ class Feeder(threading.Thread):
         if self.rate:
             self._tokens -= sum(len(r) for r in polled.values())
         for tp, records in polled.items():
-            p = tp.partition
-            lines = [record_line(r.value, p, r.offset) for r in records]
-            e.line_ends.extend(itertools.accumulate(map(len, lines), initial=len(e.out)))
-            del e.line_ends[len(e.line_ends) - len(lines) - 1]  # accumulate's initial value is not a line end
-            e.out += b"".join(lines)
-            e.line_parts.extend([p] * len(lines))
-            e.line_offs.extend([r.offset for r in records])
+            e.add_records(tp.partition, records)
 
     # -- acknowledgements ------------------------------------------------------------
     def _handle_requests(self) -> None:
@@ -624,7 +466,7 @@ class Feeder(threading.Thread):
             stored = target.handed_over
         target.stored = stored
         if self.ack == "stored":
-            self._commit(target.offsets_through(target.stored))
+            self.group.commit(target.offsets_through(target.stored))
 
     def _check_finished(self) -> None:
         if not self._finishing or self._finished.is_set():
@@ -639,66 +481,4 @@ class Feeder(threading.Thread):
         if self.ack != "auto" or e is None or not e.released or time.monotonic() < self._next_auto_commit:
             return
         self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
-        self._commit(e.offsets_through(e.handed_over))
-
-    def _commit(self, offsets: dict[int, int]) -> None:
-        """Commit ``offsets`` (only forward moves); a failed commit is retried on the next call."""
-        from kafka import OffsetAndMetadata, TopicPartition
-
-        for p, o in offsets.items():
-            if o > max(self.committed.get(p, -1), self._pending_commit.get(p, -1)):
-                self._pending_commit[p] = o
-        if not self._pending_commit:
-            return
-        try:
-            self._consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
-                                   for p, o in self._pending_commit.items()})
-        except Exception as err:
-            self._trouble("committing", err)
-            return
-        self._untroubled("committing")
-        self.committed.update(self._pending_commit)
-        self._pending_commit = {}
-        self.on_commit(dict(self.committed))
-
-    def _trouble(self, what: str, err: BaseException) -> None:
-        """Record a broker error once per outage (not once per retry) and back off briefly."""
-        if what not in self._troubles:
-            self._troubles.add(what)
-            self.events.write(ev.RECEIVER_BROKER_ERROR, during=what, error=repr(err)[:200])
-        time.sleep(0.2)
-
-    def _untroubled(self, what: str) -> None:
-        if what in self._troubles:
-            self._troubles.discard(what)
-            self.events.write(ev.RECEIVER_BROKER_OK, during=what)
-
-    def _refresh_committed(self) -> bool:
-        """Set :attr:`committed` from the group; ``False`` (reported as trouble) when the broker does not answer."""
-        try:
-            self.committed = self._read_committed()
-        except Exception as err:
-            self._trouble("reading committed offsets", err)
-            return False
-        self._untroubled("reading committed offsets")
-        return True
-
-    def _read_committed(self) -> dict[int, int]:
-        """The group's committed offsets; partitions without a commit start at their beginning offset."""
-        out = {}
-        beginning = None
-        for tp in self._tps:
-            offset = self._consumer.committed(tp)
-            if offset is None:
-                if beginning is None:
-                    beginning = self._consumer.beginning_offsets(self._tps)
-                offset = beginning[tp]
-            out[tp.partition] = int(offset)
-        return out
-
-
-def _close_quietly(s: socket.socket) -> None:
-    try:
-        s.close()
-    except OSError:
-        pass
+        self.group.commit(e.offsets_through(e.handed_over))

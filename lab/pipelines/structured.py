@@ -53,7 +53,10 @@ supervisor kills the driver's process group):
 
 ``task-failure@batch=N`` makes the task of Spark partition 0 fail once after
 writing part of its rows; Spark retries it (the master is given task
-retries, e.g. ``local[2]`` runs as ``local[2,4]``).
+retries, e.g. ``local[2]`` runs as ``local[2,4]``). The hooks inside the
+task are :func:`lab.pipelines.tasks.midway_hook`, shared with the ``direct``
+pipeline; rows come from the source's Arrow batches by
+:func:`lab.kafka_read.rows_of_arrow`.
 
 Crashes kill the driver's process group: the driver, its JVM, and the
 Python workers the JVM starts directly. PySpark's worker daemon puts itself
@@ -81,19 +84,14 @@ from pathlib import Path
 from lab import events as ev
 from lab.driver import DriverContext
 from lab.events import read_events
+from lab.kafka_read import rows_of_arrow
+from lab.pipelines.tasks import midway_hook
 from lab.sinks import FILES_MODE, SinkSpec, open_sink
 
 #: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
 STOP_WAIT_S = 15.0
 #: Seconds between looks at the checkpoint's commit log.
 POLL_S = 0.1
-#: The Spark partition whose task carries ``mid-output`` and ``task-failure``.
-FAULT_PARTITION = 0
-
-
-class InjectedTaskFailure(RuntimeError):
-    """The planned ``task-failure``: raised once inside a task, after part of its rows were written."""
-
 
 # -- the checkpoint ----------------------------------------------------------
 class Checkpoint:
@@ -134,32 +132,6 @@ class Checkpoint:
 
 
 # -- tasks -------------------------------------------------------------------
-def _rows_of(batches) -> list[tuple]:
-    rows: list[tuple] = []
-    for b in batches:
-        cols = b.to_pydict()
-        rows.extend(zip(cols["event_id"], cols["seq"], cols["partition"], cols["offset"]))
-    return rows
-
-
-def _task_hook(ctx: DriverContext, batch: int, fail_once: bool):
-    """What the task of :data:`FAULT_PARTITION` does half-way through its output."""
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    if tc.partitionId() != FAULT_PARTITION:
-        return None
-    if fail_once:
-        if tc.attemptNumber() > 0:
-            return None
-
-        def fail() -> None:
-            raise InjectedTaskFailure(f"planned task-failure in batch {batch}, partition {FAULT_PARTITION}")
-
-        return fail
-    return lambda: ctx.point("mid-output", batch)
-
-
 def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
     """The ``mapInArrow`` function that writes one Spark partition to the run's database sink.
 
@@ -174,8 +146,8 @@ def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
         from pyspark import TaskContext
 
         part = TaskContext.get().partitionId()
-        rows = _rows_of(batches)
-        hook = _task_hook(ctx, batch, fail_once)
+        rows = rows_of_arrow(batches)
+        hook = midway_hook(ctx, batch, fail_once)
         # A range of transaction markers only has no rows and nothing to commit under any key.
         key = f"batch-{batch}-kafka-{rows[0][2]}" if rows else f"batch-{batch}-empty-{part}"
         with open_sink(ctx.run_dir) as sink:
@@ -197,7 +169,7 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool):
     """
 
     def passthrough(batches):
-        hook = _task_hook(ctx, batch, fail_once)
+        hook = midway_hook(ctx, batch, fail_once)
         if hook is None:
             yield from batches
             return
@@ -251,9 +223,10 @@ def run(ctx: DriverContext) -> None:
     """
     from pyspark import StorageLevel
 
-    from lab.kafka_source import earliest_offsets, register
+    from lab.kafka_read import earliest_offsets
+    from lab.kafka_source import register
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark import TASK_ATTEMPTS, spark_session, start_sql_python_workers, with_task_retries
+    from lab.spark import TASK_ATTEMPTS, TASK_MODULES, spark_session, start_sql_python_workers, with_task_retries
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
@@ -267,7 +240,7 @@ def run(ctx: DriverContext) -> None:
     reader = resolve_reader(spark, cfg.kafka_reader, external_broker=bool(cfg.kafka_bootstrap))
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
-    start_sql_python_workers(spark, ("kafka", "lab.sinks", "lab.kafka_source"))
+    start_sql_python_workers(spark, TASK_MODULES + ("lab.kafka_source",))
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
     log = _BatchLog()
     first_start: dict[int, int] | None = None

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 
 from lab.errors import DriverConfigError, LabError
+from lab.kafka_read import EVENT_FIELDS, NOT_AN_EVENT
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -44,8 +45,8 @@ SPARK_READER_NEEDS_KAFKA = (
     "--kafka-reader spark needs a Kafka of your own (LAB_KAFKA_BOOTSTRAP): the embedded broker answers "
     "ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would never read "
     "a partition's last records; use --kafka-reader labkafka (or auto) with the embedded broker")
-#: The event fields of a record's JSON value, as the lab's producer writes them.
-VALUE_SCHEMA = "id string, seq long, key string"
+#: The event fields of a record's JSON value (:data:`lab.kafka_read.EVENT_FIELDS`) as a Spark DDL schema.
+VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS)
 
 
 def connector_on_classpath(spark) -> bool:
@@ -87,16 +88,24 @@ def resolve_reader(spark, choice: str, external_broker: bool) -> str:
 def events_from_kafka_rows(df):
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ``partition``, ``offset``, ...) as the lab's event columns.
 
+    The same rule as :func:`lab.kafka_read.event_fields`, in Spark SQL: the
+    fields :data:`lab.kafka_read.EVENT_FIELDS` of the JSON value, then the
+    record's partition and offset (:data:`lab.kafka_read.COLUMNS`).
+
     On failure: a value that is not a lab event (not JSON, or without ``id``,
-    ``seq`` or ``key``) fails the batch with its partition and offset, as the
-    ``labkafka`` reader does, instead of arriving as a row of nulls.
+    ``seq`` or ``key``) fails the batch with its partition and offset
+    (:data:`lab.kafka_read.NOT_AN_EVENT`), as the ``labkafka`` reader does,
+    instead of arriving as a row of nulls.
     """
     from pyspark.sql import functions as F
 
     value = F.from_json(F.col("value").cast("string"), VALUE_SCHEMA, {"mode": "FAILFAST"})
     parsed = df.select(value.alias("v"), "partition", "offset")
-    not_event = F.col("v").isNull() | F.col("v.id").isNull() | F.col("v.seq").isNull() | F.col("v.key").isNull()
-    message = F.format_string("record %d@%d is not a lab event", F.col("partition"), F.col("offset"))
+    not_event = F.col("v").isNull()
+    for name, _ in EVENT_FIELDS:
+        not_event = not_event | F.col(f"v.{name}").isNull()
+    message = F.format_string(NOT_AN_EVENT.format(partition="%d", offset="%d"), F.col("partition"), F.col("offset"))
+    # COLUMNS' order and types (the test of this module compares the schema with labkafka's).
     return parsed.select(
         F.when(not_event, F.raise_error(message)).otherwise(F.col("v.id")).alias("event_id"),
         F.col("v.seq").alias("seq"), F.col("v.key").alias("key"),

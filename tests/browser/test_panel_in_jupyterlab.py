@@ -9,7 +9,6 @@ import secrets
 import shutil
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -122,7 +121,7 @@ def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
             page.goto(f"{url}/lab/tree/00_start_here.ipynb?token={token}")
             page.wait_for_selector(".jp-Notebook", timeout=60_000)
             page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=60_000)
-            prompts = page.locator(".jp-InputArea-prompt")
+            page.locator(".jp-InputArea-prompt")
             for _ in range(5):  # "Run All" is ignored while the kernel connection is still settling
                 page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
                 page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).click()

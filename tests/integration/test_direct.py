@@ -18,7 +18,8 @@ import pytest
 from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
-from lab.pipelines.direct import FAULT_PARTITION, OffsetLog, OffsetRange, plan_ranges, recovery_ranges
+from lab.pipelines.direct_offsets import OffsetLog, OffsetRange, plan_ranges, recovery_ranges
+from lab.pipelines.tasks import FAULT_PARTITION
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 

@@ -9,7 +9,6 @@ import time
 import pandas as pd
 import pytest
 
-from lab import processes
 from tests.conftest import clean_env, lab_cmd
 
 pytestmark = pytest.mark.integration

@@ -10,15 +10,14 @@ here: where the crash lands depends on how fast the JVM starts.
 
 from __future__ import annotations
 
-import json
 import sqlite3
+from collections import defaultdict
 
 import pytest
 
 from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
-from lab.pipelines.receiver_feed import decode_line, record_line
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
@@ -66,14 +65,6 @@ def resumed_from(timeline, attempt: int) -> dict[int, int]:
     """Where the receiver's consumer of ``attempt`` resumed (its first connection)."""
     feed = next(e for n, e in timeline if n == attempt and e["type"] == "receiver-feed")
     return {int(p): o for p, o in feed["resume_from"].items()}
-
-
-def test_lines_carry_what_the_auditor_needs():
-    value = json.dumps({"id": "0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab", "seq": 42, "key": "k7", "produced_at": 1.5},
-                       separators=(",", ":")).encode()
-    line = record_line(value, 2, 977)
-    assert decode_line(line.decode().rstrip("\n")) == ("0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab", 42, 2, 977)
-    assert record_line(json.dumps({"id": "short", "seq": 3}).encode(), 0, 1) == b"short 3 0 1\n"
 
 
 @pytest.mark.parametrize("ack", ["stored", "auto"])
@@ -128,12 +119,34 @@ def test_wal_holds_what_the_source_was_not_told(runs_dir):
 
 
 def test_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(runs_dir):
-    """Unreliable acks: whatever is lost was committed yet beyond everything the WAL recovered."""
+    """Unreliable acks + WAL: batch 3 is recovered and written again; whatever is lost was the receiver's buffer.
+
+    Whether the kill finds records in the receiver's buffer (handed over and
+    committed by the timer, not yet in a stored block) is timing. Measured
+    5 times on 2 cores: lost 25, 62, 26, 55, 115, each time a contiguous
+    run of one or two partitions' offsets ending just below where the
+    restarted receiver resumed; duplicated 250, 250, 250, 249, 250, the half
+    of batch 3 written before the crash. Notebook 01 also saw a run lose
+    nothing. Both outcomes are asserted for what the design makes them.
+    """
     result = receiver_run(wal="on", ack="auto", faults="driver-crash@batch=3:mid-output")
     a, run_dir = result.audit, result.run_dir
+    counts = a.counts()
     timeline = by_attempt(run_dir)
     assert result.restarts == 1
+    assert a.acked == EVENTS == a.lost + a.exactly_once + a.duplicated + a.unseen, counts
+    # The write-ahead log kept every block Spark had reported: no batch lost; batch 3 recovered whole.
     assert not [e for _, e in timeline if e["type"] == "batch-lost"]
+    rows3 = batch_rows(run_dir, 3)
+    redone = [e["rows"] for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == 3]
+    assert redone == [rows3], (redone, rows3)
+    # The half written before the crash is in the sink twice: duplicates in every run.
+    written_before = sink_rows_of_batch(run_dir, 3) - rows3
+    assert 0 < written_before <= a.duplicated, (written_before, counts)
+    # Loss, when there is any: per partition the last records handed over before the kill, i.e. a contiguous
+    # run of offsets ending just below the committed offset the restarted receiver resumed from, and above
+    # everything the first driver's (WAL-recovered) batches wrote.
+    resume = resumed_from(timeline, 2)
     first_attempt = {e["batch"] for n, e in timeline if n == 1 and e["type"] == "batch-submitted"}
     db = sqlite3.connect(run_dir / "sink.sqlite")
     keys = db.execute("SELECT batch_key, partition, MAX(kafka_offset) FROM sink_events GROUP BY batch_key, partition")
@@ -142,8 +155,15 @@ def test_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(runs_dir):
         if int(key.split("-")[1]) in first_attempt:
             wal_top[partition] = max(wal_top.get(partition, -1), top)
     db.close()
-    resume = resumed_from(timeline, 2)
-    assert all(wal_top.get(p, -1) < o < resume[p] for p, o in lost_offsets(result))
+    lost = defaultdict(list)
+    for p, o in lost_offsets(result):
+        lost[p].append(o)
+    assert sum(map(len, lost.values())) == a.lost, counts
+    tails = {p: list(range(resume[p] - len(offsets), resume[p])) for p, offsets in lost.items()}
+    buffer_lost = all(sorted(lost[p]) == tails[p] and wal_top.get(p, -1) < tails[p][0] for p in lost)
+    assert a.lost == 0 or buffer_lost, (
+        f"lost {a.lost} events, not the receiver's buffer: lost offsets {dict(lost)}, resumed from {resume}, "
+        f"WAL-recovered batches wrote up to {wal_top}; {counts}")
 
 
 @pytest.mark.parametrize("replication", [2, 1])
@@ -181,7 +201,8 @@ def test_receiver_restart_resumes_from_the_committed_offsets(runs_dir):
     assert sum(feeds[1]["resume_from"].values()) == drop[0]["handed_over"]
 
 
-def test_a_point_that_does_not_exist_with_these_settings_is_refused(runs_dir):
-    cfg = make_config(pipeline="receiver", events=100, wal="off", faults="driver-crash@batch=1:after-wal-before-ack")
+def test_a_point_that_does_not_exist_with_these_settings_is_refused_before_start(runs_dir):
+    # The configuration refuses it; the driver's own guard (a DriverConfigError, so the supervisor does
+    # not restart it) is tested in tests/unit/test_pipeline_tasks.py.
     with pytest.raises(LabError, match="after-wal-before-ack exists only with --wal on --ack stored"):
-        run_scenario(cfg)
+        make_config(pipeline="receiver", events=100, wal="off", faults="driver-crash@batch=1:after-wal-before-ack")

@@ -1,8 +1,9 @@
 """The structured pipeline's choice of Kafka reader, with a real Spark session (in a child process).
 
-Spark's Kafka connector cannot be fetched here (no Maven Central), so the
-``spark`` reader is checked up to the connector: the choice, its error, and
-the conversion of the connector's documented rows into the lab's columns.
+The test session puts no connector on the classpath (``LAB_SPARK_PACKAGES``
+unset, no download), so the ``spark`` reader is checked up to the connector:
+the choice, its error, and the conversion of the connector's documented rows
+into the lab's columns by the same rule as the ``labkafka`` reader.
 """
 
 import json

@@ -1,7 +1,6 @@
 """One fault catalogue: every check comes from it, before any process starts; event types are defined once."""
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ def test_every_pipeline_has_faults_and_points_from_the_catalogue():
     for name, spec in PIPELINES.items():
         assert spec.faults == faults_for(name) and "driver-crash" in spec.faults
         assert spec.points == points_for(name) and spec.points
-    assert all(f.by in ("supervisor", "proxy", "driver") for f in FAULTS.values())
+    assert all(f.by in ("supervisor", "proxy", "timeline", "driver") for f in FAULTS.values())
     assert all(set(p.pipelines) <= set(PIPELINES) for p in POINTS.values())
 
 

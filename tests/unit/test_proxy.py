@@ -107,7 +107,7 @@ def test_forwards_and_drops_exactly_n_produce_responses(running_proxy):
         request(c, 0, 4)   # produce: passes
         got = []
         for _ in range(2):
-            head = _recv(c, 4)
+            _recv(c, 4)
             got.append(struct.unpack(">i", _recv(c, 8)[:4])[0])
         with pytest.raises(socket.timeout):
             c.recv(1)
