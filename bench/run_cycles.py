@@ -34,7 +34,8 @@ SCENARIOS = {
                    "--faults", "driver-crash@batch=2:after-output-before-commit"],
     "direct": ["--events", "1200", "--rate", "1000", "--max-batch", "100",
                "--faults", "driver-crash@batch=2:after-output-before-commit"],
-    "receiver": ["--events", "1200", "--rate", "500", "--faults", "driver-crash@batch=3:mid-output"],
+    # The receiver takes in about 500 records a batch: 3000 events reach batch 3 before the topic is drained.
+    "receiver": ["--events", "3000", "--rate", "500", "--faults", "driver-crash@batch=3:mid-output"],
 }
 
 

@@ -199,8 +199,7 @@ class Run:
         Returns
         -------
         dict
-            The ``fault`` event written to the timeline (``fault-deferred`` when
-            no driver is up to be killed: it is carried out once the next one is).
+            The ``fault`` event written (``fault-deferred`` while no driver is up to be killed).
 
         Raises
         ------
@@ -446,6 +445,9 @@ class Run:
         for fault, source, _ in self.faults.deferred:
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by=source,
                               reason="no driver became ready again before the run ended")
+        for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
+                              reason=f"its trigger ({fault.to_text()}) never came before the run ended")
         how = self._stop_driver_gracefully()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         positions = read_progress(self.run_dir)["positions"]
@@ -471,10 +473,10 @@ class Run:
 
     def _kill_remaining_driver(self) -> None:
         with self._lock:
-            if self.driver is not None and processes.group_alive(self.driver.pid):
-                self._groups.scan(self.driver.pid)
-                processes.kill_group(self.driver.pid, signal.SIGKILL)
             if self.driver is not None:
+                if processes.group_alive(self.driver.pid):
+                    self._groups.scan(self.driver.pid)
+                    processes.kill_group(self.driver.pid, signal.SIGKILL)
                 try:
                     self.driver.wait(timeout=5)
                 except Exception:
