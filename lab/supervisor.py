@@ -77,13 +77,7 @@ class RunStatus:
 
 
 def new_run_dir(config: RunConfig) -> Path:
-    """Create ``<runs_dir>/<time>-<name>/``.
-
-    Raises
-    ------
-    LabError
-        When the runs directory cannot be created or written, naming it.
-    """
+    """Create ``<runs_dir>/<time>-<name>/``; :class:`LabError` naming the directory when it cannot."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")[:-3]
     path = Path(config.runs_dir).resolve() / f"{stamp}-{config.name}"
     try:
