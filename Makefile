@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 demo: venv
+	$(BIN)/lab fetch
 	$(BIN)/lab doctor
 	$(BIN)/lab run --pipeline plain --sink append --events 3000 --rate 1000 --faults driver-crash@at=3s
 	$(BIN)/lab matrix --grid lab/templates/demo_grid.yaml --out data/results/demo

@@ -1,6 +1,6 @@
 """The ``lab`` command line (also ``python -m lab``).
 
-Commands: ``doctor``, ``broker start|stop|status``, ``cluster start|stop|status``,
+Commands: ``doctor``, ``fetch``, ``broker start|stop|status``, ``cluster start|stop|status``,
 ``run``, ``matrix``, ``report``. Errors the user can fix print one line,
 ``error: ...``, and exit with status 2; no error is a traceback.
 """
@@ -54,10 +54,16 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lab", description="Make stream-processing delivery guarantees visible.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    sub.add_parser("doctor", help="check Python, Java, PySpark, the broker and disk space")
+    sub.add_parser("doctor", help="check Python, Java, PySpark, the cached jars, the broker and disk space")
+    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's Kafka connector, the Kafka broker) into the cache")
+    f.add_argument("--set", dest="jar_set", default=None, metavar="NAME",
+                   help="one jar set: spark-kafka or kafka-broker (default: all)")
+    f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
+    b.add_argument("--broker", default=None, metavar="PRODUCT",
+                   help="start: kafka (Apache Kafka 4.1.1) or tansu (default LAB_BROKER, else tansu)")
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
     c.add_argument("action", choices=("start", "stop", "status"))
     c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
@@ -159,9 +165,26 @@ def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
 def cmd_broker(a) -> int:
     from lab import broker
 
-    return _service(a, "broker", lambda d: broker.start_detached(d, port=a.port), broker.stop_detached,
-                    broker.load_running,
-                    lambda i: f"bootstrap {i.bootstrap} (tansu pid {i.broker_pid}, proxy pid {i.proxy_pid})")
+    return _service(a, "broker", lambda d: broker.start_detached(d, port=a.port, product=a.broker),
+                    broker.stop_detached, broker.load_running,
+                    lambda i: f"bootstrap {i.bootstrap} ({' '.join(filter(None, (i.product, i.version)))} "
+                              f"pid {i.broker_pid}, proxy pid {i.proxy_pid})")
+
+
+def cmd_fetch(a) -> int:
+    from lab import jars
+
+    names = [jars.jar_set(a.jar_set).name] if a.jar_set else list(jars.manifest())
+    for name in names:
+        r = jars.fetch(name, route=a.route)
+        js = jars.jar_set(name)
+        if r.fetched:
+            size = sum(j.size for j in r.fetched) / 1e6
+            print(f"{name}: fetched {len(r.fetched)} of {len(js.jars)} jars ({size:.1f} MB) by {r.route} "
+                  f"in {r.seconds:.1f} s, verified, at {r.directory}")
+        else:
+            print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
+    return 0
 
 
 def cmd_cluster(a) -> int:
@@ -214,7 +237,7 @@ def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
         commands = {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "matrix": cmd_matrix,
-                    "report": cmd_report, "doctor": cmd_doctor}
+                    "report": cmd_report, "doctor": cmd_doctor, "fetch": cmd_fetch}
         return commands[a.command](a)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -44,8 +44,31 @@ def check_pyspark() -> Check:
     return Check("pyspark", True, f"pyspark {pyspark.__version__}")
 
 
+def check_jars() -> list[Check]:
+    """One check per pinned jar set (:mod:`lab.jars`): every jar cached with its pinned SHA-1, hashed now.
+
+    Never uses the network (measured: 50-55 ms to hash all 50 jars).
+    """
+    from lab import jars
+
+    checks = []
+    for name, js in jars.manifest().items():
+        directory = jars.set_dir(name)
+        bad = jars.missing(name, rehash=True)
+        if not bad:
+            checks.append(Check("jars", True, f"{name}: {len(js.jars)} jars ({js.size / 1e6:.1f} MB) cached and "
+                                              f"verified at {directory}"))
+        else:
+            checks.append(Check(
+                "jars", False,
+                f"{name}: {len(bad)} of {len(js.jars)} jars missing or not matching their pinned SHA-1 in {directory} "
+                f"(first: {bad[0].coord})",
+                f"lab fetch --set {name} (needs the internet once), or copy {directory} from a machine that has it"))
+    return checks
+
+
 def check_broker() -> Check:
-    from lab import broker
+    from lab import broker, kafka_broker
     from lab.errors import LabError
 
     bootstrap = os.environ.get("LAB_KAFKA_BOOTSTRAP")
@@ -53,20 +76,34 @@ def check_broker() -> Check:
         if bootstrap:
             broker.check_reachable(bootstrap)
             return Check("broker", True, f"Kafka reachable at LAB_KAFKA_BOOTSTRAP={bootstrap}")
+        try:
+            product = broker.product_from_env()
+        except LabError as e:
+            return Check("broker", False, str(e), f"set LAB_BROKER to one of {', '.join(broker.PRODUCTS)}, or unset it")
         from lab.config import env_runs_dir
 
         running = broker.load_running(env_runs_dir())
         if running:
             broker.check_reachable(running.bootstrap, source="the running embedded broker")
-            return Check("broker", True, f"embedded broker running at {running.bootstrap}")
+            what = " ".join(filter(None, (running.product, running.version)))
+            return Check("broker", True, f"embedded broker running at {running.bootstrap} ({what})")
+        if product == "kafka":
+            from lab import jars
+
+            if jars.missing(kafka_broker.KAFKA_JARS):  # the doctor never downloads: `lab fetch` does
+                return Check("broker", False, f"Apache Kafka (LAB_BROKER=kafka) needs the {kafka_broker.KAFKA_JARS} jars, "
+                                              "which are not cached", "lab fetch")
         with tempfile.TemporaryDirectory() as tmp:
-            info = broker.start_embedded(Path(tmp))
+            info = broker.start_embedded(Path(tmp), product=product)
             try:
                 from lab.kafka_tools import create_topic
                 create_topic(info.bootstrap, "lab-doctor", 1)
             finally:
                 broker.stop_embedded(info)
-        return Check("broker", True, f"embedded Tansu starts, serves a topic and stops ({broker.tansu_binary()})")
+        where = broker.tansu_binary() if product == "tansu" else "LAB_BROKER=kafka"
+        name = "Tansu" if product == "tansu" else "Apache Kafka"
+        version = f" {info.version}" if info.version else ""
+        return Check("broker", True, f"embedded {name}{version} starts, serves a topic and stops ({where})")
     except LabError as e:
         return Check("broker", False, str(e), "unset LAB_KAFKA_BOOTSTRAP, or start that Kafka")
 
@@ -81,9 +118,10 @@ def check_disk(path: str = ".") -> Check:
 def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
-    for fn in (check_python, check_java, check_pyspark, check_broker, check_disk):
+    for fn in (check_python, check_java, check_pyspark, check_jars, check_broker, check_disk):
         try:
-            checks.append(fn())
+            result = fn()
+            checks.extend(result if isinstance(result, list) else [result])
         except Exception as e:  # a check that crashes is a failed check, not a crashed doctor
             checks.append(Check(fn.__name__.removeprefix("check_"), False, f"check failed: {e!r}"))
     return checks

@@ -1,0 +1,294 @@
+"""Apache Kafka as the embedded broker: one KRaft node (broker and controller in one JVM).
+
+:mod:`lab.broker` starts it behind the lab's proxy (``LAB_BROKER=kafka``); this
+module holds what is particular to Kafka: its pinned jars (set ``kafka-broker``
+of :mod:`lab.jars`), its JVM flags, its ``server.properties``, the one-time
+format of its data directory, and reading its ports and readiness from its log.
+
+Protocol
+--------
+1. :func:`prerequisites`: the JVM (:func:`lab.java.find_java`), the cached jars'
+   classpath and the Kafka version.
+2. :func:`format_data_dir` once per data directory (``kafka.tools.StorageTool
+   format --standalone``, into a temporary directory renamed when done, so a
+   half-formatted directory cannot exist); a restart reuses the data.
+3. :func:`start`: ``kafka.Kafka server.properties`` with every listener on
+   ``127.0.0.1:0`` (the OS picks the ports; Kafka logs them) and the client
+   listener advertised as the proxy's port; ready when the log says
+   ``Kafka Server started``; returns the process and its client port.
+
+On failure
+----------
+A JVM that exits or is not ready within :data:`KAFKA_READY_S` raises
+:class:`lab.errors.LabError` with Kafka's own exception line and the log path.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from lab import processes
+from lab.errors import LabError
+
+#: The jar set of :mod:`lab.jars` the Kafka broker runs from.
+KAFKA_JARS = "kafka-broker"
+
+#: JVM flags of the Kafka broker and its StorageTool. Measured on this 2-core machine: 159 MB RSS
+#: once started, 164-200 MB after the integration tests' load (5,000 records plus a transaction;
+#: or 20,000 records of 200 B), against 263 MB started with kafka-server-start's defaults
+#: (-Xmx1G -Xms1G, G1). A 256 MB heap holds the lab's topics; C1 only (TieredStopAtLevel=1)
+#: and serial GC suit a short-lived broker on 2 cores.
+KAFKA_JVM_FLAGS = (
+    "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=48m",
+    "-XX:MaxMetaspaceSize=128m", "-Xss512k", "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError",
+    # slf4j-simple (pinned in the jar set) writes to stderr, i.e. kafka.log; INFO is needed: the ready
+    # line and the listeners' ports are INFO lines.
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+    "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+)
+
+#: Seconds the Kafka JVM gets to be ready (``Kafka Server started``). Measured: 2.8 s to start on
+#: existing data, 2.9-6.1 s for a first start including the one-time format (1.2-1.5 s), 3.7-5.3 s
+#: to restart after a SIGKILL; the upper ends while Spark runs compete for the 2 cores.
+KAFKA_READY_S = 60.0
+
+#: Seconds a Kafka JVM gets after SIGTERM before SIGKILL (a clean shutdown, measured 0.4-1.0 s).
+KAFKA_STOP_GRACE_S = 15.0
+
+
+def properties(data_dir: Path, proxy_port: int) -> str:
+    """``server.properties`` of the one-node KRaft Kafka: every port is bound by the JVM itself (0).
+
+    Three listeners: ``PLAINTEXT`` for clients, advertised as the proxy's port, so
+    clients go through the proxy; ``BROKER`` for the node's own inter-broker traffic
+    (transaction markers go to partition leaders over it), advertised with port 0,
+    which Kafka replaces with the port it bound, so a proxy fault never holds up the
+    broker's traffic with itself; ``CONTROLLER`` for KRaft.
+    """
+    return "\n".join([
+        "# Written by lab.broker (one Apache Kafka KRaft node behind the lab's proxy); rewritten at each start.",
+        "process.roles=broker,controller",
+        "node.id=1",
+        "listeners=PLAINTEXT://127.0.0.1:0,BROKER://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{proxy_port},BROKER://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name=BROKER",
+        "controller.listener.names=CONTROLLER",
+        # Port 0 works here too: with --standalone the node is the only voter and finds itself.
+        "controller.quorum.bootstrap.servers=127.0.0.1:0",
+        f"log.dirs={data_dir}",
+        # One node: every internal topic with one replica, one partition (fewer files, faster start).
+        "offsets.topic.replication.factor=1",
+        "offsets.topic.num.partitions=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "transaction.state.log.num.partitions=1",
+        "share.coordinator.state.topic.replication.factor=1",
+        "share.coordinator.state.topic.min.isr=1",
+        # A group's first join is not held back 3 s for more members.
+        "group.initial.rebalance.delay.ms=0",
+        # A SIGKILLed broker's registration expires in 1.5 s instead of 9 s: measured, a restart on the
+        # same data is ready in 3.7-5.3 s instead of about 15.
+        "broker.heartbeat.interval.ms=500",
+        "broker.session.timeout.ms=1500",
+        # 2 cores: fewer threads than the defaults (3 network, 8 io, 10 background).
+        "num.network.threads=2",
+        "num.io.threads=2",
+        "background.threads=2",
+        # The log cleaner allocates this buffer when it starts: the 128 MB default is half the 256 MB heap.
+        "log.cleaner.dedupe.buffer.size=8388608",
+        "",
+    ])
+
+
+def cluster_id() -> str:
+    """A random cluster id in Kafka's form (16 bytes, base64url without padding), made without a JVM.
+
+    Never one starting with ``-``: StorageTool's parser takes it for an option
+    (seen: ``argument --cluster-id/-t: expected one argument``; one random id in 64 starts so),
+    which is why Kafka's own ``Uuid.randomUuid`` draws again in that case too.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def run_jvm_tool(args: list, log: Path, what: str, timeout_s: float = 60.0) -> None:
+    """Run a short-lived JVM (own process group, output appended to ``log``) to its end.
+
+    Raises
+    ------
+    LabError
+        When it fails or outlives ``timeout_s`` (it is then killed), naming ``log`` and its last line.
+    """
+    proc = processes.spawn(args, log_path=log, env=jvm_env())
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        processes.stop_process(proc, 2)
+        raise LabError(f"{what} did not finish within {timeout_s:g} s; see {log}") from None
+    except BaseException:
+        processes.stop_process(proc, 2)
+        raise
+    if code != 0:
+        raise LabError(f"{what} failed with status {code}: {processes.last_log_line(log)} (log: {log})")
+
+
+def jvm_env() -> dict:
+    # Nothing from the caller's environment reaches the broker but what a JVM needs to run.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
+    for key in ("TMPDIR", "LANG", "LC_ALL"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+def format_data_dir(java: str, classpath: str, log_dir: Path, data_dir: Path, proxy_port: int, log: Path) -> None:
+    """Format ``data_dir`` once (``StorageTool format --standalone``), so that it appears complete or not at all.
+
+    The tool formats a sibling ``<data_dir>.formatting-<random>`` (its own
+    properties name it), which is then renamed to ``data_dir``: an interrupted
+    format never leaves a half-formatted data directory that the next start
+    would take as formatted. Measured: 1.2-1.5 s (one JVM).
+    """
+    staging = data_dir.with_name(f"{data_dir.name}.formatting-{uuid.uuid4().hex[:8]}")
+    props = log_dir / f".format-{uuid.uuid4().hex[:8]}.properties"
+    try:
+        props.write_text(properties(staging, proxy_port))
+        run_jvm_tool([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+                       "-t", cluster_id(), "-c", props, "--standalone"],
+                      log, f"Apache Kafka's StorageTool format of {data_dir}")
+        os.rename(staging, data_dir)
+    finally:
+        props.unlink(missing_ok=True)
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+_AWAITING = re.compile(r"Awaiting socket connections on \S+:(\d+)\.")
+_ACCEPTOR = re.compile(r"Created data-plane acceptor and processors for endpoint : ListenerName\((\w+)\)")
+_READY = "Kafka Server started"
+
+
+def ports_from_log(text: str) -> dict[str, int]:
+    """``{listener name: bound port}`` from a Kafka 4.1 log.
+
+    Each listener's acceptor logs ``Awaiting socket connections on 127.0.0.1:N.``,
+    then ``Created data-plane acceptor ... ListenerName(NAME)``, both from the
+    ``main`` thread, one listener after the other (measured in every start's log).
+    A listener advertised with its own port (PLAINTEXT is advertised as the
+    proxy's) gets no ``resolved ephemeral port`` line, so that line is not used.
+    """
+    ports, last = {}, None
+    for line in text.splitlines():
+        if m := _AWAITING.search(line):
+            last = int(m.group(1))
+        elif (m := _ACCEPTOR.search(line)) and last is not None:
+            ports[m.group(1)] = last
+            last = None
+    return ports
+
+
+_EXCEPTION = re.compile(r"^(?:Caused by: )?[\w$.]+(?:Exception|Error): ")
+
+
+def failure_line(log: Path, offset: int) -> str:
+    """The line of ``log`` (after byte ``offset``) that says why Kafka stopped.
+
+    The last exception message (``java.lang.RuntimeException: No readable
+    meta.properties files found.``), else the last ``ERROR`` line, else the last
+    line: a JVM's last line is usually a stack frame (``at kafka.Kafka.main``).
+    """
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    for pick in (lambda line: _EXCEPTION.match(line), lambda line: " ERROR " in line, lambda line: True):
+        found = [line for line in lines if pick(line)]
+        if found:
+            return found[-1]
+    return ""
+
+
+def wait_ready(proc, log: Path, offset: int, timeout_s: float) -> dict[str, int]:
+    """Wait for ``Kafka Server started`` in ``log`` after byte ``offset``; return the listeners' ports.
+
+    Raises
+    ------
+    LabError
+        One line naming the log: the JVM exited first, or was not ready in ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            text = ""
+        if _READY in text:
+            return ports_from_log(text)
+        if proc.poll() is not None:
+            raise LabError(f"Apache Kafka exited with status {proc.returncode} before it was ready: "
+                           f"{failure_line(log, offset)[:300]} (log: {log})")
+        if time.monotonic() >= deadline:
+            raise LabError(f"Apache Kafka was not ready within {timeout_s:g} s (no '{_READY}'); see {log}")
+        time.sleep(0.05)
+
+
+def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: bool):
+    """Start the Kafka JVM on ``log_dir``'s data, advertising ``proxy_port``: ``(Popen, client port)``.
+
+    Formats ``<log_dir>/kafka-data`` first when it does not exist (a restart on the
+    same directory keeps its data and is never formatted again). The caller stops
+    the returned process on a later failure; on a failure here it is already stopped.
+    """
+    log = log_dir / "kafka.log"
+    data_dir = log_dir / "kafka-data"
+    if not data_dir.exists():
+        format_data_dir(java, classpath, log_dir, data_dir, proxy_port, log)
+    props = log_dir / "server.properties"
+    write_atomic(props, properties(data_dir, proxy_port))
+    offset = log.stat().st_size if log.exists() else 0
+    proc = processes.spawn([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.Kafka", props],
+                           log_path=log, env=jvm_env(), die_with_parent=not detach)
+    try:
+        ports = wait_ready(proc, log, offset, KAFKA_READY_S)
+        port = ports.get("PLAINTEXT")
+        listening = processes.listening_ports(proc.pid)
+        if port is None or port not in listening:
+            raise LabError(f"Apache Kafka's client listener port is not in its log or not open "
+                           f"(log says {ports}, the JVM listens on {listening}); see {log}")
+    except BaseException:
+        processes.stop_process(proc, 2)
+        raise
+    return proc, port
+
+
+def prerequisites() -> tuple[str, str, str]:
+    """``(java executable, classpath, version)`` of the Kafka broker: the jars fetched once, verified."""
+    from lab import jars
+    from lab.java import find_java
+
+    java = find_java().executable
+    classpath = jars.classpath(KAFKA_JARS)
+    return java, classpath, jars.jar_set(KAFKA_JARS).version
