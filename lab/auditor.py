@@ -56,6 +56,7 @@ class Audit:
     stored_rows: int
     absorbed_rewrites: int
     acked_without_offset: int = 0
+    aborted_sends: int = 0
     table: pd.DataFrame = field(repr=False, compare=False, default=None)
 
     @property
@@ -88,6 +89,7 @@ class LedgerView:
     kafka_offset: np.ndarray
     failed: int = 0
     unknown: int = 0
+    aborted: int = 0
 
 
 def read_ledger(ledger_path) -> LedgerView:
@@ -109,7 +111,7 @@ def read_ledger(ledger_path) -> LedgerView:
     return LedgerView(
         seq=flat[:, 0], partition=flat[:, 1], kafka_offset=flat[:, 2],
         event_id=np.array([r[0] for r in ids], dtype=object),
-        failed=other.get("failed", 0), unknown=other.get("unknown", 0),
+        failed=other.get("failed", 0), unknown=other.get("unknown", 0), aborted=other.get("aborted", 0),
     )
 
 
@@ -190,6 +192,7 @@ def audit_core(
         stored_rows=int(len(sink_seq)),
         absorbed_rewrites=absorbed,
         acked_without_offset=int(unplaced.sum()),
+        aborted_sends=int(ledger.aborted),
         table=table,
     )
 

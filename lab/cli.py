@@ -34,6 +34,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
     p.add_argument("--kafka-reader", default=None,
                    help=f"structured pipeline's Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
+    p.add_argument("--broker", default=None,
+                   help="embedded broker: tansu or kafka (Apache Kafka, data on disk; default LAB_BROKER or tansu)")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
@@ -89,8 +91,12 @@ def _print_table(report: dict) -> None:
         ("unexpected rows", report["unexpected"]),
         ("write attempts / stored", f"{report['write_attempts']} / {report['stored_rows']}"),
         ("restarts", report["restarts"]),
+        ("broker", report.get("broker_version") or "?"),
         ("guarantee measured", report["guarantee"]),
     ]
+    if report.get("aborted_sends"):
+        rows.insert(6, ("aborted (txn-abort)", f"{report['aborted_sends']}  ({report.get('aborted_in_topic', '?')} of "
+                                               "them in the topic, read uncommitted)"))
     # Shown only when they happened: each is a reason to read the counts above with care.
     if report.get("acked_without_offset"):
         rows.insert(6, ("acked, no offset found", f"{report['acked_without_offset']}  (not in the topic; lost unless the sink has them)"))
@@ -117,7 +123,7 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, kafka_reader=a.kafka_reader, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, broker=a.broker, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
@@ -137,7 +143,7 @@ def cmd_run(a) -> int:
 def _echo_event(e: dict) -> None:
     t = e.get("type")
     if t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
-             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR):
+             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

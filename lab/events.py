@@ -41,6 +41,8 @@ EXECUTOR_CRASH_NOT_SEEN = "executor-crash-not-seen"  #: tasks finished before th
 PRODUCER_START = "producer-start"
 PRODUCER_DONE = "producer-done"
 PRODUCER_ERROR = "producer-error"
+TXN_ABORTED = "txn-aborted"              #: the producer aborted a transaction (txn-abort): ``sends``, ``first_seq``, ``last_seq``
+BROKER_RESTART = "broker-restart"        #: (supervisor) the broker JVM restarted on its data after a broker-crash: ``pid``
 # driver: its life and its batches
 DRIVER_READY = "driver-ready"            #: the pipeline module is imported; faults may target this driver
 DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop

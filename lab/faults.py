@@ -49,7 +49,7 @@ class FaultSpec:
         What really happens.
     by : str
         Who carries it out: ``supervisor`` (a kill), ``proxy`` (a cut or dropped
-        responses), ``timeline`` (the supervisor writes the ``fault`` event and the
+        responses), ``producer`` (the ledgered producer, e.g. aborting transactions), ``timeline`` (the supervisor writes the ``fault`` event and the
         pipeline's driver, watching the timeline, acts on it), ``driver`` (the
         pipeline itself at its trigger, e.g. a task raising; it reports the event).
     pipelines : tuple of str
@@ -110,6 +110,21 @@ def _needs_proxy(kind: str):
     return check
 
 
+def _needs_durable_broker(cfg) -> str | None:
+    if cfg.kafka_bootstrap:
+        return "fault 'broker-crash' kills the embedded broker's JVM; unset LAB_KAFKA_BOOTSTRAP to use it"
+    if cfg.broker != "kafka":
+        return ("fault 'broker-crash' needs a broker that keeps its data: Tansu stores it in memory, so a "
+                f"restart would be an empty broker (this run: --broker {cfg.broker}); use --broker kafka")
+    return None
+
+
+def _needs_transactions(cfg) -> str | None:
+    if cfg.producer.transactional:
+        return None
+    return "fault 'txn-abort' aborts the producer's transactions: it needs --transactional on"
+
+
 def _needs_wal_and_stored_acks(cfg) -> str | None:
     if cfg.wal == "on" and cfg.ack == "stored":
         return None
@@ -137,6 +152,14 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               by="proxy", pipelines=ALL_PIPELINES, options=("for", "count"), requires=_needs_proxy("ack-loss"),
               button=("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
               panel_options=(("count", 5),)),
+    FaultSpec("broker-crash", "SIGKILL to the embedded Apache Kafka broker's JVM; restarted on its data after for=Ns",
+              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_durable_broker,
+              button=("Crash broker 3 s", "SIGKILL the broker JVM; it restarts on its data 3 s later"),
+              panel_options=(("duration_s", 3.0),)),
+    FaultSpec("txn-abort", "the transactional producer aborts its next count=K transactions instead of committing",
+              by="producer", pipelines=ALL_PIPELINES, options=("count",), requires=_needs_transactions,
+              button=("Abort a transaction", "the producer aborts its open transaction instead of committing it"),
+              panel_options=(("count", 1),)),
 )}
 
 POINTS: dict[str, PointSpec] = {p.name: p for p in (

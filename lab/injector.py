@@ -14,8 +14,9 @@ up. A fault fires on its trigger:
 
 Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
-executor JVM found in process trees the lab started), ``proxy`` faults go to
-the proxy's control port, ``timeline`` faults are the ``fault`` event itself
+executor JVM found in process trees the lab started, the broker's JVM, which
+the supervisor restarts on its data after ``for=Ns``), ``proxy`` faults go to
+the proxy's control port, ``producer`` faults to the ledgered producer, ``timeline`` faults are the ``fault`` event itself
 (the driver watches for it), ``driver`` faults are done by the pipeline, which
 reports them with a ``fault`` event of its own (the injector then stops
 waiting for them).
@@ -57,11 +58,20 @@ class FaultInjector:
         SIGKILLs one executor JVM; returns its PID, or ``None`` when there is none.
     control_port : int or None
         The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP``).
+    kill_broker : callable, optional
+        ``kill_broker(seconds)`` SIGKILLs the broker's JVM and schedules its restart; returns
+        the PID killed, or ``None`` when the broker is already down.
+    restart_broker : callable, optional
+        Starts the killed broker's JVM again on its data (called ``for=Ns`` after a broker-crash).
+    abort_transactions : callable, optional
+        ``abort_transactions(count)``: the producer aborts its next ``count`` transactions.
     """
 
     def __init__(self, config, events, *, elapsed: Callable[[], float], kill_driver: Callable[[], int | None],
                  driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
-                 control_port: int | None) -> None:
+                 control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
+                 restart_broker: Callable[[], None] | None = None,
+                 abort_transactions: Callable[[int], dict] | None = None) -> None:
         self.config = config
         self.events = events
         self.elapsed = elapsed
@@ -69,17 +79,24 @@ class FaultInjector:
         self.driver_up = driver_up
         self.kill_executor = kill_executor
         self.control_port = control_port
+        self.kill_broker = kill_broker
+        self.restart_broker = restart_broker
+        self.broker_restart_at: float | None = None  # time.monotonic() when a crashed broker restarts
+        self.abort_transactions = abort_transactions
         self.pending: list[Fault] = list(config.fault_plan)
         self.deferred: list[tuple[Fault, str, dict]] = []
         self.fired: list[dict] = []
 
     @property
     def busy(self) -> bool:
-        """True while a planned fault has not fired yet (a run is not drained then)."""
-        return bool(self.pending or self.deferred)
+        """True while a planned fault has not fired yet or the broker is down (a run is not drained then)."""
+        return bool(self.pending or self.deferred or self.broker_restart_at is not None)
 
     def tick(self) -> None:
-        """Fire the time-triggered faults that are due."""
+        """Fire the time-triggered faults that are due; restart a crashed broker when its time has come."""
+        if self.broker_restart_at is not None and time.monotonic() >= self.broker_restart_at:
+            self.broker_restart_at = None
+            self.restart_broker()
         now = self.elapsed()
         for fault in [f for f in self.pending if f.at_s is not None and now >= f.at_s]:
             self.pending.remove(fault)
@@ -135,6 +152,15 @@ class FaultInjector:
             info["pid"] = self.kill_executor()
             if info["pid"] is None:
                 info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
+        elif fault.kind == "broker-crash":
+            info.update(duration_s=fault.duration_s, pid=None)
+            if self.broker_restart_at is not None:
+                info["reason"] = "the broker was already down (an earlier broker-crash had not restarted it yet)"
+            else:
+                info["pid"] = self.kill_broker()
+                self.broker_restart_at = time.monotonic() + fault.duration_s
+        elif fault.kind == "txn-abort":
+            info.update(count=fault.count or 1, producer=self.abort_transactions(fault.count or 1))
         elif FAULTS[fault.kind].by == "proxy":
             info.update(duration_s=fault.duration_s, count=fault.count, proxy=self._proxy(fault))
         elif FAULTS[fault.kind].by != "timeline":  # a timeline fault is the event written below

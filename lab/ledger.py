@@ -9,6 +9,8 @@ acked      the broker acknowledged it; partition and offset are known
 failed     the client gave up before the broker could have stored it
 unknown    the request may have reached the broker (timeout, lost
            connection, lost acknowledgement): it may or may not be in the topic
+aborted    written inside a transaction the producer aborted: in the topic,
+           but a ``read_committed`` reader never returns it; not owed
 ========== ===================================================================
 
 Only ``acked`` events are owed to the sink. An ``unknown`` send that did land
@@ -28,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sends (
     seq INTEGER PRIMARY KEY,
     event_id TEXT NOT NULL,
     key TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('acked', 'failed', 'unknown')),
+    status TEXT NOT NULL CHECK (status IN ('acked', 'failed', 'unknown', 'aborted')),
     partition INTEGER,
     kafka_offset INTEGER,
     error TEXT,

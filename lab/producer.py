@@ -46,6 +46,7 @@ class ProducerStats:
     acked: int = 0
     failed: int = 0
     unknown: int = 0
+    aborted: int = 0
     done: bool = False
     error: str | None = None
 
@@ -94,6 +95,7 @@ class LedgeredProducer:
         self._thread: threading.Thread | None = None
         # Transactional mode: acknowledged records stay here until their transaction commits.
         self._held: list[LedgerEntry] | None = [] if config.producer.transactional else None
+        self._abort_left = 0  # transactions still to abort (the txn-abort fault)
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
@@ -111,6 +113,20 @@ class LedgeredProducer:
         """Stop sending; flush; record whatever is still in flight as unknown."""
         self._stop.set()
         self.join(timeout)
+
+    def abort_next(self, count: int) -> dict:
+        """Abort the next ``count`` transactions instead of committing them (the ``txn-abort`` fault).
+
+        Their sends are recorded as ``aborted``: not owed to the sink, and a
+        ``read_committed`` reader never returns them (where the broker honours it).
+        """
+        if self._held is None:
+            from lab.errors import LabError
+
+            raise LabError("txn-abort needs a transactional producer: --transactional on")
+        with self._lock:
+            self._abort_left += count
+            return {"aborting": self._abort_left}
 
     @property
     def running(self) -> bool:
@@ -184,10 +200,20 @@ class LedgeredProducer:
                 self.stats.unknown += 1
 
     def _end_transaction(self, producer) -> None:
-        """Commit the open transaction; its records count as acknowledged only if that succeeds."""
+        """Commit the open transaction (or abort it, when asked); its records count as acknowledged only if it commits."""
+        with self._lock:
+            abort = self._abort_left > 0
+            self._abort_left -= int(abort)
         try:
-            producer.commit_transaction()
-            outcome, error = "acked", None
+            if abort:
+                # Every record of the transaction reaches the log first, so the aborted events are
+                # really in the topic (a read_uncommitted reader returns them), then the abort marker.
+                producer.flush()
+                producer.abort_transaction()
+                outcome, error = "aborted", "transaction aborted (txn-abort)"
+            else:
+                producer.commit_transaction()
+                outcome, error = "acked", None
         except Exception as exc:
             outcome, error = "unknown", f"commit failed: {exc!r}"[:300]
             try:
@@ -205,8 +231,13 @@ class LedgeredProducer:
                     self.stats.acked += 1
                 elif status == "failed":
                     self.stats.failed += 1
+                elif status == "aborted":
+                    self.stats.aborted += 1
                 else:
                     self.stats.unknown += 1
+        if abort and outcome == "aborted":
+            self.events.write(ev.TXN_ABORTED, sends=len(held), first_seq=min((e.seq for e in held), default=None),
+                              last_seq=max((e.seq for e in held), default=None))
 
     def _drain_to(self, ledger: Ledger) -> None:
         with self._lock:
@@ -288,5 +319,5 @@ class LedgeredProducer:
             self.stats.done = True
             self.events.write(
                 ev.PRODUCER_DONE, sent=self.stats.sent, acked=self.stats.acked,
-                failed=self.stats.failed, unknown=self.stats.unknown,
+                failed=self.stats.failed, unknown=self.stats.unknown, aborted=self.stats.aborted,
             )

@@ -1,4 +1,4 @@
-"""A finished run's verdict: the final audit and ``report.json``.
+"""What a run reports: its live status while it runs, and its verdict, the final audit and ``report.json``.
 
 After the driver has stopped, :func:`final_audit` reads the run's topic once
 from the earliest offset (what the producer really stored: ``source_duplicates``,
@@ -46,6 +46,26 @@ class RunResult:
     report: dict = field(default_factory=dict)
 
 
+@dataclass
+class RunStatus:
+    """Live view of a run for progress bars and panels."""
+
+    elapsed_s: float
+    produced: int
+    acked: int
+    producer_done: bool
+    batches: int
+    restarts: int
+    driver_alive: bool
+    positions: dict
+    end_offsets: dict
+    finished: bool
+
+    @property
+    def backlog(self) -> int:
+        return sum(max(0, e - self.positions.get(p, 0)) for p, e in self.end_offsets.items())
+
+
 def completed_ends(events: list[dict]) -> dict[int, int]:
     """Per partition, the end of the furthest offset range a completed batch covered.
 
@@ -70,13 +90,19 @@ def in_flight_positions(positions: dict[int, int], events: list[dict]) -> dict[i
     return {p: min(o, ends.get(p, 0)) for p, o in positions.items()}
 
 
-def final_audit(run_dir: Path, config, bootstrap: str, positions: dict[int, int]) -> tuple[Audit, dict]:
+def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tuple[Audit, dict]:
     """Read the topic, place offset-less acknowledgements, audit; return the audit and the source counts.
+
+    ``broker`` is the run's :class:`lab.broker.BrokerInfo` (its product and version go into
+    the counts as ``broker_version``). Sends of aborted transactions are looked for in a
+    ``read_uncommitted`` read of the topic (``aborted_in_topic``): they are there, hidden
+    from ``read_committed`` readers where the broker honours the isolation level.
 
     Delivery guarantee: none of its own; it reads and counts. An acknowledged
     send the topic does not hold, and that no sink row explains, is lost (see
     :mod:`lab.auditor`).
     """
+    bootstrap = broker.bootstrap
     copies = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
                                       isolation_level=config.producer.isolation_level)
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
@@ -85,8 +111,23 @@ def final_audit(run_dir: Path, config, bootstrap: str, positions: dict[int, int]
     audit.table.to_csv(run_dir / "audit.csv", index=False)
     dup = [c[0] for c in copies.values() if c[0] > 1]
     source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
-              "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed}
+              "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed,
+              "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version)))}
+    if audit.aborted_sends:
+        everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
+        source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)
     return audit, source
+
+
+def aborted_ids(ledger_path) -> list[str]:
+    """Event ids of the sends the producer aborted (``txn-abort``)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in db.execute("SELECT event_id FROM sends WHERE status = 'aborted'")]
+    finally:
+        db.close()
 
 
 def versions() -> dict:

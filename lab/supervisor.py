@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
 from lab.producer import LedgeredProducer
-from lab.run_report import RunResult, build_report, final_audit, in_flight_positions
+from lab.run_report import RunResult, RunStatus, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -54,26 +54,6 @@ MAX_UNPLANNED_EXITS = 3
 RESTART_SETTLE_S = 45.0
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
-
-
-@dataclass
-class RunStatus:
-    """Live view of a run for progress bars and panels."""
-
-    elapsed_s: float
-    produced: int
-    acked: int
-    producer_done: bool
-    batches: int
-    restarts: int
-    driver_alive: bool
-    positions: dict
-    end_offsets: dict
-    finished: bool
-
-    @property
-    def backlog(self) -> int:
-        return sum(max(0, e - self.positions.get(p, 0)) for p, e in self.end_offsets.items())
 
 
 def new_run_dir(config: RunConfig) -> Path:
@@ -128,6 +108,7 @@ class Run:
         self._batches_done = 0
         self._killed_pids: set[int] = set()
         self._restart_at: float | None = None
+        self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._ready_attempt = 0
         # PySpark's Python daemons leave the driver's process group; ended with the driver all the same.
         self._groups = processes.ChildGroups(on_new=self._record_group)
@@ -160,12 +141,14 @@ class Run:
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
             self.broker = self._stack.enter_context(
-                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs"))
+                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
-                kill_executor=self._kill_executor, control_port=self.broker.control_port)
+                kill_executor=self._kill_executor, control_port=self.broker.control_port,
+                kill_broker=self._kill_broker, restart_broker=self._restart_broker,
+                abort_transactions=lambda count: self.producer.abort_next(count))
             self._t0 = time.monotonic()
             self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
@@ -334,6 +317,23 @@ class Run:
         named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
         return injector.kill_executor(pid, self.config.spark_master, self.config.runs_dir, named)
 
+    def _kill_broker(self) -> int | None:
+        """The broker-crash fault: SIGKILL the broker JVM's process group (the injector schedules the restart)."""
+        pid = self.broker.broker_pid
+        processes.kill_group(pid, signal.SIGKILL, 5)
+        return pid
+
+    def _restart_broker(self) -> None:
+        """Start the killed broker JVM again on its data, behind the same proxy; record where it is."""
+        began = time.monotonic()
+        self.broker = broker_mod.restart_embedded_broker(self.broker)
+        if self.broker.detached:  # `lab broker start`'s broker: `lab broker stop` must find the new JVM
+            broker_mod.save_state(self.config.runs_dir, self.broker)
+        else:
+            self._restarted_broker = self.broker
+        (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
+        self.events.write(ev.BROKER_RESTART, pid=self.broker.broker_pid, took_s=round(time.monotonic() - began, 3))
+
     # -- the monitor thread --------------------------------------------------
     def _monitor(self) -> None:
         try:
@@ -447,7 +447,7 @@ class Run:
         positions = read_progress(self.run_dir)["positions"]
         if how == "killed-after-timeout":
             positions = in_flight_positions(positions, read_events(self.run_dir))
-        audit, source = final_audit(self.run_dir, self.config, self.broker.bootstrap, positions)
+        audit, source = final_audit(self.run_dir, self.config, self.broker, positions)
         self._times["total_s"] = self.elapsed()
         self.result = RunResult(
             config=self.config, run_dir=self.run_dir, audit=audit,
@@ -463,6 +463,8 @@ class Run:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.
         self._kill_remaining_driver()
+        if self._restarted_broker is not None:
+            broker_mod.stop_embedded(self._restarted_broker)
         self._stack.close()
 
     def _kill_remaining_driver(self) -> None:

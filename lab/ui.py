@@ -138,7 +138,8 @@ class Panel:
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.fault_buttons = {}
         for kind in spec.faults:  # the catalogue says which faults have a button, and its label
-            if FAULTS[kind].button:
+            needs = FAULTS[kind].requires
+            if FAULTS[kind].button and not (needs and needs(config)):  # only what this run can carry out
                 label, tip = FAULTS[kind].button
                 b = w.Button(description=label, tooltip=tip, button_style="danger", disabled=True)
                 b.on_click(self._callback(lambda _b, k=kind: self.inject(k)))

@@ -48,7 +48,7 @@ def started_pids(root: Path) -> list[tuple[int, float]]:
                 e = json.loads(line)
             except ValueError:
                 continue
-            if e.get("type") in ("driver-start", "driver-ready", "driver-child-group") and e.get("pid"):
+            if e.get("type") in ("driver-start", "driver-ready", "driver-child-group", "broker-restart") and e.get("pid"):
                 found.append((int(e["pid"]), float(e.get("create_time") or e["t"])))
         broker = events.parent / "broker.json"
         if broker.exists():

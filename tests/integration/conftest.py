@@ -106,7 +106,7 @@ def run_pids(run_dir: Path) -> list[int]:
     pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p]
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
-        if e["type"] in ("driver-start", "driver-ready", "driver-child-group"):
+        if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart"):
             pids.append(e["pid"])
     return pids
 

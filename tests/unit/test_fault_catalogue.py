@@ -16,7 +16,7 @@ def test_every_pipeline_has_faults_and_points_from_the_catalogue():
     for name, spec in PIPELINES.items():
         assert spec.faults == faults_for(name) and "driver-crash" in spec.faults
         assert spec.points == points_for(name) and spec.points
-    assert all(f.by in ("supervisor", "proxy", "timeline", "driver") for f in FAULTS.values())
+    assert all(f.by in ("supervisor", "proxy", "producer", "timeline", "driver") for f in FAULTS.values())
     assert all(set(p.pipelines) <= set(PIPELINES) for p in POINTS.values())
 
 
@@ -32,6 +32,17 @@ def test_the_catalogue_refuses_what_a_run_cannot_do(params, words, monkeypatch):
     with pytest.raises(LabError) as e:
         make_config(**params)
     assert all(w in str(e.value) for w in words) and "\n" not in str(e.value)
+
+
+def test_broker_crash_needs_a_durable_embedded_broker(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("LAB_BROKER", raising=False)
+    with pytest.raises(LabError, match="Tansu stores it in memory.*--broker kafka"):
+        make_config(faults="broker-crash@at=3s:for=3s")
+    assert make_config(broker="kafka", faults="broker-crash@at=3s:for=3s").fault_plan[0].duration_s == 3.0
+    with pytest.raises(LabError, match="--transactional on"):
+        make_config(faults="txn-abort@at=2s:count=3")
+    assert make_config(transactional=True, faults="txn-abort@at=2s:count=3").fault_plan[0].count == 3
 
 
 def test_proxy_faults_need_the_proxy(monkeypatch):

@@ -3,7 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.errors import LabError
-from lab.faults import FAULT_KINDS, POINTS, Fault, format_fault_plan, parse_fault_plan
+from lab.faults import FAULT_KINDS, FAULTS, POINTS, Fault, format_fault_plan, parse_fault_plan
 
 
 def test_examples_from_the_docs():
@@ -46,9 +46,9 @@ faults = st.builds(
         kind=kind,
         at_s=trig[1] if trig[0] == "at" else None,
         batch=trig[1] if trig[0] == "batch" else None,
-        point=point if (kind in ("driver-crash", "task-failure") and trig[0] == "batch") else None,
-        duration_s=dur if kind in ("broker-outage", "ack-loss") else 3.0,
-        count=count if kind == "ack-loss" else None,
+        point=point if (FAULTS[kind].points and trig[0] == "batch") else None,
+        duration_s=dur if "for" in FAULTS[kind].options else 3.0,
+        count=count if "count" in FAULTS[kind].options else None,
     ),
     st.sampled_from(sorted(FAULT_KINDS)),
     st.one_of(st.tuples(st.just("at"), st.integers(0, 600).map(float)), st.tuples(st.just("batch"), st.integers(0, 99))),
@@ -60,7 +60,7 @@ faults = st.builds(
 
 @given(st.lists(faults, min_size=1, max_size=4))
 def test_plan_text_round_trips(plan):
-    plan = [f for f in plan if not (f.kind == "task-failure" and f.batch is None)]
+    plan = [f for f in plan if not (FAULTS[f.kind].needs_batch and f.batch is None)]
     plan = [Fault(**{**f.__dict__, "index": i}) for i, f in enumerate(plan)]
     if plan:
         assert list(parse_fault_plan(format_fault_plan(plan))) == plan

@@ -1,0 +1,44 @@
+"""Faults only a durable, transaction-honouring broker can show: Apache Kafka as the embedded broker.
+
+``broker-crash`` SIGKILLs the broker JVM and restarts it on its data; ``txn-abort``
+makes the transactional producer abort transactions. Both run the plain pipeline
+(no Spark) against ``--broker kafka``.
+"""
+
+import sqlite3
+
+import pytest
+
+from lab.config import make_config
+from lab.events import read_events
+from lab.run_report import aborted_ids
+from lab.supervisor import run_scenario
+from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
+
+pytestmark = pytest.mark.integration
+
+
+def test_broker_crash_loses_nothing_acknowledged_with_an_idempotent_producer(runs_dir):
+    result = run_scenario(make_config(broker="kafka", events=4000, rate=1000, faults="broker-crash@at=2s:for=3s"))
+    r, events = result.report, read_events(result.run_dir)
+    crash = [e for e in events if e["type"] == "fault" and e["kind"] == "broker-crash"]
+    restart = [e for e in events if e["type"] == "broker-restart"]
+    assert len(crash) == 1 and crash[0]["pid"] and len(restart) == 1 and restart[0]["pid"] != crash[0]["pid"]
+    assert restart[0]["t"] - crash[0]["t"] >= 3.0  # the broker was really down for the planned time
+    assert r["broker_version"].startswith("apache-kafka ") and result.drained
+    assert (r["acked"], r["lost"], r["unseen"], r["source_duplicates"]) == (4000, 0, 0, 0), r
+    assert {k: r[k] for k in independent_counts(result.run_dir)} == independent_counts(result.run_dir)
+    assert_all_gone(run_pids(result.run_dir))
+
+
+def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
+    result = run_scenario(make_config(broker="kafka", events=3000, rate=1000, transactional=True, sink="idempotent",
+                                      faults="txn-abort@at=1s:count=3"))
+    r = result.report
+    aborted = set(aborted_ids(result.run_dir / "ledger.sqlite"))
+    assert len(aborted) == r["aborted_sends"] == 300  # three transactions of 100
+    assert r["aborted_in_topic"] == 300, "the aborted events are in the topic, read uncommitted"
+    in_sink = {eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}
+    assert not aborted & in_sink and r["unexpected"] == 0
+    assert (r["acked"], r["exactly_once"], r["lost"]) == (2700, 2700, 0)
+    assert [e["sends"] for e in read_events(result.run_dir) if e["type"] == "txn-aborted"] == [100, 100, 100]
