@@ -181,7 +181,7 @@ class RunConfig:
             raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
         if self.kafka_reader not in KAFKA_READERS:
             raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
-        if self.pipeline == "structured" and self.kafka_reader == "spark" and not self.kafka_bootstrap:
+        if self.pipeline == "structured" and self.kafka_reader == "spark" and not (self.kafka_bootstrap or self.broker == "kafka"):
             raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.broker not in BROKERS:
             raise choices_error("broker", self.broker, BROKERS)

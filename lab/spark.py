@@ -21,6 +21,10 @@ from pathlib import Path
 from lab.java import find_java, java_env
 
 
+#: The jar set of :mod:`lab.jars` that puts Spark's Kafka connector on every session's classpath.
+SPARK_KAFKA_JARS = "spark-kafka"
+
+
 def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | None = None) -> dict[str, str]:
     """The Spark configuration the lab uses (a plain dict, so it can be inspected and tested)."""
     run_dir = Path(run_dir).resolve()
@@ -49,6 +53,13 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         # reach it by its service name, so it must listen on the container's network too.
         conf["spark.driver.host"] = driver_host
         conf["spark.driver.bindAddress"] = "0.0.0.0"
+    from lab import jars
+
+    if not jars.missing(SPARK_KAFKA_JARS):
+        # Spark's Kafka connector, pinned and cached by `lab fetch` (the 4.2.0 connector: 4.3.0 is not on
+        # Maven Central; measured to read and stream in pyspark 4.3.0). A stat per jar, no network.
+        directory = jars.set_dir(SPARK_KAFKA_JARS)
+        conf["spark.jars"] = ",".join(str(directory / j.file) for j in jars.jar_set(SPARK_KAFKA_JARS).jars)
     if os.environ.get("LAB_SPARK_PACKAGES"):
         # e.g. the spark-sql-kafka connector; resolved from Maven when the session starts.
         conf["spark.jars.packages"] = os.environ["LAB_SPARK_PACKAGES"]

@@ -237,7 +237,7 @@ def run(ctx: DriverContext) -> None:
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
     register(spark)
-    reader = resolve_reader(spark, cfg.kafka_reader, external_broker=bool(cfg.kafka_bootstrap))
+    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=bool(cfg.kafka_bootstrap) or cfg.broker == "kafka")
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
     start_sql_python_workers(spark, TASK_MODULES + ("lab.kafka_source",))

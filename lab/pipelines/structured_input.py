@@ -10,13 +10,14 @@ points, the checkpoint) is one code path.
 ``--kafka-reader`` (``LAB_KAFKA_READER``)
 -----------------------------------------
 ``auto``      Spark's ``kafka`` format when its connector
-              (``spark-sql-kafka-0-10``) is on the driver's classpath and the
-              run uses a Kafka of its own (``LAB_KAFKA_BOOTSTRAP``), as in the
-              Docker stack (``LAB_SPARK_PACKAGES``); else ``labkafka``.
+              (``spark-sql-kafka-0-10``, cached by ``lab fetch`` and added to
+              every session, or ``LAB_SPARK_PACKAGES``) is on the driver's
+              classpath and the run reads Apache Kafka (``--broker kafka``, or
+              a Kafka of its own in ``LAB_KAFKA_BOOTSTRAP``); else ``labkafka``.
 ``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
               no jar): :mod:`lab.kafka_source`.
 ``spark``     Spark's ``kafka`` format; a clear error when the connector is
-              absent or the broker is the embedded one.
+              absent or the broker is Tansu.
 
 Not with the embedded broker: Spark's connector takes a batch's end offsets
 from ListOffsets(latest), which Tansu answers with the last record batch's
@@ -40,11 +41,11 @@ from lab.kafka_read import EVENT_FIELDS, NOT_AN_EVENT
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-#: Why ``--kafka-reader spark`` is refused with the embedded broker (also checked in :mod:`lab.config`).
+#: Why ``--kafka-reader spark`` is refused with Tansu (also checked in :mod:`lab.config`).
 SPARK_READER_NEEDS_KAFKA = (
-    "--kafka-reader spark needs a Kafka of your own (LAB_KAFKA_BOOTSTRAP): the embedded broker answers "
-    "ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would never read "
-    "a partition's last records; use --kafka-reader labkafka (or auto) with the embedded broker")
+    "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
+    "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
+    "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
 #: The event fields of a record's JSON value (:data:`lab.kafka_read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS)
 
@@ -59,11 +60,14 @@ def connector_on_classpath(spark) -> bool:
     return True
 
 
-def resolve_reader(spark, choice: str, external_broker: bool) -> str:
+def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
     """``labkafka`` or ``spark``: the reader a run uses for ``--kafka-reader choice``.
 
-    ``external_broker``: the run reads a Kafka of its own (``LAB_KAFKA_BOOTSTRAP``),
-    not the embedded broker, whose offset answers Spark's connector cannot use.
+    ``real_kafka``: the run reads Apache Kafka (``--broker kafka``, or a Kafka of
+    its own in ``LAB_KAFKA_BOOTSTRAP``), not Tansu, whose offset answers Spark's
+    connector cannot use. ``auto`` picks ``spark`` when both hold: Apache Kafka,
+    and the connector on the classpath (the pinned jars ``lab fetch`` caches, which
+    :func:`lab.spark.session_conf` adds; or ``LAB_SPARK_PACKAGES``).
 
     Raises
     ------
@@ -74,15 +78,15 @@ def resolve_reader(spark, choice: str, external_broker: bool) -> str:
     """
     if choice == "labkafka":
         return "labkafka"
-    if choice == "spark" and not external_broker:
+    if choice == "spark" and not real_kafka:
         raise DriverConfigError(SPARK_READER_NEEDS_KAFKA)
     found = connector_on_classpath(spark)
     if choice == "spark" and not found:
         raise DriverConfigError(
-            "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Set "
-            "LAB_SPARK_PACKAGES=org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version> where Maven Central "
-            "is reachable (the Docker stack does), or use --kafka-reader labkafka (no jar needed)")
-    return "spark" if found and external_broker else "labkafka"
+            "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Run `lab fetch` once "
+            "(it caches the pinned connector jars, which every Spark session then loads), "
+            "or use --kafka-reader labkafka (no jar needed)")
+    return "spark" if found and real_kafka else "labkafka"
 
 
 def events_from_kafka_rows(df):

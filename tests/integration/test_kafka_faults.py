@@ -1,8 +1,8 @@
-"""Faults only a durable, transaction-honouring broker can show: Apache Kafka as the embedded broker.
+"""What only Apache Kafka as the embedded broker shows (``--broker kafka``).
 
 ``broker-crash`` SIGKILLs the broker JVM and restarts it on its data; ``txn-abort``
-makes the transactional producer abort transactions. Both run the plain pipeline
-(no Spark) against ``--broker kafka``.
+makes the transactional producer abort transactions (both on the plain pipeline,
+no Spark); and Structured Streaming reads through Spark's own Kafka connector.
 """
 
 import sqlite3
@@ -42,3 +42,21 @@ def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
     assert not aborted & in_sink and r["unexpected"] == 0
     assert (r["acked"], r["exactly_once"], r["lost"]) == (2700, 2700, 0)
     assert [e["sends"] for e in read_events(result.run_dir) if e["type"] == "txn-aborted"] == [100, 100, 100]
+
+
+def test_structured_reads_with_sparks_own_connector_and_duplicates_exactly_the_replayed_batch(runs_dir):
+    from lab import jars
+
+    jars.ensure("spark-kafka")  # fetched once per machine (lab fetch)
+    crash = "driver-crash@batch=2:after-output-before-commit"
+    result = run_scenario(make_config(broker="kafka", pipeline="structured", events=1500, rate=1000,
+                                      max_batch_records=300, faults=crash))
+    r, events = result.report, read_events(result.run_dir)
+    assert r["settings"]["kafka_reader"] == "spark" and r["settings"]["kafka_reader_asked"] == "auto"
+    starts = [e for e in events if e["type"] == "batch-start" and e["batch"] == 2]
+    assert len(starts) == 2 and starts[0]["ranges"] == starts[1]["ranges"]
+    rows = starts[0]["rows"]
+    assert rows > 0 and (r["acked"], r["lost"], r["duplicated"], r["extra_copies"]) == (1500, 0, rows, rows), r
+    # Spark's own offset log: the connector writes {"topic": {"partition": offset}} entries
+    offsets = (result.run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
+    assert any(result.config.topic in line for line in offsets)

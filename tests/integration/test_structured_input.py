@@ -1,7 +1,7 @@
 """The structured pipeline's choice of Kafka reader, with a real Spark session (in a child process).
 
-The test session puts no connector on the classpath (``LAB_SPARK_PACKAGES``
-unset, no download), so the ``spark`` reader is checked up to the connector:
+These tests put no connector on the classpath (``LAB_SPARK_PACKAGES`` unset, an
+empty ``LAB_CACHE_DIR``), so the ``spark`` reader is checked up to the connector:
 the choice, its error, and the conversion of the connector's documented rows
 into the lab's columns by the same rule as the ``labkafka`` reader.
 """
@@ -24,12 +24,12 @@ from lab.pipelines import structured_input as si
 from lab.spark import spark_session
 
 spark = spark_session("local[1]", sys.argv[1], "probe")
-out = {"auto": si.resolve_reader(spark, "auto", external_broker=True),
-       "labkafka": si.resolve_reader(spark, "labkafka", external_broker=True),
+out = {"auto": si.resolve_reader(spark, "auto", real_kafka=True),
+       "labkafka": si.resolve_reader(spark, "labkafka", real_kafka=True),
        "connector": si.connector_on_classpath(spark)}
 for external in (True, False):
     try:
-        si.resolve_reader(spark, "spark", external_broker=external)
+        si.resolve_reader(spark, "spark", real_kafka=external)
         out[f"spark-{external}"] = "no error"
     except LabError as e:
         out[f"spark-{external}"] = type(e).__name__ + ": " + str(e)
@@ -60,14 +60,14 @@ print(json.dumps(out))
 
 def test_reader_choice_and_the_connector_rows_as_lab_events(tmp_path):
     p = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=240,
-                       env=clean_env())
+                       env=clean_env(LAB_CACHE_DIR=str(tmp_path / "no-jars")))
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["connector"] is False and out["present_class"] is True
     assert out["auto"] == "labkafka" and out["labkafka"] == "labkafka"
-    assert out["spark-True"].startswith("DriverConfigError") and "LAB_SPARK_PACKAGES" in out["spark-True"]
+    assert out["spark-True"].startswith("DriverConfigError") and "lab fetch" in out["spark-True"]
     assert "--kafka-reader labkafka" in out["spark-True"]
-    assert out["spark-False"].startswith("DriverConfigError") and "LAB_KAFKA_BOOTSTRAP" in out["spark-False"]
+    assert out["spark-False"].startswith("DriverConfigError") and "--broker kafka" in out["spark-False"]
     assert out["schema"] == out["lab_schema"]
     assert out["rows"] == [["e-1", 1, "k1", 2, 40], ["e-2", 2, "k2", 0, 7]]
     # A record that is not a lab event fails the batch, naming it (partition@offset) where it parsed as JSON.
@@ -86,6 +86,7 @@ def test_spark_reader_without_the_connector_ends_the_run_at_once(tmp_path, monke
     for var in ("LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_KAFKA_READER", "LAB_DEADLINE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LAB_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "no-jars"))  # no cached connector
     kafka = broker.start_embedded(tmp_path / "own-kafka")  # stands for "a Kafka of your own"
     try:
         cfg = make_config(pipeline="structured", events=200, rate=500, kafka_bootstrap=kafka.bootstrap,
@@ -94,7 +95,7 @@ def test_spark_reader_without_the_connector_ends_the_run_at_once(tmp_path, monke
             run_scenario(cfg)
     finally:
         broker.stop_embedded(kafka)
-    assert "Kafka connector is not on the classpath" in str(e.value) and "LAB_SPARK_PACKAGES" in str(e.value)
+    assert "Kafka connector is not on the classpath" in str(e.value) and "lab fetch" in str(e.value)
     (run_dir,) = (tmp_path / "runs").iterdir()
     events = read_events(run_dir)
     assert [e["attempt"] for e in events if e["type"] == "driver-start"] == [1]
