@@ -233,11 +233,13 @@ def run(ctx: DriverContext) -> None:
     # Spark otherwise resolves the host name and may pick a public interface for its services.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
+    real_kafka = bool(cfg.kafka_bootstrap) or cfg.broker == "kafka"
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
-                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))})
+                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))},
+                          kafka_connector=real_kafka and cfg.kafka_reader != "labkafka")
     register(spark)
-    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=bool(cfg.kafka_bootstrap) or cfg.broker == "kafka")
+    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=real_kafka)
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
     start_sql_python_workers(spark, TASK_MODULES + ("lab.kafka_source",))
