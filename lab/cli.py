@@ -33,7 +33,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
     p.add_argument("--kafka-reader", default=None,
-                   help=f"structured pipeline's Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
+                   help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
     p.add_argument("--broker", default=None,
                    help="embedded broker: tansu or kafka (Apache Kafka, data on disk; default LAB_BROKER or tansu)")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")

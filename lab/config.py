@@ -11,7 +11,7 @@ Environment variables
 ``LAB_BROKER``           the embedded broker: tansu (default) or kafka (Apache Kafka, data on disk).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
-``LAB_KAFKA_READER``     structured pipeline's Kafka reader: auto, labkafka, spark (default auto).
+``LAB_KAFKA_READER``     the structured and direct pipelines' Kafka reader: auto, labkafka, spark (default auto).
 ``LAB_RUNS_DIR``         where run directories go (default ``runs/`` at the project root).
 ``LAB_RESTART_DELAY``    seconds between a driver crash and its restart (default 1).
 ``LAB_DEADLINE``         seconds after which a run stops even if not drained (default 120).
@@ -48,7 +48,7 @@ RECEIVER_ACKS = {
 }
 KAFKA_READERS = {
     "auto": "Spark's own kafka format when its connector is on the classpath, else labkafka",
-    "labkafka": "the lab's Python data source: kafka-python inside Spark tasks, no jar",
+    "labkafka": "the lab's own reader, no jar: kafka-python inside Spark tasks (structured: a Python data source)",
     "spark": "Spark's kafka format (spark-sql-kafka-0-10 on the classpath, e.g. through LAB_SPARK_PACKAGES)",
 }
 ON_OFF = ("on", "off")
@@ -181,7 +181,8 @@ class RunConfig:
             raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
         if self.kafka_reader not in KAFKA_READERS:
             raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
-        if self.pipeline == "structured" and self.kafka_reader == "spark" and not (self.kafka_bootstrap or self.broker == "kafka"):
+        if (self.pipeline in ("structured", "direct") and self.kafka_reader == "spark"
+                and not (self.kafka_bootstrap or self.broker == "kafka")):
             raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.broker not in BROKERS:
             raise choices_error("broker", self.broker, BROKERS)

@@ -17,7 +17,11 @@ can read it:
    (:func:`create_direct_rdd`); each task reads exactly its range with
    kafka-python (``assign`` + ``seek``, :func:`lab.kafka_read.read_range`)
    and stops on *position*, not on "last offset seen", because transaction
-   markers occupy offsets.
+   markers occupy offsets. With Apache Kafka (``--broker kafka`` or
+   ``LAB_KAFKA_BOOTSTRAP``) and Spark's connector cached (``lab fetch``),
+   ``--kafka-reader auto`` reads the same ranges with Spark's own batch Kafka
+   source instead (:func:`spark_kafka_rdd`: per-partition ``startingOffsets``
+   and ``endingOffsets``); the offset log stays the lab's.
 5. It runs the transformation (JSON to rows, :func:`lab.kafka_read.record_row`)
    and the output: each task
    writes its own partition's rows to the sink (``foreachPartition``). The
@@ -141,6 +145,7 @@ flight.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -185,13 +190,40 @@ def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange], isolation_l
     return rdd
 
 
-def partition_writer(ctx: DriverContext, batch: int, offset_ranges: tuple, offset_store: str, faults: dict, counters):
+def spark_kafka_rdd(spark, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
+    """The batch's Kafka records ``(partition, offset, value)`` read by Spark's own batch Kafka source.
+
+    ``spark.read.format("kafka")`` with the driver-planned ranges as per-partition
+    ``startingOffsets`` / ``endingOffsets`` (``assign``, never a consumer group) and
+    ``failOnDataLoss``: a range that left the broker fails the job rather than
+    reading other offsets. Spark makes one input partition per Kafka partition, but
+    not necessarily in the order of ``ranges``: :func:`partition_writer` finds each
+    task's range by the Kafka partition of its rows.
+
+    Delivery guarantee: as :func:`create_direct_rdd`, the same records on every read.
+    """
+    topic = ranges[0].topic
+    df = (spark.read.format("kafka")
+          .option("kafka.bootstrap.servers", bootstrap)
+          .option("assign", json.dumps({topic: [r.partition for r in ranges]}))
+          .option("startingOffsets", json.dumps({topic: {str(r.partition): r.fromOffset for r in ranges}}))
+          .option("endingOffsets", json.dumps({topic: {str(r.partition): r.untilOffset for r in ranges}}))
+          .option("kafka.isolation.level", isolation_level)
+          .option("failOnDataLoss", "true")
+          .load())
+    return df.select("partition", "offset", "value").rdd.map(lambda row: (row[0], row[1], bytes(row[2])))
+
+
+def partition_writer(ctx: DriverContext, batch: int, offset_ranges: tuple, offset_store: str, faults: dict, counters,
+                     by_kafka_partition: bool = False):
     """The ``foreachPartition`` function: one task writes its partition's rows to the sink.
 
     Batch key ``batch-<batch>-part-<kafka partition>``; with
     ``offset_store == "sink"`` the task's range ``{partition: (from, until)}``
     commits in the same transaction as its rows. ``faults``: the
     ``fail_once`` / ``executor_crash`` flags of :func:`lab.pipelines.tasks.midway_hook`.
+    ``by_kafka_partition``: a task's range is the one of its rows' Kafka partition
+    (Spark's reader), not the one at its Spark partition index (the lab's RDD).
 
     Delivery guarantee: the sink mode's, per part. On failure the task
     raises (``OffsetMismatch``, the injected failure, a read error); Spark
@@ -204,8 +236,14 @@ def partition_writer(ctx: DriverContext, batch: int, offset_ranges: tuple, offse
         from pyspark import TaskContext
 
         tc = TaskContext.get()
-        o = offset_ranges[tc.partitionId()]  # HasOffsetRanges: Spark partition i reads range i
         rows = list(rows)
+        if by_kafka_partition:
+            # Spark's Kafka source: a task reads one Kafka partition, in an order of Spark's choosing.
+            if not rows:
+                return  # only a range of transaction markers reads no record: nothing to write
+            o = next(r for r in offset_ranges if r.partition == rows[0][2])
+        else:
+            o = offset_ranges[tc.partitionId()]  # HasOffsetRanges: Spark partition i reads range i
         hook = midway_hook(ctx, batch, **faults)
         with open_sink(run_dir) as sink:
             outcome = sink.write_batch(
@@ -267,9 +305,17 @@ def run(ctx: DriverContext) -> None:
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
     store = OffsetStore(cfg.offsets, ctx)
+    from lab.pipelines.structured_input import resolve_reader
+
+    real_kafka = bool(cfg.kafka_bootstrap) or cfg.broker == "kafka"
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
-                          extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)})
+                          extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
+                          kafka_connector=real_kafka and cfg.kafka_reader != "labkafka")
     sc = spark.sparkContext
+    # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
+    # else each task reads its range with kafka-python (lab.kafka_read).
+    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=real_kafka)
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     try:
         start_python_workers(sc)  # with what the tasks import (lab.spark)
         earliest = retry(lambda: earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions))
@@ -278,7 +324,7 @@ def run(ctx: DriverContext) -> None:
             batch, logged = pending
             ranges = recovery_ranges(cfg.offsets, logged, store.stored(), earliest)
             ctx.progress({r.partition: r.fromOffset for r in ranges}, batch - 1)
-            _run_batch(ctx, sc, log, store, batch, ranges, replay=True)
+            _run_batch(ctx, sc, log, store, batch, ranges, replay=True, reader=reader)
             positions = {r.partition: r.untilOffset for r in ranges}
             batch += 1
         else:
@@ -302,7 +348,7 @@ def run(ctx: DriverContext) -> None:
                 ctx.progress(positions, batch - 1)
                 continue
             log.write_plan(batch, ranges, cfg.offsets)
-            _run_batch(ctx, sc, log, store, batch, ranges, replay=False)
+            _run_batch(ctx, sc, log, store, batch, ranges, replay=False, reader=reader)
             positions = {r.partition: r.untilOffset for r in ranges}
             batch += 1
     finally:
@@ -311,7 +357,7 @@ def run(ctx: DriverContext) -> None:
 
 
 def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch: int,
-               ranges: list[OffsetRange], replay: bool) -> None:
+               ranges: list[OffsetRange], replay: bool, reader: str = "labkafka") -> None:
     """Run one planned batch: output inside tasks, commit, mark done, report progress.
 
     Delivery guarantee: the batch's ranges are read exactly; output is the
@@ -339,12 +385,20 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
         announcer.start()
     try:
         if active:
-            kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.producer.isolation_level)
-            offset_ranges = kafka_rdd.offsetRanges  # the HasOffsetRanges cast: only the Kafka RDD has them
+            spark_reader = reader == "spark"
+            if spark_reader:
+                from pyspark.sql import SparkSession
+
+                kafka_rdd = spark_kafka_rdd(SparkSession.getActiveSession(), ctx.bootstrap, active,
+                                            cfg.producer.isolation_level)
+                offset_ranges = tuple(active)
+            else:
+                kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.producer.isolation_level)
+                offset_ranges = kafka_rdd.offsetRanges  # the HasOffsetRanges cast: only the Kafka RDD has them
             faults = {"fail_once": fail_once, "executor_crash": executor_crash}
             # The transformation (JSON to rows), then the output.
             kafka_rdd.map(lambda record: record_row(*record)).foreachPartition(
-                partition_writer(ctx, batch, offset_ranges, cfg.offsets, faults, counters))
+                partition_writer(ctx, batch, offset_ranges, cfg.offsets, faults, counters, spark_reader))
     except Exception as e:
         ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[-500:])
         raise

@@ -69,7 +69,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         module="lab.pipelines.direct",
         summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
         uses_spark=True,
-        options=("offsets",),
+        options=("offsets", "kafka_reader"),
     ),
     "receiver": PipelineSpec(
         name="receiver",

@@ -60,3 +60,20 @@ def test_structured_reads_with_sparks_own_connector_and_duplicates_exactly_the_r
     # Spark's own offset log: the connector writes {"topic": {"partition": offset}} entries
     offsets = (result.run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
     assert any(result.config.topic in line for line in offsets)
+
+
+def test_direct_reads_planned_ranges_with_sparks_batch_source_exactly_once_with_offsets_in_the_sink(runs_dir):
+    from lab import jars
+
+    jars.ensure("spark-kafka")
+    result = run_scenario(make_config(broker="kafka", pipeline="direct", events=1200, rate=1000, max_batch_records=100,
+                                      offsets="sink", sink="transactional",
+                                      faults="driver-crash@batch=2:after-output-before-commit"))
+    r, events = result.report, read_events(result.run_dir)
+    assert r["settings"]["kafka_reader"] == "spark"
+    starts = [e for e in events if e["type"] == "batch-start" and e["batch"] == 2]
+    assert len(starts) == 2 and starts[1]["replay"] and starts[0]["rows"] > 0
+    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (1200, 1200, 0, 0, 0), r
+    # the replayed batch's parts were already in the sink with their offsets: skipped, not written again
+    done = [e for e in events if e["type"] == "batch-done" and e["batch"] == 2]
+    assert done[-1]["written"] == 0 and done[-1]["skipped"] == starts[0]["rows"], done
