@@ -124,12 +124,7 @@ def wait_for_bound_ports(proc, log: Path, offset: int, patterns: dict, timeout_s
     while True:
         if proc.poll() is not None:
             raise LabError(f"{what} exited with status {proc.returncode} before listening; see {log}")
-        try:
-            with open(log, "rb") as f:
-                f.seek(offset)
-                text = f.read().decode(errors="replace")
-        except OSError:
-            text = ""
+        text = processes.read_log(log, offset)
         found = {name: int(m.group(1)) for name, rx in patterns.items() if (m := rx.search(text))}
         # The log line alone could be read before the socket is listed (or name the wrong
         # process); the OS's table for this PID is what says the port is really ours.
@@ -190,9 +185,7 @@ def _wait_registered(master_log: Path, offset: int, workers: int, master, timeou
     while True:
         if master.poll() is not None:
             raise LabError(f"Spark master exited; see {master_log}")
-        with open(master_log, "rb") as f:
-            f.seek(offset)
-            registered = f.read().decode(errors="replace").count("Registering worker")
+        registered = processes.read_log(master_log, offset).count("Registering worker")
         if registered >= workers:
             return
         if time.monotonic() >= deadline:

@@ -216,11 +216,8 @@ def failure_line(log: Path, offset: int) -> str:
     meta.properties files found.``), else the last ``ERROR`` line, else the last
     line: a JVM's last line is usually a stack frame (``at kafka.Kafka.main``).
     """
-    try:
-        with open(log, "rb") as f:
-            f.seek(offset)
-            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
-    except OSError:
+    lines = [line.strip() for line in processes.read_log(log, offset).splitlines() if line.strip()]
+    if not lines:
         return ""
     for pick in (lambda line: _EXCEPTION.match(line), lambda line: " ERROR " in line, lambda line: True):
         found = [line for line in lines if pick(line)]
@@ -239,12 +236,7 @@ def wait_ready(proc, log: Path, offset: int, timeout_s: float) -> dict[str, int]
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            with open(log, "rb") as f:
-                f.seek(offset)
-                text = f.read().decode(errors="replace")
-        except OSError:
-            text = ""
+        text = processes.read_log(log, offset)
         if _READY in text:
             return ports_from_log(text)
         if proc.poll() is not None:

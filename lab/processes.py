@@ -202,6 +202,16 @@ def wait_for_listen(pid: int, timeout_s: float, proc: subprocess.Popen | None = 
         time.sleep(0.02)
 
 
+def read_log(path, offset: int = 0) -> str:
+    """What a child's log got after byte ``offset`` (logs are appended across starts); ``""`` when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def last_log_line(path) -> str:
     """The last non-empty line of a child's log (what a one-line error quotes), at most 300 characters."""
     try:

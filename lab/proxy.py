@@ -327,12 +327,9 @@ def _read_ready_file(path: Path, proc, log: Path, timeout_s: float) -> dict:
 
 def log_tail(log: Path, offset: int) -> str:
     """The last non-empty line ``log`` got after byte ``offset`` (logs are appended across starts)."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(offset)
-            lines = f.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
+    from lab import processes
+
+    lines = processes.read_log(log, offset).strip().splitlines()
     return lines[-1].strip() if lines else ""
 
 

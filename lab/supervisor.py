@@ -444,9 +444,10 @@ class Run:
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended")
         how = self._stop_driver_gracefully()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
+        timeline = read_events(self.run_dir)  # complete now: read once for the positions and the report
         positions = read_progress(self.run_dir)["positions"]
         if how == "killed-after-timeout":
-            positions = in_flight_positions(positions, read_events(self.run_dir))
+            positions = in_flight_positions(positions, timeline)
         audit, source = final_audit(self.run_dir, self.config, self.broker, positions)
         self._times["total_s"] = self.elapsed()
         self.result = RunResult(
@@ -454,7 +455,7 @@ class Run:
             timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self.faults.fired),
             restarts=self._restarts, drained=self._drained, batches=self._batches_done,
         )
-        self.result.report = {**build_report(self.result, read_events(self.run_dir)), **source}
+        self.result.report = {**build_report(self.result, timeline), **source}
         (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
 
     def _cleanup(self) -> None:
