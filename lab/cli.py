@@ -35,7 +35,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kafka-reader", default=None,
                    help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
     p.add_argument("--broker", default=None,
-                   help="embedded broker: tansu or kafka (Apache Kafka, data on disk; default LAB_BROKER or tansu)")
+                   help="embedded broker: kafka (Apache Kafka, data on disk) or tansu (no download); default LAB_BROKER, else kafka")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
@@ -47,6 +47,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
     p.add_argument("--transactional", choices=("on", "off"), default="off",
                    help="transactional producer (100 events per transaction; readers use read_committed)")
+    p.add_argument("--isolation", default="auto", choices=("auto", "read_committed", "read_uncommitted"),
+                   help="the pipeline's Kafka isolation level (default auto: read_committed with --transactional on)")
     p.add_argument("--name", default="", help="run name (default PIPELINE-SINK)")
     p.add_argument("--deadline", type=float, default=None, help="seconds before the run stops undrained (default 120, or LAB_DEADLINE)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object, last")
@@ -65,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
     b.add_argument("--broker", default=None, metavar="PRODUCT",
-                   help="start: kafka (Apache Kafka 4.1.1) or tansu (default LAB_BROKER, else tansu)")
+                   help="start: kafka (Apache Kafka 4.1.1) or tansu (default LAB_BROKER, else kafka)")
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
     c.add_argument("action", choices=("start", "stop", "status"))
     c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
@@ -123,7 +125,7 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, kafka_reader=a.kafka_reader, broker=a.broker, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )

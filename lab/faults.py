@@ -104,9 +104,12 @@ def _needs_executors(cfg) -> str | None:
 
 def _needs_proxy(kind: str):
     def check(cfg) -> str | None:
-        if not cfg.kafka_bootstrap:
+        # The embedded broker always has the lab's proxy; a Kafka of one's own has one only when named.
+        if not cfg.kafka_bootstrap or cfg.kafka_proxy:
             return None
-        return f"fault {kind!r} needs the lab's proxy in front of the embedded broker; unset LAB_KAFKA_BOOTSTRAP to use it"
+        return (f"fault {kind!r} needs the lab's proxy in front of the broker; unset LAB_KAFKA_BOOTSTRAP to use "
+                "the embedded broker's, or set LAB_KAFKA_PROXY to the control address (host:port) of a lab proxy "
+                "in front of LAB_KAFKA_BOOTSTRAP")
     return check
 
 

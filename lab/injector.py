@@ -16,7 +16,9 @@ Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
 executor JVM found in process trees the lab started, the broker's JVM, which
 the supervisor restarts on its data after ``for=Ns``), ``proxy`` faults go to
-the proxy's control port, ``producer`` faults to the ledgered producer, ``timeline`` faults are the ``fault`` event itself
+the proxy's control port (``control_host:control_port``: the embedded broker's
+proxy on 127.0.0.1, or the one ``LAB_KAFKA_PROXY`` names), ``producer`` faults
+to the ledgered producer, ``timeline`` faults are the ``fault`` event itself
 (the driver watches for it), ``driver`` faults are done by the pipeline, which
 reports them with a ``fault`` event of its own (the injector then stops
 waiting for them).
@@ -27,6 +29,12 @@ recorded as ``fault-deferred`` and carried out as soon as the next driver is
 ready. Every fault carried out is one ``fault`` event with what it hit (a PID,
 the proxy's reply); one that cannot be carried out is a ``fault-not-applied``
 event with the reason.
+
+At the run's end the supervisor calls :meth:`FaultInjector.heal_proxy`: a proxy
+fault this run started and that is still in effect (an ack loss whose ``count``
+was not used up, a cut still running) is ended with ``{"cmd": "heal"}``, because
+a proxy the run does not stop (``LAB_KAFKA_PROXY``'s, ``lab broker start``'s)
+would otherwise carry it into the next run.
 """
 
 from __future__ import annotations
@@ -57,7 +65,9 @@ class FaultInjector:
     kill_executor : callable
         SIGKILLs one executor JVM; returns its PID, or ``None`` when there is none.
     control_port : int or None
-        The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP``).
+        The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP`` without ``LAB_KAFKA_PROXY``).
+    control_host : str
+        The host of that control port: 127.0.0.1 for the embedded broker's proxy.
     kill_broker : callable, optional
         ``kill_broker(seconds)`` SIGKILLs the broker's JVM and schedules its restart; returns
         the PID killed, or ``None`` when the broker is already down.
@@ -71,7 +81,8 @@ class FaultInjector:
                  driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
                  control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
                  restart_broker: Callable[[], None] | None = None,
-                 abort_transactions: Callable[[int], dict] | None = None) -> None:
+                 abort_transactions: Callable[[int], dict] | None = None,
+                 control_host: str = "127.0.0.1") -> None:
         self.config = config
         self.events = events
         self.elapsed = elapsed
@@ -79,6 +90,8 @@ class FaultInjector:
         self.driver_up = driver_up
         self.kill_executor = kill_executor
         self.control_port = control_port
+        self.control_host = control_host
+        self._healed = False
         self.kill_broker = kill_broker
         self.restart_broker = restart_broker
         self.broker_restart_at: float | None = None  # time.monotonic() when a crashed broker restarts
@@ -170,12 +183,36 @@ class FaultInjector:
         self.fired.append({**info, "source": source})
         return self.events.write(ev.FAULT, **info, by=source)
 
+    def heal_proxy(self) -> dict | None:
+        """End any proxy fault still in effect, if this run fired one; at most once per run.
+
+        Only after a proxy fault of this run: a proxy shared by runs at the same
+        time (one stack, two notebooks) keeps another run's fault otherwise.
+
+        Returns
+        -------
+        dict or None
+            The proxy's reply; None when nothing was sent or the proxy did not answer
+            (a proxy that is gone holds no fault; one that stays unreachable fails the
+            next run's start, :func:`lab.broker.check_proxy`).
+        """
+        if self._healed or self.control_port is None or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
+            return None
+        self._healed = True
+        try:
+            return proxy.control(self.control_port, {"cmd": "heal"}, timeout_s=2.0, host=self.control_host)
+        except (OSError, ValueError):
+            return None
+
     def _proxy(self, fault: Fault) -> dict:
         if self.control_port is None:
-            raise LabError(f"fault {fault.kind!r} needs the embedded broker's proxy (unset LAB_KAFKA_BOOTSTRAP)")
+            raise LabError(f"fault {fault.kind!r} needs the lab's proxy: unset LAB_KAFKA_BOOTSTRAP for the embedded "
+                           "broker's, or set LAB_KAFKA_PROXY to the control address of a proxy in front of it")
         if fault.kind == "broker-outage":
-            return proxy.control(self.control_port, {"cmd": "cut", "seconds": fault.duration_s})
-        return proxy.control(self.control_port, {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count})
+            message = {"cmd": "cut", "seconds": fault.duration_s}
+        else:
+            message = {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count}
+        return proxy.control(self.control_port, message, host=self.control_host)
 
 
 def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:

@@ -19,6 +19,18 @@ Grid format::
 ``expect`` is one of :data:`EXPECTATIONS`. Verdicts are computed from the
 measured counts only (``lost``, ``duplicated``, ``unexpected``,
 ``source_duplicates``), never copied from the expectation.
+
+One broker for the matrix
+-------------------------
+Scenarios run one at a time (``jobs=1``) share one embedded broker, started
+before the first and stopped after the last (each run keeps a topic and a
+consumer group of its own): the matrix pays one broker start, not one per
+scenario (Apache Kafka: 3-6 s each, measured). It is recorded in each
+scenario's runs directory (``lab-runs/broker.json``) the way ``lab broker
+start`` leaves one. A scenario that kills the broker (``broker-crash``) or asks
+for another product gets its own; so does every scenario when several run at
+once (their proxy faults would hit each other) or when a broker is already
+running (``lab broker start``) or ``LAB_KAFKA_BOOTSTRAP`` is set.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,17 +147,53 @@ def run_dir_for(out: Path, s: Scenario) -> Path:
     return out / "runs" / s.key
 
 
-def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None) -> dict:
+@contextmanager
+def shared_broker(jobs: int):
+    """The embedded broker the matrix's scenarios share (:class:`lab.broker.BrokerInfo`), or None.
+
+    None when scenarios run at once (``jobs > 1``), when ``LAB_KAFKA_BOOTSTRAP``
+    is set, or when ``lab broker start`` left one running (runs find it
+    themselves). Stopped when the block ends, whatever happened in it.
+    """
+    from lab import broker
+    from lab.config import env_runs_dir
+
+    if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or broker.load_running(env_runs_dir()):
+        yield None
+        return
+    info = broker.start_embedded(Path(env_runs_dir()) / "broker-logs" / "matrix")
+    try:
+        yield info
+    finally:
+        broker.stop_embedded(info)
+
+
+def _may_share(s: Scenario, shared) -> bool:
+    """Whether scenario ``s`` can run on the matrix's ``shared`` broker (see the module's docstring)."""
+    if shared is None or "broker-crash" in str(s.params.get("faults", "")):
+        return False
+    from lab.broker import product_from_env
+
+    asked = product_from_env(s.params.get("broker"))
+    return {"kafka": "apache-kafka", "tansu": "tansu"}[asked] == shared.product
+
+
+def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None, shared=None) -> dict:
     """Execute the scenario notebook for ``s`` (papermill in its own process group); return its results row.
 
     On failure the row carries ``verdict = "error"`` and the error, and the
     executed notebook (up to the failing cell) is kept next to it.
     ``started`` collects the papermill process so an interrupt can end it.
+    ``shared``: the matrix's broker (:func:`shared_broker`), used when the scenario may share it.
     """
-    from lab import processes
+    from lab import broker, processes
 
     d = run_dir_for(out, s)
     d.mkdir(parents=True, exist_ok=True)
+    if _may_share(s, shared):
+        broker.save_state(d / "lab-runs", shared)
+    else:  # a broker.json left by an earlier matrix names processes long gone
+        broker.state_file(d / "lab-runs").unlink(missing_ok=True)
     nb_out = d / "scenario.ipynb"
     report_path = d / "report.json"
     report_path.unlink(missing_ok=True)
@@ -235,29 +284,35 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
                file=sys.stderr)
     write_table(out, grid, rows)
     if todo:
-        from lab import processes
-
-        started: list = []
-        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-        futures = {pool.submit(run_one, s, out, started=started): s for s in todo}
-        try:
-            for f in as_completed(futures):
-                s = futures[f]
-                rows[s.key] = f.result()
-                bar.set_postfix_str(f"{s.name[:40]}: {rows[s.key]['verdict']}")
-                bar.update(1)
-                write_table(out, grid, rows)
-        except BaseException:
-            # Interrupted: queued runs never start, running ones end (their kernels and runs with them).
-            for f in futures:
-                f.cancel()
-            for proc in list(started):
-                processes.stop_process(proc, grace_s=10)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        with shared_broker(jobs) as shared:
+            _run_todo(todo, out, jobs, shared, rows, grid, bar)
     bar.close()
     return write_table(out, grid, rows)
+
+
+def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, bar) -> None:
+    """Run ``todo``'s scenarios, filling ``rows`` and rewriting the table after each."""
+    from lab import processes
+
+    started: list = []
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
+    try:
+        for f in as_completed(futures):
+            s = futures[f]
+            rows[s.key] = f.result()
+            bar.set_postfix_str(f"{s.name[:40]}: {rows[s.key]['verdict']}")
+            bar.update(1)
+            write_table(out, grid, rows)
+    except BaseException:
+        # Interrupted: queued runs never start, running ones end (their kernels and runs with them).
+        for f in futures:
+            f.cancel()
+        for proc in list(started):
+            processes.stop_process(proc, grace_s=10)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_table(out: Path, grid: Grid, rows: dict[str, dict]):

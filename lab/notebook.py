@@ -211,3 +211,113 @@ def crash_story(result: RunResult) -> list[str]:
 def read_json(path: Path | str):
     """Read a JSON file (a checkpoint entry, a report)."""
     return json.loads(Path(path).read_text())
+
+
+def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
+    """Structured Streaming's offset-log entry of ``batch``, raw and split into its lines.
+
+    Parameters
+    ----------
+    run_dir : path
+        A structured run's directory (its query's checkpoint is ``checkpoint/``).
+    batch : int
+        The batch id (the entry is the file ``checkpoint/offsets/<batch>``).
+
+    Returns
+    -------
+    dict
+        ``path``; ``raw`` (the file as Spark wrote it); ``version`` (line 1, e.g.
+        ``v1``); ``metadata`` (line 2 parsed: ``batchWatermarkMs``,
+        ``batchTimestampMs``, ``conf``); ``sources`` (each further line parsed:
+        one per source, in the source's own offset format); ``end_offsets``
+        (``{partition: offset}``, read by the pipeline's own rule,
+        :meth:`lab.pipelines.structured.Checkpoint.end_offsets`).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the batch was never logged.
+    """
+    from lab.pipelines.structured import Checkpoint
+
+    checkpoint = Checkpoint(Path(run_dir) / "checkpoint")
+    path = checkpoint.path / "offsets" / str(batch)
+    raw = path.read_text()
+    lines = [line for line in raw.splitlines() if line.strip()]
+    return {"path": path, "raw": raw, "version": lines[0], "metadata": json.loads(lines[1]),
+            "sources": [json.loads(line) for line in lines[2:]], "end_offsets": checkpoint.end_offsets(batch)}
+
+
+def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
+    """The Kafka reader a structured run used, and the options its driver passed to that source.
+
+    The same pure functions the driver calls (:data:`lab.pipelines.structured_input.READER_OPTIONS`),
+    given the run's own config and the bootstrap of its ``broker.json``: what really ran.
+    """
+    from lab.pipelines.structured_input import READER_OPTIONS
+
+    cfg = result.config
+    reader = result.report.get("settings", {}).get("kafka_reader", cfg.kafka_reader)
+    bootstrap = read_json(result.run_dir / "broker.json")["bootstrap"]
+    options = READER_OPTIONS[reader][1](bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
+                                        cfg.isolation_level)
+    return reader, options
+
+
+def aborted_in_sink(result: RunResult) -> int:
+    """Sink rows of events whose transaction the producer aborted (``txn-abort``): delivered, never owed."""
+    from lab.ledger import LEDGER_FILE
+    from lab.run_report import aborted_ids
+    from lab.sinks import open_sink
+
+    aborted = set(aborted_ids(result.run_dir / LEDGER_FILE))
+    with open_sink(result.run_dir) as sink:
+        return sum(n for eid, n in sink.event_counts() if eid in aborted)
+
+
+def aborted_summary(results: dict[str, RunResult]):
+    """Runs with aborted transactions side by side (a pandas DataFrame, one row per label).
+
+    ``aborted in topic``: the aborted sends a ``read_uncommitted`` read of the
+    topic finds; ``aborted in sink``: sink rows of them (:func:`aborted_in_sink`).
+    """
+    import pandas as pd
+
+    rows = []
+    for label, r in results.items():
+        rep = r.report
+        rows.append({"run": label, "isolation": rep["settings"]["isolation"], "acked": rep["acked"],
+                     "exactly once": rep["exactly_once"], "lost": rep["lost"],
+                     "aborted sends": rep["aborted_sends"], "aborted in topic": rep.get("aborted_in_topic", 0),
+                     "aborted in sink": aborted_in_sink(r), "unexpected": rep["unexpected"]})
+    return pd.DataFrame(rows).set_index("run")
+
+
+def fencing(records: int = 20, successor_records: int = 10):
+    """Run :func:`lab.fencing.measure` against this notebook's broker and display its table.
+
+    The broker is :func:`start_broker`'s (the one ``lab broker start`` left,
+    or one for this kernel). Its files go under the runs directory
+    (``fencing-<time>/``).
+
+    Returns
+    -------
+    lab.fencing.FencingResult or None
+        None on Tansu, after printing why (:func:`lab.fencing.check_broker`).
+    """
+    import pandas as pd
+    from IPython.display import display
+
+    from lab import fencing as fencing_mod
+    from lab.errors import LabError
+
+    info = start_broker()
+    try:
+        fencing_mod.check_broker(info)
+    except LabError as e:
+        print(f"skipped: {e}")
+        return None
+    work = Path(make_config().runs_dir) / f"fencing-{time.strftime('%Y%m%d-%H%M%S')}"
+    result = fencing_mod.measure(info, work, records=records, successor_records=successor_records)
+    display(pd.DataFrame(result.table()).set_index(["case", "producer"]))
+    return result

@@ -192,3 +192,22 @@ def outcome_bars(reports: dict[str, dict], title: str = "Same crash, different s
     fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def aborted_transactions(rows: dict[str, dict],
+                         title: str = "Aborted transactions: in the topic, and in the sink?") -> go.Figure:
+    """Grouped bars per run: acknowledged events, aborted events in the topic, aborted events in the sink.
+
+    ``rows`` maps a run's label to its counts: ``acked``, ``aborted in topic`` and
+    ``aborted in sink`` (the columns of :func:`lab.notebook.aborted_summary`).
+    """
+    labels = list(rows)
+    fig = go.Figure()
+    for key, color in (("acked", COLORS["exactly-once"]), ("aborted in topic", "#7f7f7f"),
+                       ("aborted in sink", COLORS["unexpected"])):
+        vals = [int(r[key]) for r in rows.values()]
+        fig.add_trace(go.Bar(name=key, x=labels, y=vals, marker_color=color, text=vals, textposition="outside",
+                             cliponaxis=False, hovertemplate="%{x}<br>" + key + ": %{y}<extra></extra>"))
+    fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
+                      legend=dict(orientation="h", y=-0.3))
+    return fig

@@ -16,19 +16,22 @@ Faults it carries out for real:
 
 Start
 -----
-``python -m lab.proxy [--listen P] [--control C] [--upstream HOST:PORT] [--ready-file PATH]``
+``python -m lab.proxy [--host H] [--listen P] [--control C] [--upstream HOST:PORT] [--ready-file PATH]``
 
-The proxy binds both of its ports itself on 127.0.0.1: ``--listen`` (clients;
-default 0) and ``--control`` (commands; default 0), where 0 lets the OS choose.
-No one picks a port for it, so no other process can take the port between the
-choice and the bind. Once both servers listen it writes ``PATH`` as one JSON
+The proxy binds both of its ports itself on ``--host`` (default 127.0.0.1):
+``--listen`` (clients; default 0) and ``--control`` (commands; default 0), where
+0 lets the OS choose. No one picks a port for it, so no other process can take
+the port between the choice and the bind. The control port takes commands from
+anyone who can connect, so the lab binds loopback only; another address (e.g.
+``0.0.0.0``) belongs inside a container network whose ports are not published
+(``docker-compose.yml``'s ``kafka-proxy``). Once both servers listen it writes ``PATH`` as one JSON
 object, atomically (a temporary file in the same directory, then
 ``os.replace``), so a reader never sees half of it::
 
     {"pid": 4242, "listen": 40123, "control": 40124}
 
 When a port cannot be bound (an asked-for ``--listen`` port already in use),
-it prints one line ``lab proxy: cannot listen on 127.0.0.1:P (clients): <reason>``
+it prints one line ``lab proxy: cannot listen on H:P (clients): <reason>``
 to stderr, writes no ready file and exits with status :data:`EXIT_CANNOT_BIND`.
 
 ``--upstream`` may be left out: the broker is usually started after the proxy,
@@ -231,13 +234,13 @@ class CannotBind(Exception):
     """A listening port could not be bound; the message is the one line the proxy prints."""
 
 
-async def _listen(handler, port: int, what: str) -> asyncio.Server:
+async def _listen(handler, host: str, port: int, what: str) -> asyncio.Server:
     try:
-        return await asyncio.start_server(handler, "127.0.0.1", port)
+        return await asyncio.start_server(handler, host, port)
     except OSError as e:
         # asyncio's message repeats the address; the plain reason reads better in a one-line error.
         reason = os.strerror(e.errno).lower() if e.errno else str(e)
-        raise CannotBind(f"lab proxy: cannot listen on 127.0.0.1:{port} ({what}): {reason}") from None
+        raise CannotBind(f"lab proxy: cannot listen on {host}:{port} ({what}): {reason}") from None
 
 
 def write_ready(path: str, info: dict) -> None:
@@ -249,18 +252,18 @@ def write_ready(path: str, info: dict) -> None:
 
 
 async def serve(listen_port: int = 0, upstream: tuple[str, int] | None = None, control_port: int = 0,
-                ready_file: str | None = None) -> None:
-    """Run the proxy until SIGTERM or SIGINT.
+                ready_file: str | None = None, host: str = "127.0.0.1") -> None:
+    """Run the proxy until SIGTERM or SIGINT, both ports bound on ``host``.
 
     Raises
     ------
     CannotBind
-        When ``listen_port`` or ``control_port`` cannot be bound.
+        When ``listen_port`` or ``control_port`` cannot be bound on ``host``.
     """
     state = ProxyState(upstream)
-    data = await _listen(lambda r, w: _serve_client(r, w, state), listen_port, "clients")
+    data = await _listen(lambda r, w: _serve_client(r, w, state), host, listen_port, "clients")
     try:
-        control_server = await _listen(lambda r, w: _serve_control(r, w, state), control_port, "control")
+        control_server = await _listen(lambda r, w: _serve_control(r, w, state), host, control_port, "control")
     except CannotBind:
         data.close()
         raise
@@ -275,15 +278,19 @@ async def serve(listen_port: int = 0, upstream: tuple[str, int] | None = None, c
         await stop.wait()
 
 
-def control(port: int, message: dict, timeout_s: float = 5.0) -> dict:
-    """Send one command to a running proxy and return its reply.
+def control(port: int, message: dict, timeout_s: float = 5.0, *, host: str = "127.0.0.1") -> dict:
+    """Send one command to the proxy whose control port is ``host:port`` and return its reply.
+
+    ``host`` is 127.0.0.1 for the proxy the lab starts; another host for a proxy
+    in front of ``LAB_KAFKA_BOOTSTRAP`` (``LAB_KAFKA_PROXY``, e.g. ``kafka-proxy``).
 
     Raises
     ------
-    ConnectionError
-        When the proxy does not answer.
+    OSError
+        When the proxy does not answer within ``timeout_s`` (``ConnectionError``
+        when it closes the connection without a reply).
     """
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
         s.sendall((json.dumps(message) + "\n").encode())
         buf = b""
         while not buf.endswith(b"\n"):
@@ -390,22 +397,32 @@ def set_upstream(control_port: int, broker_port: int, proxy_log: Path) -> None:
 
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line of ``python -m lab.proxy``; argparse's usage error (exit 2) names a bad value."""
     p = argparse.ArgumentParser(prog="python -m lab.proxy")
-    p.add_argument("--listen", type=int, default=0, help="client port on 127.0.0.1 (0: the OS chooses)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address both ports bind (default 127.0.0.1; 0.0.0.0 only inside a container network)")
+    p.add_argument("--listen", type=int, default=0, help="client port (0: the OS chooses)")
     p.add_argument("--upstream", help="HOST:PORT of the broker; or set later with the upstream command")
-    p.add_argument("--control", type=int, default=0, help="control port on 127.0.0.1 (0: the OS chooses)")
+    p.add_argument("--control", type=int, default=0, help="control port (0: the OS chooses)")
     p.add_argument("--ready-file", help="write the bound ports there as JSON once both servers listen")
     a = p.parse_args(argv)
-    upstream = None
+    if not a.host.strip() or any(c.isspace() for c in a.host):
+        p.error(f"bad --host {a.host!r}; valid: an address to bind, e.g. 127.0.0.1 (the default) or 0.0.0.0")
+    a.upstream_addr = None
     if a.upstream:
         host, _, port = a.upstream.rpartition(":")
         try:
-            upstream = _parse_upstream(host, port)
+            a.upstream_addr = _parse_upstream(host, port)
         except ValueError as e:
             p.error(str(e))
+    return a
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
     try:
-        asyncio.run(serve(a.listen, upstream, a.control, a.ready_file))
+        asyncio.run(serve(a.listen, a.upstream_addr, a.control, a.ready_file, host=a.host))
     except CannotBind as e:
         print(e, file=sys.stderr, flush=True)
         sys.exit(EXIT_CANNOT_BIND)

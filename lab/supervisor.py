@@ -141,12 +141,15 @@ class Run:
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
             self.broker = self._stack.enter_context(
-                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker))
+                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
+                                          kafka_proxy=cfg.kafka_proxy))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
+            self._ensure_connector(cfg)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
+                control_host=self.broker.control_host,
                 kill_broker=self._kill_broker, restart_broker=self._restart_broker,
                 abort_transactions=lambda count: self.producer.abort_next(count))
             self._t0 = time.monotonic()
@@ -239,6 +242,26 @@ class Run:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def _ensure_connector(self, cfg: RunConfig) -> None:
+        """Fetch Spark's Kafka connector into the cache (once, ever) before a driver that may read with it starts.
+
+        Drivers never download: a restarted driver must start as fast as the first.
+        With ``--kafka-reader spark`` a failed fetch fails the run (its message says
+        what to do); with ``auto`` it is recorded (``kafka-connector-missing``) and the
+        driver reads with the lab's own reader.
+        """
+        if not cfg.may_use_connector:
+            return
+        from lab import jars
+        from lab.spark import SPARK_KAFKA_JARS
+
+        try:
+            jars.ensure(SPARK_KAFKA_JARS)
+        except LabError as e:
+            if cfg.kafka_reader == "spark":
+                raise
+            self.events.write(ev.KAFKA_CONNECTOR_MISSING, error=str(e)[:300])
 
     # -- driver process ----------------------------------------------------
     def _start_driver(self) -> None:
@@ -466,6 +489,10 @@ class Run:
         self._kill_remaining_driver()
         if self._restarted_broker is not None:
             broker_mod.stop_embedded(self._restarted_broker)
+        if self.faults is not None:
+            # A proxy this run does not stop (LAB_KAFKA_PROXY's, `lab broker start`'s) would carry
+            # a cut or an unused ack-loss count into the next run.
+            self.faults.heal_proxy()
         self._stack.close()
 
     def _kill_remaining_driver(self) -> None:

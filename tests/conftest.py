@@ -1,4 +1,17 @@
-"""Shared fixtures: isolated runs directory, process-leak checks."""
+"""Shared fixtures: isolated runs directory, one broker per session, process-leak checks.
+
+The broker
+----------
+One embedded broker (``LAB_BROKER`` of the caller's shell, default Apache Kafka)
+serves every integration and notebook test that takes ``runs_dir``: it is
+recorded in that runs directory's ``broker.json``, the way ``lab broker start``
+leaves one, so each run reuses it (a topic and a consumer group of its own per
+run) instead of paying a JVM start and stop. Tests that start, stop, kill or
+inspect a broker's processes take their own: ``@pytest.mark.own_broker``.
+``@pytest.mark.broker("tansu")`` runs a test on a Tansu broker of its own (the
+Tansu subset); ``@pytest.mark.kafka_only`` skips a test when the session's
+broker is Tansu (``LAB_BROKER=tansu make test``). Unit tests never start one.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +23,62 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Test directories whose tests share the session's broker.
+_SHARED_BROKER_DIRS = ("integration", "notebooks")
 
 
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     """Each test gets its own runs directory; no LAB_* setting leaks in from the caller's shell."""
-    for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_KAFKA_READER"):
+    for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_KAFKA_PROXY", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME",
+                "LAB_KAFKA_READER"):
         monkeypatch.delenv(var, raising=False)
     path = tmp_path / "runs"
     monkeypatch.setenv("LAB_RUNS_DIR", str(path))
     return path
+
+
+#: PIDs of the session's shared broker and proxy: not a run's to end, so leak checks of a run skip them.
+SHARED_BROKER_PIDS: set[int] = set()
+
+
+@pytest.fixture(scope="session")
+def session_broker(tmp_path_factory):
+    """The embedded broker shared by the session's runs (``LAB_BROKER``, default kafka), stopped at its end."""
+    from lab import broker as broker_mod
+
+    info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"), product=broker_mod.product_from_env())
+    SHARED_BROKER_PIDS.update(p for p in (info.broker_pid, info.proxy_pid) if p)
+    try:
+        yield info
+    finally:
+        broker_mod.stop_embedded(info)
+
+
+@pytest.fixture(autouse=True)
+def _broker_for_test(request, monkeypatch):
+    """Put the session's broker in the test's runs directory, or set up the broker the test's marks ask for."""
+    from lab import broker as broker_mod
+
+    asked = request.node.get_closest_marker("broker")
+    if asked:
+        monkeypatch.setenv("LAB_BROKER", asked.args[0])
+        return
+    if request.node.get_closest_marker("kafka_only") and broker_mod.product_from_env() != "kafka":
+        pytest.skip("needs Apache Kafka (LAB_BROKER=kafka, the default)")
+    if (request.node.get_closest_marker("own_broker") or "runs_dir" not in request.fixturenames
+            or request.node.path.parent.name not in _SHARED_BROKER_DIRS):
+        return
+    runs = request.getfixturevalue("runs_dir")
+    info = request.getfixturevalue("session_broker")
+    # A fault a run left on the shared proxy (a cut still running) must not reach the next test.
+    try:
+        from lab import proxy
+
+        proxy.control(info.control_port, {"cmd": "heal"})
+    except (OSError, ValueError):
+        pass
+    broker_mod.save_state(runs, info)
 
 
 def lab_cmd(*args: str) -> list[str]:

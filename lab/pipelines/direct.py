@@ -307,14 +307,13 @@ def run(ctx: DriverContext) -> None:
     store = OffsetStore(cfg.offsets, ctx)
     from lab.pipelines.structured_input import resolve_reader
 
-    real_kafka = bool(cfg.kafka_bootstrap) or cfg.broker == "kafka"
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
-                          kafka_connector=real_kafka and cfg.kafka_reader != "labkafka")
+                          kafka_connector=cfg.may_use_connector)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka_read).
-    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=real_kafka)
+    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     try:
         start_python_workers(sc)  # with what the tasks import (lab.spark)
@@ -390,10 +389,10 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
                 from pyspark.sql import SparkSession
 
                 kafka_rdd = spark_kafka_rdd(SparkSession.getActiveSession(), ctx.bootstrap, active,
-                                            cfg.producer.isolation_level)
+                                            cfg.isolation_level)
                 offset_ranges = tuple(active)
             else:
-                kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.producer.isolation_level)
+                kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.isolation_level)
                 offset_ranges = kafka_rdd.offsetRanges  # the HasOffsetRanges cast: only the Kafka RDD has them
             faults = {"fail_once": fail_once, "executor_crash": executor_crash}
             # The transformation (JSON to rows), then the output.

@@ -1,9 +1,19 @@
 """The ``plain`` pipeline: no Spark, the lab's baseline.
 
-A kafka-python consumer reads the topic partitions (assigned, not
-subscribed: see :mod:`lab.kafka_tools`), writes each poll's records to the
-sink as one batch, and commits offsets to the run's consumer group in the
-order ``--commit`` says.
+A kafka-python consumer in the run's consumer group (``lab-<run id>``) reads
+the topic, writes each poll's records to the sink as one batch, and commits
+offsets to the group in the order ``--commit`` says.
+
+Group membership
+----------------
+On Apache Kafka (embedded or ``LAB_KAFKA_BOOTSTRAP``) the consumer
+``subscribe()``s: the group coordinator assigns it the partitions, the way
+a Kafka application reads. It is a *static* member (``group.instance.id``
+fixed per run): a driver restarted after a crash takes its predecessor's
+place at once, instead of waiting for the dead member's session to time
+out (``session.timeout.ms``) before the group rebalances. On Tansu it
+``assign()``s the partitions itself, because a rejoin there waits about
+11 s (:mod:`lab.kafka_tools`); offsets are committed to the same group id.
 
 Delivery guarantee
 ------------------
@@ -20,15 +30,35 @@ Named points: ``after-commit-before-output`` (``before-output`` only),
 On failure
 ----------
 A record that is not a lab event ends the driver with
-:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset.
+:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset. A
+commit the broker cannot take (it is down: ``broker-crash``, ``broker-outage``)
+is retried every 0.5 s for up to :data:`COMMIT_RETRY_S`: the batch counts
+as done only once its commit is in, so the guarantee above holds across a
+broker restart. Longer, the driver exits and the supervisor restarts it.
 """
 
 from __future__ import annotations
+
+import time
 
 from lab import kafka_tools
 from lab.driver import DriverContext
 from lab.kafka_read import record_row
 from lab.sinks import open_sink
+
+#: Seconds a commit is retried while the broker is away. Measured: the embedded Kafka restarts on
+#: its data in 3.7-5.3 s after a SIGKILL; a broker-outage lasts what its plan says (default 5 s).
+COMMIT_RETRY_S = 60.0
+
+#: Group membership timings of the subscribed consumer (kafka-python 3.0's defaults in brackets).
+GROUP_SETTINGS = dict(
+    # [45000] A member that stops heartbeating leaves the group after 10 s. A crashed static
+    # member is replaced by its restart before that (same group.instance.id); this bounds how
+    # long its partitions stay unowned if it never comes back.
+    session_timeout_ms=10000,
+    # [3000] A third of the session, as Kafka advises.
+    heartbeat_interval_ms=3000,
+)
 
 
 def run(ctx: DriverContext) -> None:
@@ -36,31 +66,52 @@ def run(ctx: DriverContext) -> None:
     from kafka import OffsetAndMetadata, TopicPartition
 
     cfg = ctx.config
+    group_id = f"lab-{ctx.run_id}"
+    subscribe = ctx.broker_product != "tansu"
     consumer = kafka_tools.consumer(
         ctx.bootstrap,
-        group_id=f"lab-{ctx.run_id}",
+        group_id=group_id,
         enable_auto_commit=cfg.commit == "auto",
         auto_commit_interval_ms=1000,
         max_poll_records=cfg.max_batch_records,
-        isolation_level=cfg.producer.isolation_level,
+        isolation_level=cfg.isolation_level,
+        **(dict(GROUP_SETTINGS, group_instance_id=f"{group_id}-plain") if subscribe else {}),
     )
-    tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
-    consumer.assign(tps)
+    if subscribe:
+        consumer.subscribe([cfg.topic])
+    else:
+        consumer.assign([TopicPartition(cfg.topic, p) for p in range(cfg.partitions)])
     sink = open_sink(ctx.run_dir)
     batch = ctx.last_batch() + 1
 
+    def owned() -> list:
+        return sorted(consumer.assignment(), key=lambda tp: tp.partition)
+
     def positions() -> dict[int, int]:
-        return {tp.partition: consumer.position(tp) for tp in tps}
+        return {tp.partition: consumer.position(tp) for tp in owned()}
 
     def commit() -> None:
-        consumer.commit({tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in tps})
+        offsets = {tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in owned()}
+        deadline = time.monotonic() + COMMIT_RETRY_S
+        while True:
+            try:
+                consumer.commit(offsets)
+                return
+            except Exception as e:  # kafka-python raises several types for a broker that is away
+                away = getattr(e, "retriable", False) or type(e).__name__ in _RETRIED
+                if not away or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     try:
         while not ctx.stopping:
             polled = consumer.poll(timeout_ms=200, max_records=cfg.max_batch_records)
             records = [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
             if not records:
-                ctx.progress(positions(), batch - 1)
+                # Positions are only reported for a full assignment: one partition missing from
+                # progress.json would read as "nothing read there yet".
+                if len(consumer.assignment()) == cfg.partitions:
+                    ctx.progress(positions(), batch - 1)
                 continue
             rows, ranges = [], {}
             for r in records:
@@ -78,8 +129,15 @@ def run(ctx: DriverContext) -> None:
             ctx.batch_done(batch, len(rows))
             ctx.progress(positions(), batch)
             batch += 1
-        if cfg.commit != "before-output":
+        if cfg.commit != "before-output" and consumer.assignment():
             commit()
     finally:
         consumer.close(autocommit=False)
         sink.close()
+
+
+#: Exceptions of kafka-python a commit is retried on besides those it marks ``retriable``: the broker
+#: is away (a connection that broke, none reachable, no answer in time). A commit the group refuses
+#: (``CommitFailedError``: this member was replaced) is not retried: the driver exits, and its restart
+#: reads from the group's last commit, as the guarantee says.
+_RETRIED = ("KafkaConnectionError", "NoBrokersAvailable", "KafkaTimeoutError", "NodeNotReadyError")

@@ -435,7 +435,7 @@ def run(ctx: DriverContext) -> None:
     book = BatchBook(ctx)
     feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.ack,
                     ctx.events, on_commit=lambda c: feeder_holder["runtime"].on_commit(c), rate=max_rate(cfg),
-                    isolation_level=cfg.producer.isolation_level)
+                    isolation_level=cfg.isolation_level)
     port = feeder.start_listening()
     (ctx.run_dir / PORT_FILE).write_text(json.dumps({"port": port}))
     runtime = _Runtime(ctx, feeder, book)

@@ -233,13 +233,12 @@ def run(ctx: DriverContext) -> None:
     # Spark otherwise resolves the host name and may pick a public interface for its services.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
-    real_kafka = bool(cfg.kafka_bootstrap) or cfg.broker == "kafka"
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))},
-                          kafka_connector=real_kafka and cfg.kafka_reader != "labkafka")
+                          kafka_connector=cfg.may_use_connector)
     register(spark)
-    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=real_kafka)
+    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # Python workers started now, not by the first batch (see lab.spark.start_sql_python_workers).
     start_sql_python_workers(spark, TASK_MODULES + ("lab.kafka_source",))
@@ -302,7 +301,7 @@ def run(ctx: DriverContext) -> None:
 
     # A transactional producer's events are final only once committed: read_committed then.
     source = kafka_event_stream(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
-                                cfg.producer.isolation_level)
+                                cfg.isolation_level)
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
              .queryName(f"lab_structured_{cfg.sink}")

@@ -19,10 +19,11 @@ points, the checkpoint) is one code path.
 ``spark``     Spark's ``kafka`` format; a clear error when the connector is
               absent or the broker is Tansu.
 
-Not with the embedded broker: Spark's connector takes a batch's end offsets
-from ListOffsets(latest), which Tansu answers with the last record batch's
-base offset + 1, so the connector would never plan a partition's last
+Not with Tansu (``LAB_BROKER=tansu``): Spark's connector takes a batch's end
+offsets from ListOffsets(latest), which Tansu answers with the last record
+batch's base offset + 1, so the connector would never plan a partition's last
 records (the lab's own reader takes the high watermark of a fetch instead).
+:func:`spark_kafka_options` lists what the ``spark`` reader passes to the connector.
 
 Delivery guarantee
 ------------------
@@ -121,27 +122,54 @@ def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partition
     """The streaming DataFrame of events from ``topic``, through ``reader`` (``labkafka`` or ``spark``).
 
     Both start at the earliest offsets (a new query) or at the checkpoint's
-    (a restarted one).
-    """
-    if reader == "labkafka":
-        from lab.kafka_source import SHORT_NAME
+    (a restarted one); the options each source gets are :data:`READER_OPTIONS`'.
 
-        return (spark.readStream.format(SHORT_NAME)
-                .option("bootstrap", bootstrap)
-                .option("topic", topic)
-                .option("partitions", partitions)
-                .option("maxRecordsPerTrigger", max_batch_records)
-                .option("isolationLevel", isolation_level)
-                .load())
-    if reader != "spark":
+    Raises
+    ------
+    LabError
+        ``reader`` is neither ``labkafka`` nor ``spark``.
+    """
+    if reader not in READER_OPTIONS:
         raise LabError(f"unknown Kafka reader {reader!r}; valid: labkafka, spark")
-    raw = (spark.readStream.format("kafka")
-           .option("kafka.bootstrap.servers", bootstrap)
-           # Fixed partitions, no consumer-group subscription (as labkafka reads).
-           .option("assign", json.dumps({topic: list(range(partitions))}))
-           .option("startingOffsets", "earliest")
-           .option("maxOffsetsPerTrigger", max_batch_records)
-           .option("failOnDataLoss", "true")
-           .option("kafka.isolation.level", isolation_level)
-           .load())
-    return events_from_kafka_rows(raw)
+    fmt, options = READER_OPTIONS[reader]
+    stream = spark.readStream.format(fmt)
+    for key, value in options(bootstrap, topic, partitions, max_batch_records, isolation_level).items():
+        stream = stream.option(key, value)
+    return stream.load() if reader == "labkafka" else events_from_kafka_rows(stream.load())
+
+
+def labkafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,
+                     isolation_level: str) -> dict:
+    """The options the ``labkafka`` reader passes to the lab's source (:mod:`lab.kafka_source` documents each)."""
+    return {"bootstrap": bootstrap, "topic": topic, "partitions": partitions,
+            "maxRecordsPerTrigger": max_batch_records, "isolationLevel": isolation_level}
+
+
+def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,
+                        isolation_level: str) -> dict:
+    """The options the ``spark`` reader passes to ``readStream.format("kafka")``, in order.
+
+    Pure: :func:`kafka_event_stream` sets exactly these, and notebooks print them
+    for a run (:func:`lab.notebook.kafka_reader_options`).
+
+    ``assign``               fixed partitions, no consumer-group subscription (as labkafka reads):
+                             the offsets live in the checkpoint, never in a group.
+    ``startingOffsets``      ``earliest`` for a new query; a restarted one starts from its offset log.
+    ``maxOffsetsPerTrigger`` admission control: at most this many offsets per micro-batch.
+    ``failOnDataLoss``       ``true``: a logged range no longer in Kafka fails the query, never skipped.
+    ``kafka.isolation.level`` the run's ``isolation`` (read_committed hides aborted transactions).
+    """
+    return {
+        "kafka.bootstrap.servers": bootstrap,
+        "assign": json.dumps({topic: list(range(partitions))}),
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": max_batch_records,
+        "failOnDataLoss": "true",
+        "kafka.isolation.level": isolation_level,
+    }
+
+
+#: Per reader: the source format ``readStream.format`` gets, and the function giving its options.
+#: ("labkafka" is :data:`lab.kafka_source.SHORT_NAME`, written out: that module imports pyspark, and
+#: :mod:`lab.config` imports this one.)
+READER_OPTIONS = {"labkafka": ("labkafka", labkafka_options), "spark": ("kafka", spark_kafka_options)}

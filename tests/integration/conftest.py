@@ -1,4 +1,4 @@
-"""Integration fixtures: a real PostgreSQL server, independent counts, leak checks."""
+"""Integration fixtures: a real PostgreSQL server, independent counts, leak checks (the shared broker: tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from lab import processes
+from tests.conftest import SHARED_BROKER_PIDS
 
 pytestmark = pytest.mark.integration
 
@@ -100,10 +101,10 @@ def independent_counts(run_dir: Path) -> dict:
 
 
 def run_pids(run_dir: Path) -> list[int]:
-    """Every PID a run started: broker, proxy, each driver attempt, the groups its descendants left for."""
+    """Every PID a run started: broker, proxy (unless the session's), each driver attempt, its descendants' groups."""
     pids = []
     broker = json.loads((run_dir / "broker.json").read_text())
-    pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p]
+    pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p and p not in SHARED_BROKER_PIDS]
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
         if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart"):

@@ -10,7 +10,8 @@ from lab import broker, kafka_tools, processes, proxy
 from tests.conftest import clean_env, lab_cmd
 from tests.integration.conftest import assert_all_gone
 
-pytestmark = pytest.mark.integration
+# Tansu and the proxy (the Tansu subset); the CLI tests below start the default broker (clean_env drops LAB_BROKER).
+pytestmark = [pytest.mark.integration, pytest.mark.broker("tansu")]
 
 
 @pytest.fixture

@@ -159,7 +159,8 @@ def test_checkpoint_offsets_append_duplicate_exactly_the_replayed_batch(runs_dir
 def test_offsets_in_the_sink_are_exactly_once_under_every_fault(runs_dir):
     plan = ("driver-crash@batch=1:after-offset-log,driver-crash@batch=2:mid-output,"
             "driver-crash@batch=3:after-output-before-commit,task-failure@batch=4,driver-crash@batch=5")
-    cfg = make_config(**SMALL, events=2100, offsets="sink", sink="transactional", faults=plan)
+    # Five driver starts: a deadline for correctness, not speed (each start takes 10-30 s on 2 busy cores).
+    cfg = make_config(**SMALL, events=2100, offsets="sink", sink="transactional", faults=plan, deadline_s=300)
     result = run_scenario(cfg)
     a, run_dir = result.audit, result.run_dir
     assert sorted(e["index"] for e in fired(run_dir)) == list(range(5)), "not every planned fault happened"

@@ -22,7 +22,7 @@ from lab import broker, jars, kafka_broker, kafka_tools, processes, proxy
 from lab.errors import LabError
 from tests.integration.conftest import assert_all_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker, pytest.mark.kafka_only]
 
 MEASURED: dict[str, float] = {}
 

@@ -15,11 +15,12 @@ from lab.run_report import aborted_ids
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 
 
+@pytest.mark.own_broker  # the crash kills the broker's JVM: not the session's to kill
 def test_broker_crash_loses_nothing_acknowledged_with_an_idempotent_producer(runs_dir):
-    result = run_scenario(make_config(broker="kafka", events=4000, rate=1000, faults="broker-crash@at=2s:for=3s"))
+    result = run_scenario(make_config(broker="kafka", events=4000, rate=1000, faults="broker-crash@at=3s:for=3s"))
     r, events = result.report, read_events(result.run_dir)
     crash = [e for e in events if e["type"] == "fault" and e["kind"] == "broker-crash"]
     restart = [e for e in events if e["type"] == "broker-restart"]
@@ -33,7 +34,7 @@ def test_broker_crash_loses_nothing_acknowledged_with_an_idempotent_producer(run
 
 def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
     result = run_scenario(make_config(broker="kafka", events=3000, rate=1000, transactional=True, sink="idempotent",
-                                      faults="txn-abort@at=1s:count=3"))
+                                      faults="txn-abort@at=2s:count=3"))
     r = result.report
     aborted = set(aborted_ids(result.run_dir / "ledger.sqlite"))
     assert len(aborted) == r["aborted_sends"] == 300  # three transactions of 100

@@ -20,10 +20,11 @@ SMALL = {
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
     "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional"]),
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
-    "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3, LOSS_AT=0.5),
+    "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
+                                       LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 1}
+MIN_PLOTS = {"01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
 
 
 def notebooks():
@@ -116,18 +117,69 @@ def check_02(reports):
 
 
 def check_03(reports):
+    from pathlib import Path
+
     append = _pick(reports, sink="append", faults="driver-crash@batch=2:after-output-before-commit")
     rows = _first_rows(append, 2)
     assert rows > 0 and (append["lost"], append["duplicated"], append["extra_copies"]) == (0, rows, rows), _counts(append)
     txn = _pick(reports, sink="transactional")
     assert txn["exactly_once"] == txn["acked"] == 1500, _counts(txn)
+    # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
+    # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
+    settings = append["settings"]
+    assert settings["kafka_reader"] == ("spark" if settings["embedded_broker"] == "kafka" else "labkafka"), settings
+    run_dir = Path(append["run_dir"])
+    lines = (run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
+    assert lines[0] == "v1" and {"batchWatermarkMs", "batchTimestampMs", "conf"} <= set(json.loads(lines[1]))
+    source = json.loads(lines[2])
+    if settings["kafka_reader"] == "spark":
+        source = source[f"events.{run_dir.name}"]
+    first = next(e for e in read_events(run_dir) if e["type"] == "batch-start" and e["batch"] == 2)
+    assert all(source[p] == until for p, (_, until) in first["ranges"].items()), (source, first["ranges"])
+
+
+def _aborted_in_sink(report) -> int:
+    """Sink rows of the run's aborted sends, counted with plain SQL (not through the lab's helpers)."""
+    import sqlite3
+    from pathlib import Path
+
+    run_dir = Path(report["run_dir"])
+    aborted = {eid for (eid,) in sqlite3.connect(run_dir / "ledger.sqlite").execute(
+        "SELECT event_id FROM sends WHERE status = 'aborted'")}
+    rows = sqlite3.connect(run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events").fetchall()
+    return sum(1 for (eid,) in rows if eid in aborted)
 
 
 def check_05(reports):
+    from pathlib import Path
+
     no_idem = [r for r in reports if not r["settings"]["idempotence"]]
     assert len(no_idem) == 2 and all(r["source_duplicates"] > 0 for r in no_idem), [r["source_duplicates"] for r in no_idem]
     by_event_id = _pick(reports, idempotence=False, sink="idempotent")
     assert by_event_id["exactly_once"] == by_event_id["acked"] and by_event_id["lost"] == 0, _counts(by_event_id)
+    idem = _pick(reports, idempotence=True, transactional=False)
+    kafka = idem["settings"]["embedded_broker"] == "kafka"
+    if kafka:  # Apache Kafka deduplicates the retries and answers each with the offset it stored the batch at
+        assert (idem["source_duplicates"], idem["acks_without_offset"]) == (0, 0), idem
+    # Section 5: the same aborted transactions, read committed and read uncommitted
+    p = SMALL["05_exactly_once_production"]
+    txn_abort = f"txn-abort@at={p['ABORT_AT']}s:count={p['ABORTED_TXNS']}"
+    committed = _pick(reports, faults=txn_abort, isolation="read_committed")
+    uncommitted = _pick(reports, faults=txn_abort, isolation="read_uncommitted")
+    for r in (committed, uncommitted):
+        assert r["aborted_sends"] == 100 * p["ABORTED_TXNS"] == r["aborted_in_topic"], r
+        assert r["exactly_once"] == r["acked"] == 1500 - r["aborted_sends"] and r["lost"] == 0, _counts(r)
+    assert (uncommitted["unexpected"], _aborted_in_sink(uncommitted)) == (uncommitted["aborted_sends"],) * 2
+    if kafka:  # Tansu hands aborted records to read_committed readers as well
+        assert (committed["unexpected"], _aborted_in_sink(committed)) == (0, 0), committed
+        # Section 6: the fencing experiment against the same broker
+        (found,) = Path(reports[0]["run_dir"]).parent.glob("fencing-*/result.json")
+        f = json.loads(found.read_text())
+        n, m = p["FENCED_RECORDS"], f["successor_records"]
+        assert (f["killed_read_uncommitted"], f["killed_read_committed"]) == (n, 0), f
+        assert (f["zombie_read_uncommitted"], f["zombie_read_committed"]) == (n, 0), f
+        assert f["killed_successor_read_committed"] == f["zombie_successor_read_committed"] == m, f
+        assert f["zombie_error"] == "ProducerFencedError", f
 
 
 MEASURED = {"00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,

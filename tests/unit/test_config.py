@@ -34,7 +34,7 @@ def test_environment_is_read(runs_dir, monkeypatch):
         (dict(events=0), ["events must be >= 1"]),
         (dict(colour="red"), ["'colour'", "pipeline"]),
         (dict(pipeline="structured", kafka_reader="connector"), ["'connector'", "auto", "labkafka", "spark"]),
-        (dict(pipeline="structured", kafka_reader="spark"), ["LAB_KAFKA_BOOTSTRAP", "--kafka-reader labkafka"]),
+        (dict(pipeline="structured", kafka_reader="spark", broker="tansu"), ["LAB_KAFKA_BOOTSTRAP", "--kafka-reader labkafka"]),
     ],
 )
 def test_bad_values_are_named_with_the_valid_choices(runs_dir, params, words):
@@ -68,3 +68,31 @@ def test_kafka_reader_from_the_environment(runs_dir, monkeypatch):
     with pytest.raises(LabError) as e:
         make_config(pipeline="plain")
     assert "LAB_KAFKA_READER='Spark'" in str(e.value) and "labkafka" in str(e.value)
+
+
+@pytest.mark.parametrize("value", ["kafka-proxy:19093", "127.0.0.1:1", "[::1]:65535", "proxy.lab.internal:8080"])
+def test_kafka_proxy_from_the_environment(runs_dir, monkeypatch, value):
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "kafka-proxy:19092")
+    monkeypatch.setenv("LAB_KAFKA_PROXY", value)
+    c = make_config()
+    assert c.kafka_proxy == value and RunConfig.from_json(c.to_json()).kafka_proxy == value
+
+
+@pytest.mark.parametrize("value", ["kafka-proxy", "kafka-proxy:", ":19093", "kafka-proxy:abc", "kafka-proxy:0",
+                                   "kafka-proxy:70000", "a b:1", "http://kafka-proxy:19093", "-x:1"])
+def test_a_bad_kafka_proxy_is_one_line_naming_it(runs_dir, monkeypatch, value):
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "kafka-proxy:19092")
+    monkeypatch.setenv("LAB_KAFKA_PROXY", value)
+    with pytest.raises(LabError) as e:
+        make_config()
+    msg = str(e.value)
+    assert f"LAB_KAFKA_PROXY {value!r}" in msg and "host:port" in msg and "\n" not in msg
+
+
+def test_kafka_proxy_without_a_bootstrap_is_dropped_but_still_checked(runs_dir, monkeypatch):
+    monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy:19093")
+    assert make_config().kafka_proxy is None  # the embedded broker has its own proxy
+    assert make_config(kafka_bootstrap="k:1").kafka_proxy == "kafka-proxy:19093"
+    monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy")
+    with pytest.raises(LabError, match="LAB_KAFKA_PROXY 'kafka-proxy'"):
+        make_config()

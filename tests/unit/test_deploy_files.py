@@ -5,12 +5,18 @@
   downloaded once with pip into a cache under ``.venv``);
 * every image is pinned to a release (compose services, Dockerfile ``FROM`` lines);
 * one Spark version everywhere: the ``pyspark`` pin in ``pyproject.toml``, the
-  ``apache/spark`` image tags, the ``spark-sql-kafka`` coordinate, ``environment.yml``
-  and the docs pages, each read independently, so any single drift fails;
+  ``apache/spark`` image tags, ``environment.yml`` and the docs pages, each read
+  independently, so any single drift fails; every ``spark-sql-kafka`` coordinate named
+  is the connector ``lab/jars.json`` pins (4.2.0: Central has no 4.3.0), for the image's Scala;
+* the lab's image bakes every jar set of ``lab/jars.json`` (``lab fetch``) into the
+  ``LAB_CACHE_DIR`` its containers see, and no service downloads jars (``LAB_SPARK_PACKAGES``);
+* one Kafka version: the ``apache/kafka`` image is the embedded broker's release
+  (``lab/jars.json`` set ``kafka-broker``), in compose and in the docs;
 * published ports are on 127.0.0.1 only;
 * ``environment.yml`` pins equal ``pyproject.toml``'s, both ways;
 * the stack is wired consistently (listeners, master URL, sink URL, shared runs volume,
-  health-gated start order, one image for driver and executors).
+  health-gated start order, one image for driver and executors), and the lab reaches
+  Kafka through its proxy (``kafka-proxy``), whose listener Kafka advertises.
 
 Every failure message names the file and the offending value.
 """
@@ -347,17 +353,12 @@ def spark_in_dockerfile(text: str) -> list[tuple[str, str]]:
             for m in _SPARK_IMAGE.finditer(line)]
 
 
-def spark_in_kafka_package(text: str) -> list[tuple[str, str]]:
-    return [(f"coordinate {m.group(0)!r}", m["version"]) for m in _KAFKA_PKG.finditer(text)]
-
-
 def spark_in_environment_yml(text: str) -> list[tuple[str, str]]:
     return [(f"pip pin {m.group(0)!r}", m["version"]) for m in _PYSPARK_PIN.finditer(text)]
 
 
 def spark_in_prose(text: str, words: bool = True) -> list[tuple[str, str]]:
     found = [(f"image apache/spark:{m['version']}", _image_version(m["version"])) for m in _SPARK_IMAGE.finditer(text)]
-    found += [(f"coordinate {m.group(0)!r}", m["version"]) for m in _KAFKA_PKG.finditer(text)]
     found += [(f"{m.group(0)!r}", m["version"]) for m in _PYSPARK_PIN.finditer(text)]
     if words:
         found += [(f"{m.group(0)!r}", m["version"]) for m in _SPARK_WORD.finditer(text)]
@@ -373,7 +374,6 @@ def _same_spark(found: str, pin: str) -> bool:
 SPARK_SOURCES = {
     "compose apache/spark images": ("docker-compose.yml", spark_in_compose_images, True),
     "Dockerfile FROM apache/spark": ("docker/jupyter.Dockerfile", spark_in_dockerfile, True),
-    "spark-sql-kafka coordinate": ("docker-compose.yml", spark_in_kafka_package, True),
     "environment.yml pyspark pin": ("environment.yml", spark_in_environment_yml, True),
     **{page: (page, spark_in_prose, True) for page in DOC_PAGES},
     # README: only the exact forms (image tag, coordinate, pin); prose there may name older releases.
@@ -419,12 +419,125 @@ def test_the_scala_and_java_variants_agree():
     scala = re.search(r"scala(\d+\.\d+)", tags[0])
     java = re.search(r"java(\d+)", tags[0])
     assert scala and java, f"apache/spark:{tags[0]} does not name its Scala and Java versions"
-    for _, pkg_scala in [(m.group(0), m["scala"]) for m in _KAFKA_PKG.finditer(COMPOSE.read_text())]:
-        assert pkg_scala == scala.group(1), (
-            f"{rel(COMPOSE)}: spark-sql-kafka-0-10_{pkg_scala} does not match the image's Scala {scala.group(1)}")
+    # The image bakes lab/jars.json's connector: its Scala suffix must be the image's Scala.
+    for coord in (j.coord for j in jar_set("spark-kafka").jars if j.coord.startswith("org.apache.spark:")):
+        suffix = re.search(r"_(\d+\.\d+):", coord)
+        assert suffix and suffix.group(1) == scala.group(1), (
+            f"lab/jars.json set spark-kafka: {coord} does not match the image's Scala {scala.group(1)} "
+            f"(apache/spark:{tags[0]})")
     assert int(java.group(1)) in SUPPORTED_MAJORS, f"apache/spark:{tags[0]}: Java {java.group(1)} is not one of {SUPPORTED_MAJORS}"
     jdk = env_yml_conda("openjdk")
     assert jdk and int(version_tuple(jdk)[0]) in SUPPORTED_MAJORS, f"{rel(ENV_YML)}: openjdk entry {jdk!r} is not Java 17 or 21"
+
+
+def jar_set(name: str):
+    from lab import jars
+
+    return jars.jar_set(name)
+
+
+def connector_coordinate() -> str:
+    """``lab/jars.json``'s pinned ``spark-sql-kafka-0-10`` coordinate (what the image bakes)."""
+    coords = [j.coord for j in jar_set("spark-kafka").jars if _KAFKA_PKG.fullmatch(j.coord)]
+    assert len(coords) == 1, f"lab/jars.json set spark-kafka: expected one spark-sql-kafka-0-10 jar, found {coords}"
+    return coords[0]
+
+
+def connector_drift(text: str, where: str, pinned: str) -> list[str]:
+    return [f"{where}: names {m.group(0)!r}, but lab/jars.json pins {pinned!r} (the jar the image bakes)"
+            for m in _KAFKA_PKG.finditer(text) if m.group(0) != pinned]
+
+
+CONNECTOR_FILES = ("docker-compose.yml", "docker/jupyter.Dockerfile", "README.md", *DOC_PAGES)
+
+
+def test_connector_coordinates_are_the_pinned_one():
+    pinned = connector_coordinate()
+    problems = [p for path in CONNECTOR_FILES for p in connector_drift((ROOT / path).read_text(), path, pinned)]
+    assert not problems, "\n".join(problems)
+    assert connector_drift(f"uses {pinned[:-1]}9 today", "x", pinned), "a drifted coordinate must be caught"
+
+
+def kafka_version() -> str:
+    """Apache Kafka's release the embedded broker runs: ``lab/jars.json`` set ``kafka-broker``, read through lab.jars."""
+    js = jar_set("kafka-broker")
+    core = [j for j in js.jars if re.fullmatch(r"org\.apache\.kafka:kafka_\d+\.\d+:[^:]+", j.coord)]
+    assert len(core) == 1, f"lab/jars.json set kafka-broker: expected one kafka_<scala> broker jar, found {core}"
+    assert core[0].gav[2] == js.version, (
+        f"lab/jars.json set kafka-broker: version {js.version!r}, but its broker jar is {core[0].coord}")
+    return js.version
+
+
+_KAFKA_IMAGE = re.compile(r"apache/kafka:(?P<tag>[0-9A-Za-z.\-]+)")
+
+
+def kafka_drift(text: str, where: str, version: str, required: bool) -> list[str]:
+    tags = [m["tag"].rstrip(".") for m in _KAFKA_IMAGE.finditer(text)]
+    if required and not tags:
+        return [f"{where}: no apache/kafka:<version> image named; the embedded broker is Kafka {version}"]
+    return [f"{where}: image apache/kafka:{tag}, but the embedded broker is Kafka {version} (lab/jars.json set "
+            "kafka-broker): scenarios must see the same broker in the stack as on one machine"
+            for tag in tags if tag != version]
+
+
+def test_the_stacks_kafka_is_the_embedded_brokers_version():
+    version = kafka_version()
+    image = services()["kafka"]["image"]
+    assert image == f"apache/kafka:{version}", (
+        f"{rel(COMPOSE)} service kafka: image {image!r}, but the embedded broker is Kafka {version} "
+        "(lab/jars.json set kafka-broker)")
+    problems = kafka_drift(COMPOSE.read_text(), rel(COMPOSE), version, True)
+    problems += kafka_drift((ROOT / "docs/docker.md").read_text(), "docs/docker.md", version, True)
+    problems += kafka_drift(README.read_text(), "README.md", version, False)
+    assert not problems, "\n".join(problems)
+    drifted = COMPOSE.read_text().replace(f"apache/kafka:{version}", "apache/kafka:9.8.7")
+    assert kafka_drift(drifted, "x", version, True), "a drifted Kafka image must be caught"
+
+
+def dockerfile_env(path: Path) -> list[tuple[int, str, str]]:
+    """``(instruction index, name, value)`` of every ``ENV name=value`` in ``path``."""
+    out = []
+    for i, line in enumerate(dockerfile_lines(path)):
+        if re.match(r"ENV\s", line, re.I):
+            pairs = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|\S+)", line[4:])
+            out += [(i, k, v.strip("\"'")) for k, v in pairs]
+    return out
+
+
+def test_the_image_bakes_every_jar_set_into_the_cache_its_containers_see():
+    from lab import jars
+
+    lines = dockerfile_lines(LAB_DOCKERFILE)
+    cache = [(i, v) for i, k, v in dockerfile_env(LAB_DOCKERFILE) if k == "LAB_CACHE_DIR"]
+    assert len(cache) == 1, f"{rel(LAB_DOCKERFILE)}: expected one ENV LAB_CACHE_DIR=<dir>, found {cache}"
+    env_at, cache_dir = cache[0]
+    assert cache_dir.startswith("/") and "$" not in cache_dir, f"{rel(LAB_DOCKERFILE)}: LAB_CACHE_DIR={cache_dir!r}"
+    install = next(i for i, l in enumerate(lines) if re.search(r"pip install .*-e \.", l))
+    fetches = [(i, l) for i, l in enumerate(lines) if l.startswith("RUN") and re.search(r"(^|[\s/])lab fetch\b", l)]
+    assert fetches, f"{rel(LAB_DOCKERFILE)}: no RUN ... lab fetch: the jars would be downloaded at run time"
+    for i, line in fetches:
+        where = f"{rel(LAB_DOCKERFILE)}: {line[:120]!r}"
+        assert i > install, f"{where} runs before the lab is installed"
+        assert i > env_at, f"{where} runs before ENV LAB_CACHE_DIR: it would fill another cache than the runtime's"
+        assert "LAB_CACHE_DIR=" not in line and "XDG_CACHE_HOME=" not in line, f"{where} fetches into another cache"
+        assert "--route mvn" not in line, f"{where}: the image has no mvn"
+    named = {m for _, l in fetches for m in re.findall(r"--set[ =](\S+)", l)}
+    if named:  # `lab fetch` alone fetches every set
+        assert named == set(jars.manifest()), (
+            f"{rel(LAB_DOCKERFILE)}: fetches sets {sorted(named)}, lab/jars.json has {sorted(jars.manifest())}")
+    ignore = LAB_DOCKERFILE.with_name(LAB_DOCKERFILE.name + ".dockerignore").read_text().split()
+    assert "!lab" in ignore and jars.MANIFEST.is_file(), "lab/jars.json must reach the build context (!lab)"
+
+    svcs = services()
+    for name in ("jupyter", "kafka-proxy", *WORKERS):
+        env = environment(svcs[name])
+        assert env.get("LAB_CACHE_DIR", cache_dir) == cache_dir, (
+            f"{rel(COMPOSE)} service {name}: LAB_CACHE_DIR={env['LAB_CACHE_DIR']!r}, "
+            f"but the image bakes the jars into {cache_dir!r}")
+    for name, svc in svcs.items():
+        pkgs = environment(svc).get("LAB_SPARK_PACKAGES")
+        assert not pkgs, (f"{rel(COMPOSE)} service {name}: LAB_SPARK_PACKAGES={pkgs!r} downloads jars at every driver "
+                          f"start; the image has {connector_coordinate()} in {cache_dir}")
 
 
 # -- (d) ports only on loopback --------------------------------------------------------
@@ -533,7 +646,7 @@ def test_start_order_waits_for_health():
             elif not (svcs[dep].get("healthcheck") or {}).get("test"):
                 problems.append(f"{rel(COMPOSE)} service {dep}: no healthcheck, yet {name} waits for it to be healthy")
     jupyter_deps = set(svcs.get("jupyter", {}).get("depends_on") or {})
-    for needed in ("kafka", "postgres", "spark-master", *WORKERS):
+    for needed in ("kafka", "kafka-proxy", "postgres", "spark-master", *WORKERS):
         if needed not in jupyter_deps:
             problems.append(f"{rel(COMPOSE)} service jupyter: does not wait for {needed}")
     assert not problems, "\n".join(problems)
@@ -547,10 +660,11 @@ def test_lab_environment_points_at_the_stack():
     where = f"{rel(COMPOSE)} service jupyter"
 
     kafka = environment(svcs["kafka"])
-    advertised = dict(item.split("://", 1) for item in kafka["KAFKA_ADVERTISED_LISTENERS"].split(","))
-    assert env.get("LAB_KAFKA_BOOTSTRAP") == advertised.get("DOCKER") == "kafka:29092", (
-        f"{where}: LAB_KAFKA_BOOTSTRAP={env.get('LAB_KAFKA_BOOTSTRAP')!r}; containers must use the DOCKER listener "
-        f"{advertised.get('DOCKER')!r}")
+    advertised = kafka_listeners(kafka, "KAFKA_ADVERTISED_LISTENERS")
+    proxied = proxy_listener()
+    assert env.get("LAB_KAFKA_BOOTSTRAP") == advertised.get(proxied) == "kafka-proxy:19092", (
+        f"{where}: LAB_KAFKA_BOOTSTRAP={env.get('LAB_KAFKA_BOOTSTRAP')!r}; the lab must use the listener behind "
+        f"the proxy, {proxied} advertised as {advertised.get(proxied)!r}")
     host_port = advertised.get("HOST", "")
     assert host_port.startswith(f"{LOOPBACK}:") and any(
         str(p).startswith(f"{host_port}:") for p in svcs["kafka"].get("ports", [])), (
@@ -574,10 +688,99 @@ def test_lab_environment_points_at_the_stack():
         pg.get("POSTGRES_USER"), pg.get("POSTGRES_PASSWORD"), pg.get("POSTGRES_DB")), (
         f"{where}: LAB_SINK_URL={env.get('LAB_SINK_URL')!r} does not match the postgres service's user/password/db")
 
-    pkgs = env.get("LAB_SPARK_PACKAGES") or ""
-    assert _KAFKA_PKG.search(pkgs), f"{where}: LAB_SPARK_PACKAGES={pkgs!r} lacks org.apache.spark:spark-sql-kafka-0-10_2.13:<spark>"
     assert env.get("LAB_SPARK_DRIVER_HOST") == svcs["jupyter"].get("hostname") == "jupyter", (
         f"{where}: LAB_SPARK_DRIVER_HOST={env.get('LAB_SPARK_DRIVER_HOST')!r} must be the container's hostname")
+
+
+def kafka_listeners(kafka_env: dict, key: str) -> dict[str, str]:
+    """``{listener name: host:port}`` of ``KAFKA_LISTENERS`` or ``KAFKA_ADVERTISED_LISTENERS``."""
+    return dict(item.strip().split("://", 1) for item in (kafka_env.get(key) or "").split(",") if item.strip())
+
+
+PROXY = "kafka-proxy"
+
+
+def proxy_listener() -> str:
+    """The Kafka listener the proxy forwards to, named by its ``--upstream`` (kafka:<port>)."""
+    svcs = services()
+    cmd = command(svcs[PROXY])
+    upstream = option(cmd, "--upstream") or ""
+    host, _, port = upstream.rpartition(":")
+    assert host == "kafka" == svcs["kafka"].get("hostname"), (
+        f"{rel(COMPOSE)} service {PROXY}: --upstream {upstream!r} is not the kafka service")
+    bound = kafka_listeners(environment(svcs["kafka"]), "KAFKA_LISTENERS")
+    names = [name for name, addr in bound.items() if addr.rpartition(":")[2] == port]
+    assert len(names) == 1, f"{rel(COMPOSE)} service {PROXY}: --upstream {upstream!r} is no listener of Kafka's {bound}"
+    return names[0]
+
+
+def test_kafka_is_reached_through_the_lab_proxy():
+    svcs = services()
+    assert PROXY in svcs, f"{rel(COMPOSE)}: no {PROXY} service: ack-loss and broker-outage need the lab's proxy"
+    svc, where = svcs[PROXY], f"{rel(COMPOSE)} service {PROXY}"
+    for key in ("image", "build"):
+        assert svc.get(key) == svcs["jupyter"][key], f"{where}: {key} {svc.get(key)!r} is not the lab's image"
+    cmd = command(svc)
+    assert cmd[:3] == ["python", "-m", "lab.proxy"], f"{where}: command {cmd} does not run python -m lab.proxy"
+    listen, control = option(cmd, "--listen"), option(cmd, "--control")
+    assert listen and listen.isdigit() and control and control.isdigit() and listen != control, (
+        f"{where}: --listen {listen!r} / --control {control!r} must be two fixed ports (other containers name them)")
+    assert option(cmd, "--host") == "0.0.0.0", (
+        f"{where}: --host {option(cmd, '--host')!r}; other containers cannot reach 127.0.0.1")
+    assert not svc.get("ports"), (
+        f"{where}: publishes {svc['ports']}; its control port takes commands from anyone who reaches it")
+    assert svc.get("hostname") == PROXY, f"{where}: hostname {svc.get('hostname')!r}"
+
+    kafka = environment(svcs["kafka"])
+    name = proxy_listener()
+    advertised = kafka_listeners(kafka, "KAFKA_ADVERTISED_LISTENERS")
+    assert advertised.get(name) == f"{PROXY}:{listen}", (
+        f"{rel(COMPOSE)} service kafka: listener {name} advertises {advertised.get(name)!r}, not {PROXY}:{listen}: "
+        "clients would leave the proxy after their first metadata request")
+    assert name not in (kafka.get("KAFKA_INTER_BROKER_LISTENER_NAME"), kafka.get("KAFKA_CONTROLLER_LISTENER_NAMES")), (
+        f"{rel(COMPOSE)} service kafka: {name} carries Kafka's own traffic; a proxy fault would hit the broker itself")
+    protocols = dict(p.split(":", 1) for p in kafka.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(","))
+    assert protocols.get(name) == "PLAINTEXT", (
+        f"{rel(COMPOSE)} service kafka: listener {name} has protocol {protocols.get(name)!r}")
+
+    env = environment(svcs["jupyter"])
+    assert env.get("LAB_KAFKA_BOOTSTRAP") == f"{PROXY}:{listen}", (
+        f"{rel(COMPOSE)} service jupyter: LAB_KAFKA_BOOTSTRAP={env.get('LAB_KAFKA_BOOTSTRAP')!r}, "
+        f"not the proxy {PROXY}:{listen}")
+    assert env.get("LAB_KAFKA_PROXY") == f"{PROXY}:{control}", (
+        f"{rel(COMPOSE)} service jupyter: LAB_KAFKA_PROXY={env.get('LAB_KAFKA_PROXY')!r}, "
+        f"not the control port {PROXY}:{control}")
+
+    health = " ".join(map(str, (svc.get("healthcheck") or {}).get("test") or []))
+    assert control in health and "status" in health, (
+        f"{where}: healthcheck {health!r} does not ask the control port for a status")
+    assert (svc.get("depends_on") or {}).get("kafka", {}).get("condition") == "service_healthy", (
+        f"{where}: does not wait for a healthy kafka")
+    assert (svcs["jupyter"].get("depends_on") or {}).get(PROXY, {}).get("condition") == "service_healthy", (
+        f"{rel(COMPOSE)} service jupyter: does not wait for a healthy {PROXY}")
+
+
+def test_the_proxy_healthcheck_runs(tmp_path):
+    """The healthcheck's own Python, against a proxy of the lab on 127.0.0.1 (its control port is swapped in)."""
+    from tests.unit.test_proxy import start_proxy, wait_ready
+
+    from lab import processes
+
+    svc = services()[PROXY]
+    test = svc["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], f"{rel(COMPOSE)} service {PROXY}: healthcheck {test}"
+    control = option(command(svc), "--control")
+    p, ready = start_proxy(tmp_path, "--upstream", "127.0.0.1:9")
+    try:
+        port = wait_ready(p, ready)["control"]
+        code = test[3].replace(control, str(port))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        processes.stop_process(p)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0, "the healthcheck passes without a proxy"
+    finally:
+        processes.stop_process(p)
 
 
 def _named_mounts(svc: dict, named: set[str]) -> dict[str, str]:

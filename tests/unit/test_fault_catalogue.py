@@ -38,8 +38,8 @@ def test_broker_crash_needs_a_durable_embedded_broker(monkeypatch):
     monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
     monkeypatch.delenv("LAB_BROKER", raising=False)
     with pytest.raises(LabError, match="Tansu stores it in memory.*--broker kafka"):
-        make_config(faults="broker-crash@at=3s:for=3s")
-    assert make_config(broker="kafka", faults="broker-crash@at=3s:for=3s").fault_plan[0].duration_s == 3.0
+        make_config(broker="tansu", faults="broker-crash@at=3s:for=3s")
+    assert make_config(faults="broker-crash@at=3s:for=3s").fault_plan[0].duration_s == 3.0  # Kafka, the default
     with pytest.raises(LabError, match="--transactional on"):
         make_config(faults="txn-abort@at=2s:count=3")
     assert make_config(transactional=True, faults="txn-abort@at=2s:count=3").fault_plan[0].count == 3
@@ -47,9 +47,23 @@ def test_broker_crash_needs_a_durable_embedded_broker(monkeypatch):
 
 def test_proxy_faults_need_the_proxy(monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "127.0.0.1:9")
+    monkeypatch.delenv("LAB_KAFKA_PROXY", raising=False)
     for kind in ("ack-loss@at=1s:count=2", "broker-outage@at=1s:for=1s"):
-        with pytest.raises(LabError, match="LAB_KAFKA_BOOTSTRAP"):
+        with pytest.raises(LabError, match="LAB_KAFKA_BOOTSTRAP") as e:
             make_config(faults=kind)
+        assert "LAB_KAFKA_PROXY" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_proxy_faults_with_a_kafka_of_ones_own_and_its_proxy(monkeypatch):
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "kafka-proxy:19092")
+    monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy:19093")
+    for kind in ("ack-loss@at=1s:count=2", "broker-outage@at=1s:for=1s"):
+        assert make_config(faults=kind).fault_plan[0].kind == kind.partition("@")[0]
+    # The proxy does not make the stack's Kafka the lab's to kill.
+    with pytest.raises(LabError, match="broker-crash.*unset LAB_KAFKA_BOOTSTRAP"):
+        make_config(faults="broker-crash@at=3s:for=3s")
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP")
+    assert make_config(faults="ack-loss@at=1s:count=2").kafka_proxy is None  # the embedded broker's own proxy
 
 
 def test_what_the_catalogue_allows_passes(monkeypatch):

@@ -73,6 +73,10 @@ def test_both_readers_are_given_the_same_range_limit_and_isolation(monkeypatch):
         "kafka.bootstrap.servers": "127.0.0.1:9092", "assign": json.dumps({"events.r1": [0, 1, 2]}),
         "startingOffsets": "earliest", "maxOffsetsPerTrigger": 250, "failOnDataLoss": "true",
         "kafka.isolation.level": "read_committed"}
+    # what notebooks print for a run is what the reader set
+    args = ("127.0.0.1:9092", "events.r1", 3, 250, "read_committed")
+    assert structured_input.spark_kafka_options(*args) == seen["spark"].options
+    assert structured_input.labkafka_options(*args) == seen["labkafka"].options
     with pytest.raises(Exception, match="'flink'.*labkafka, spark"):
         structured_input.kafka_event_stream(SimpleNamespace(readStream=_RecordingStream()), "flink", "b:1", "t",
                                             1, 1, "read_uncommitted")

@@ -182,3 +182,60 @@ def test_clients_are_refused_until_an_upstream_is_set(tmp_path):
         processes.stop_process(p)
         upstream.sock.close()
     assert not processes.group_alive(p.pid)
+
+
+def test_host_option():
+    assert proxy.parse_args([]).host == "127.0.0.1"  # a developer machine: loopback only
+    a = proxy.parse_args(["--host", "0.0.0.0", "--listen", "19092", "--upstream", "kafka:29093", "--control", "19093"])
+    assert (a.host, a.listen, a.upstream_addr, a.control) == ("0.0.0.0", 19092, ("kafka", 29093), 19093)
+    for bad in ([""], ["a b"]):
+        with pytest.raises(SystemExit) as e:
+            proxy.parse_args(["--host", *bad])
+        assert e.value.code == 2
+
+
+def test_a_bad_host_is_named(capsys):
+    with pytest.raises(SystemExit):
+        proxy.parse_args(["--host", " "])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "bad --host ' '" in err and "127.0.0.1" in err
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    import psutil
+
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def test_host_aware_control_against_a_proxy_started_with_host(tmp_path):
+    """``python -m lab.proxy --host 127.0.0.1`` (port 0), driven through ``control(..., host=...)``."""
+    upstream = FakeBroker()
+    p, ready = start_proxy(tmp_path, "--host", "127.0.0.1", "--listen", 0, "--control", 0,
+                           "--upstream", f"127.0.0.1:{upstream.port}")
+    try:
+        info = wait_ready(p, ready)
+        assert _listening_addresses(p.pid) == {"127.0.0.1"}
+        st = proxy.control(info["control"], {"cmd": "status"}, host="127.0.0.1")
+        assert st["ok"] and st["upstream"] == f"127.0.0.1:{upstream.port}"
+        reply = proxy.control(info["control"], {"cmd": "ack_loss", "count": 3}, 2.0, host="127.0.0.1")
+        assert reply["ack_loss_left"] == 3
+        assert proxy.control(info["control"], {"cmd": "heal"}, host="localhost")["ack_loss_left"] == 0
+    finally:
+        processes.stop_process(p)
+        upstream.sock.close()
+    with pytest.raises(OSError):
+        proxy.control(info["control"], {"cmd": "status"}, 1.0, host="127.0.0.1")
+
+
+def test_a_taken_port_names_the_host(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        p, ready = start_proxy(tmp_path, "--host", "127.0.0.1", "--control", port)
+        try:
+            assert p.wait(timeout=10) == proxy.EXIT_CANNOT_BIND
+        finally:
+            processes.stop_process(p)
+    log = (tmp_path / "proxy.log").read_text().strip().splitlines()
+    assert log == [f"lab proxy: cannot listen on 127.0.0.1:{port} (control): address already in use"]
