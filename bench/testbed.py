@@ -1,84 +1,135 @@
-"""Testbed benchmark: the ceiling the pipelines are compared with, and the auditor's speed.
+"""Testbed benchmark: the ceiling the pipelines are compared with, each broker's start, and the auditor's speed.
 
-Measures, against the embedded broker (through the lab's proxy, as every
-client sees it):
+For each embedded broker (``--broker kafka``: Apache Kafka 4.1.1; ``--broker
+tansu``: Tansu; default both), through the lab's proxy, as every client sees it:
 
 * raw produce throughput: one kafka-python producer, acks=all, idempotent,
-  as fast as possible;
+  as fast as possible (``--repeats`` topics, one each; the median);
 * raw consume throughput: one consumer assigned to every partition, reading
-  to the log end;
-* the auditor's time for a ledger and a sink of 1,000,000 events
-  (target: under 3 s).
+  one of those topics from the beginning ``--repeats`` times, with the
+  lab's consumer defaults (:data:`lab.kafka_tools.CONSUMER_DEFAULTS`) and
+  with the bulk readers' settings (:data:`lab.kafka_tools.READ_SETTINGS`: no
+  pure-Python CRC check), the two baselines of ``bench/pipelines.py``, by
+  its :func:`raw_consume`;
+* start and stop times over ``--cycles`` cycles (min/median/max): a start in a
+  new log directory, as ``lab run`` starts its broker (Kafka formats its data
+  directory first), and a start again on that directory, as ``lab broker
+  start``, the notebooks and ``lab matrix`` reuse ``runs/broker-logs``;
 
-Writes ``bench/results/testbed.json``. Run with ``make bench`` or
-``python bench/testbed.py [--events N] [--audit-events N]``.
+and, once, the auditor's time for a ledger and a sink of 1,000,000 events
+(target: under 3 s).
+
+Writes ``bench/results/testbed.json``, one entry per broker under ``brokers``
+(entries of brokers not measured in this invocation are kept). Run with
+``make bench`` or ``python bench/testbed.py [--broker kafka|tansu ...] [--events N] [--repeats N]
+[--cycles N] [--audit-events N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+#: The embedded brokers, as ``lab.broker.start_embedded(product=...)`` names them.
+BROKERS = ("kafka", "tansu")
+#: One record as the lab's producer writes it (83 bytes).
+PAYLOAD = b'{"id":"00000000-0000-4000-8000-000000000000","seq":0,"key":"k00","produced_at":0.0}'
 
 
 def produce(bootstrap: str, topic: str, events: int) -> float:
-    """Produce ``events`` small JSON records as fast as possible; return events/s."""
+    """Produce ``events`` small JSON records as fast as possible; return records/s."""
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5, enable_idempotence=True,
                       linger_ms=5, batch_size=64 * 1024)
-    payload = b'{"id":"00000000-0000-4000-8000-000000000000","seq":0,"key":"k00","produced_at":0.0}'
     t = time.perf_counter()
     for i in range(events):
-        p.send(topic, key=b"k%02d" % (i % 64), value=payload)
+        p.send(topic, key=b"k%02d" % (i % 64), value=PAYLOAD)
     p.flush()
     took = time.perf_counter() - t
     p.close()
     return events / took
 
 
-def consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, float]:
-    """Read the whole topic with one assigned consumer; return (records, records/s)."""
-    from kafka import TopicPartition
-
-    from lab import kafka_tools
-
-    ends = kafka_tools.end_offsets(bootstrap, topic, partitions)
-    c = kafka_tools.consumer(bootstrap, max_poll_records=5000)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    c.assign(tps)
-    n = 0
-    t = time.perf_counter()
-    while any(c.position(tp) < ends[tp.partition] for tp in tps):
-        n += sum(len(v) for v in c.poll(timeout_ms=200).values())
-    took = time.perf_counter() - t
-    c.close()
-    return n, n / took
+def summary(xs: list) -> dict:
+    """``{"min", "median", "max"}`` of ``xs``, rounded to milliseconds (empty for no values)."""
+    return {"min": round(min(xs), 3), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3)} if xs else {}
 
 
-def raw_throughput(events: int = 200_000, partitions: int = 3) -> dict:
-    """Start an embedded broker, produce ``events`` and read them back; return both rates."""
+def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> dict:
+    """Start one embedded ``product`` broker, produce ``events`` ``repeats`` times and read them back.
+
+    Raises
+    ------
+    RuntimeError
+        When a consumer reads a different number of records than were produced.
+    """
+    from bench.pipelines import raw_consume
     from lab import broker, kafka_tools
 
-    with tempfile.TemporaryDirectory() as tmp:
-        info = broker.start_embedded(Path(tmp))
+    produced, consumed = [], {"client_defaults": [], "read_settings": []}
+    with tempfile.TemporaryDirectory(prefix=f"testbed-{product}-") as tmp:
+        info = broker.start_embedded(Path(tmp), product=product)
         try:
-            kafka_tools.create_topic(info.bootstrap, "bench", partitions)
-            produce_eps = produce(info.bootstrap, "bench", events)
-            read, consume_eps = consume(info.bootstrap, "bench", partitions)
+            for i in range(repeats):
+                kafka_tools.create_topic(info.bootstrap, f"bench-{i}", partitions)
+                produced.append(produce(info.bootstrap, f"bench-{i}", events))
+            for _ in range(repeats):
+                for label, settings in (("client_defaults", {}), ("read_settings", kafka_tools.READ_SETTINGS)):
+                    read, eps = raw_consume(info.bootstrap, "bench-0", partitions, events, **settings)
+                    if read != events:
+                        raise RuntimeError(f"{product}: consumer ({label}) read {read} records back, produced {events}")
+                    consumed[label].append(eps)
         finally:
             broker.stop_embedded(info)
-    if read != events:
-        raise RuntimeError(f"read {read} records back, produced {events}")
-    return {"events": events, "partitions": partitions, "produce_eps": round(produce_eps), "consume_eps": round(consume_eps)}
+
+    def rate(xs: list) -> dict:
+        return {"median": round(statistics.median(xs)), "trials": [round(x) for x in xs]}
+
+    return {"product": info.product, "version": info.version, "events": events, "partitions": partitions,
+            "record_bytes": len(PAYLOAD), "produce_records_per_s": rate(produced),
+            # CONSUMER_DEFAULTS: kafka-python's CRC check on; READ_SETTINGS: off (bench/pipelines.py's two baselines).
+            "consume_records_per_s": rate(consumed["client_defaults"]),
+            "consume_read_settings_records_per_s": rate(consumed["read_settings"])}
+
+
+def start_stop_cycles(product: str, cycles: int) -> dict:
+    """Time ``cycles`` start/stop pairs of ``product``: in a new log directory, then again on it.
+
+    Raises
+    ------
+    RuntimeError
+        When a process of a stopped broker is still running.
+    """
+    from lab import broker, processes
+
+    times: dict[str, list] = {"start_new_dir_s": [], "start_same_dir_s": [], "stop_s": []}
+    with tempfile.TemporaryDirectory(prefix=f"testbed-cycles-{product}-") as tmp:
+        for i in range(cycles):
+            log_dir = Path(tmp) / f"cycle-{i}"
+            for key in ("start_new_dir_s", "start_same_dir_s"):
+                t = time.perf_counter()
+                info = broker.start_embedded(log_dir, product=product)
+                times[key].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                broker.stop_embedded(info)
+                times["stop_s"].append(time.perf_counter() - t)
+                left = [p for p in (info.broker_pid, info.proxy_pid) if processes.pid_alive(p)]
+                if left:
+                    raise RuntimeError(f"{product}: processes {left} still run after the stop")
+    return {"cycles": cycles, **{key: {**summary(xs), "each": [round(x, 3) for x in xs]} for key, xs in times.items()}}
 
 
 def audit_time(events: int = 1_000_000) -> dict:
@@ -113,22 +164,49 @@ def audit_time(events: int = 1_000_000) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--events", type=int, default=200_000)
-    p.add_argument("--audit-events", type=int, default=1_000_000)
+    p.add_argument("--broker", action="append", choices=BROKERS,
+                   help="embedded broker to measure; repeat for both (default: both)")
+    p.add_argument("--events", type=int, default=200_000, help="records per produce trial")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="produce and consume trials per broker; the median is kept")
+    p.add_argument("--cycles", type=int, default=3, help="start/stop cycles per broker")
+    p.add_argument("--audit-events", type=int, default=1_000_000, help="events of the auditor's run (0: skip it)")
     a = p.parse_args(argv)
-    print(f"raw produce/consume of {a.events} events ...", flush=True)
-    raw = raw_throughput(a.events)
-    print(f"  produce {raw['produce_eps']:,} events/s, consume {raw['consume_eps']:,} events/s", flush=True)
-    print(f"auditor on {a.audit_events:,} events ...", flush=True)
-    audit = audit_time(a.audit_events)
-    print(f"  {audit['seconds']} s (target under 3 s)", flush=True)
-    out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": {"cpus": __import__("os").cpu_count(),
-           "python": platform.python_version(), "platform": platform.platform()}, "raw": raw, "audit": audit}
+    for name, value in (("events", a.events), ("repeats", a.repeats), ("cycles", a.cycles)):
+        if value < 1:
+            p.error(f"--{name} must be >= 1, got {value}")
+    path = RESULTS / "testbed.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    brokers = dict(old.get("brokers", {}))
+    for product in dict.fromkeys(a.broker or BROKERS):
+        print(f"{product}: {a.repeats} x produce/consume of {a.events:,} records ...", flush=True)
+        raw = raw_throughput(product, a.events, a.partitions, a.repeats)
+        print(f"  {raw['product']} {raw['version']}: produce {raw['produce_records_per_s']['median']:,} records/s, "
+              f"consume {raw['consume_records_per_s']['median']:,} records/s "
+              f"({raw['consume_read_settings_records_per_s']['median']:,} with the readers' settings)", flush=True)
+        print(f"{product}: {a.cycles} start/stop cycles ...", flush=True)
+        cycles = start_stop_cycles(product, a.cycles)
+        print(f"  start {cycles['start_new_dir_s']['median']} s in a new directory, "
+              f"{cycles['start_same_dir_s']['median']} s again on it; stop {cycles['stop_s']['median']} s (medians)",
+              flush=True)
+        brokers[product] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **raw, **cycles,
+                            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    audit = old.get("audit")
+    if a.audit_events:
+        print(f"auditor on {a.audit_events:,} events ...", flush=True)
+        audit = audit_time(a.audit_events)
+        print(f"  {audit['seconds']} s (target under 3 s)", flush=True)
+    out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+           "versions": {"kafka-python": version("kafka-python"),
+                        **{b["product"]: b["version"] for _, b in sorted(brokers.items())}},
+           "brokers": brokers, "audit": audit}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "testbed.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"written {RESULTS / 'testbed.json'}")
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"written {path}")
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
     sys.exit(main())

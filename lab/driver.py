@@ -38,10 +38,7 @@ class DriverContext:
     def __init__(self, run_dir: Path | str) -> None:
         self.run_dir = Path(run_dir)
         self.config = RunConfig.from_json((self.run_dir / "config.json").read_text())
-        broker = json.loads((self.run_dir / "broker.json").read_text())
-        self.bootstrap = broker["bootstrap"]
-        #: ``"apache-kafka"``, ``"tansu"`` (embedded), or None for a Kafka of the user's (``LAB_KAFKA_BOOTSTRAP``).
-        self.broker_product = None if broker.get("external") else broker.get("product", "tansu")
+        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
         self.events = EventLog(self.run_dir, "driver")
         fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in (ev.FAULT, ev.FAULT_POINT)}
         self.pending: list[Fault] = [f for f in self.config.fault_plan if f.index not in fired]

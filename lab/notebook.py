@@ -94,11 +94,17 @@ def compare(results: dict[str, RunResult]):
     return pd.DataFrame(rows).set_index("scenario")
 
 
+#: The broker :func:`start_broker` started in this kernel, and the runs directory it is recorded in.
+_started: dict = {}
+
+
 def start_broker():
     """Start an embedded broker for this notebook; runs reuse it and it stays up between them.
 
     It dies with the kernel (and :func:`stop_broker` ends it earlier), so a
     notebook can look into Kafka after a run, e.g. at a consumer group's offsets.
+    A broker already running for the runs directory (``lab broker start``, a
+    workshop's, a test session's) is used as it is, and never stopped from here.
     """
     import atexit
 
@@ -110,18 +116,24 @@ def start_broker():
     if running:
         return running
     info = broker.start_embedded(runs / "broker-logs")  # a child of the kernel: gone when the kernel is
-    broker.state_file(runs).parent.mkdir(parents=True, exist_ok=True)
-    broker.state_file(runs).write_text(json.dumps(info.to_dict(), indent=2))
+    broker.save_state(runs, info)
+    _started.update(info=info, runs=runs)
     atexit.register(stop_broker)
     return info
 
 
 def stop_broker() -> None:
-    """Stop the broker :func:`start_broker` started (nothing if none)."""
+    """Stop the broker :func:`start_broker` started in this kernel (nothing if it started none)."""
     from lab import broker
-    from lab.config import make_config
 
-    broker.stop_detached(make_config().runs_dir)
+    info, runs = _started.pop("info", None), _started.pop("runs", None)
+    if info is None:
+        return
+    running = broker.load_running(runs)
+    if running and running.proxy_pid == info.proxy_pid:  # still the record of ours (a broker-crash may renew the JVM)
+        broker.state_file(runs).unlink(missing_ok=True)
+        info = running
+    broker.stop_embedded(info)
 
 
 def group_offsets(result: RunResult) -> dict[int, int | None]:

@@ -166,6 +166,8 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
         "maxOffsetsPerTrigger": max_batch_records,
         "failOnDataLoss": "true",
         "kafka.isolation.level": isolation_level,
+        **({"kafka.max.poll.records": __import__("os").environ["LAB_EXP_POLL"]}
+           if __import__("os").environ.get("LAB_EXP_POLL") else {}),
     }
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import cluster
+from lab import broker, cluster
 from lab.config import make_config
 from lab.events import read_events
 from lab.supervisor import run_scenario
@@ -12,8 +12,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
+def standalone(tmp_path_factory, session_broker):
     runs = tmp_path_factory.mktemp("cluster-runs")
+    broker.save_state(runs, session_broker)  # the session's broker, as for every runs directory
     info = cluster.start(runs)
     yield info, runs
     assert cluster.stop(runs)

@@ -289,7 +289,7 @@ def test_old_broker_json_loads_and_lab_broker_is_checked(tmp_path, monkeypatch):
     with pytest.raises(LabError, match=r"unknown broker 'zk'; valid choices: kafka, tansu"):
         broker.start_embedded(tmp_path, product="zk")
     monkeypatch.delenv("LAB_BROKER")
-    assert broker.product_from_env() == "tansu"
+    assert broker.product_from_env() == "kafka"
 
 
 def test_cluster_ids_are_kafkas_form_and_never_read_as_an_option():

@@ -60,6 +60,7 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     assert "3 runs, 0 not as expected" in again.stdout
     reports = [json.loads(p.read_text()) for p in out.glob("runs/*/report.json")]
     assert len(reports) == 3
-    # scenarios run one at a time share their matrix's broker: two invocations, at most two brokers for 3 runs
+    # scenarios run one at a time share their matrix's broker: one per invocation, not one per run
+    # (the interrupted scenario's first run directory is there too)
     brokers = [json.loads(p.read_text())["broker_pid"] for p in out.glob("runs/*/lab-runs/*/broker.json")]
-    assert len(brokers) == 3 and len(set(brokers)) <= 2, brokers
+    assert len(brokers) >= 3 and len(set(brokers)) == 2, brokers

@@ -31,7 +31,10 @@ def test_press_has_the_same_effect_as_the_parameter_and_the_replay(runs_dir):
     panel.predict.value = "at-least-once"
     panel.start_button.click()
     deadline = time.monotonic() + 60
-    while panel.run.status().batches < 5 and time.monotonic() < deadline:  # press once the stream flows
+    # Press once the stream flows, 2 s in: a driver on a warm broker has batches within 0.4 s, and the
+    # parameter's run must crash at the same second with its own driver already consuming (measured: a
+    # press at 0.44 s replayed as at=0.4s landed before that run's first batch: exactly once).
+    while (panel.run.status().batches < 5 or panel.run.status().elapsed_s < 2.0) and time.monotonic() < deadline:
         time.sleep(0.1)
     panel.fault_buttons["driver-crash"].click()
     pressed = panel.wait(timeout=120)

@@ -27,13 +27,16 @@ CRASH_AFTER_OUTPUT = "driver-crash@batch=2:after-output-before-commit"
 
 
 @pytest.fixture(scope="module")
-def lab_env(tmp_path_factory):
-    """One runs directory for the module; no LAB_* setting leaks in from the caller's shell."""
+def lab_env(tmp_path_factory, session_broker):
+    """One runs directory for the module, with the session's broker; no LAB_* setting leaks in from the shell."""
+    from lab import broker
+
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
                     "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp("structured-runs")
+        broker.save_state(path, session_broker)
         mp.setenv("LAB_RUNS_DIR", str(path))
         yield path
 
@@ -101,8 +104,8 @@ def test_named_point_runs_reproduce_their_classification(crash_runs):
     seen = [(r.config.seed, r.config.faults, r.audit.guarantee) for r in crash_runs]
     assert len(set(seen)) == 1, seen
     assert seen[0][2] == "at-least-once"
-    # "auto" with Tansu (Spark's connector cannot use its offsets): the lab's own source, as reported.
-    assert {r.report["settings"]["kafka_reader"] for r in crash_runs} == {"labkafka"}
+    # "auto" on Apache Kafka with the connector `lab fetch` cached: Spark's own reader, as reported.
+    assert {r.report["settings"]["kafka_reader"] for r in crash_runs} == {"spark"}
 
 
 def test_task_failure_with_append_duplicates_the_failed_tasks_first_half(lab_env):

@@ -75,28 +75,21 @@ def test_reader_choice_and_the_connector_rows_as_lab_events(tmp_path):
     assert "record 1@3 is not a lab event" in out["no id"] and "record 1@3 is not a lab event" in out["null"]
 
 
-def test_spark_reader_without_the_connector_ends_the_run_at_once(tmp_path, monkeypatch):
-    """``--kafka-reader spark`` with a Kafka of one's own but no connector jar: one driver start, no restarts."""
-    from lab import broker
+def test_without_the_connector_spark_fails_before_any_driver_and_auto_reads_with_labkafka(runs_dir, monkeypatch):
+    """No connector in the cache and none to fetch: ``spark`` fails at once, ``auto`` falls back and says so."""
     from lab.config import make_config
     from lab.errors import LabError
     from lab.events import read_events
     from lab.supervisor import run_scenario
 
-    for var in ("LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_KAFKA_READER", "LAB_DEADLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LAB_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "no-jars"))  # no cached connector
-    kafka = broker.start_embedded(tmp_path / "own-kafka")  # stands for "a Kafka of your own"
-    try:
-        cfg = make_config(pipeline="structured", events=200, rate=500, kafka_bootstrap=kafka.bootstrap,
-                          kafka_reader="spark", name="no-connector")
-        with pytest.raises(LabError) as e:
-            run_scenario(cfg)
-    finally:
-        broker.stop_embedded(kafka)
-    assert "Kafka connector is not on the classpath" in str(e.value) and "lab fetch" in str(e.value)
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    events = read_events(run_dir)
-    assert [e["attempt"] for e in events if e["type"] == "driver-start"] == [1]
-    assert [e["type"] for e in events if e["type"] == "driver-config-error"] == ["driver-config-error"]
+    monkeypatch.setenv("LAB_CACHE_DIR", str(runs_dir.parent / "no-jars"))  # nothing cached
+    monkeypatch.setenv("LAB_MAVEN_REPO", (runs_dir.parent / "no-repo").as_uri())  # and nothing to fetch from
+    with pytest.raises(LabError) as e:
+        run_scenario(make_config(pipeline="structured", events=200, rate=500, kafka_reader="spark", name="spark"))
+    assert "\n" not in str(e.value) and "lab fetch" in str(e.value)
+    (failed,) = runs_dir.iterdir()
+    assert not [e for e in read_events(failed) if e["type"] == "driver-start"], "no driver may start"
+    result = run_scenario(make_config(pipeline="structured", events=200, rate=500, name="auto"))
+    events = read_events(result.run_dir)
+    assert [e["type"] for e in events if e["type"] == "kafka-connector-missing"] == ["kafka-connector-missing"]
+    assert result.report["settings"]["kafka_reader"] == "labkafka" and result.report["exactly_once"] == 200
