@@ -68,6 +68,7 @@ def test_commit_order_decides_loss_or_duplicates(runs_dir, commit, point, expect
     assert [(e["point"], e["batch"]) for e in points] == [(point, 3)]
 
 
+@pytest.mark.broker("tansu")  # the Tansu subset
 def test_idempotent_sink_absorbs_the_replay(runs_dir):
     cfg = make_config(events=1500, rate=1000, sink="idempotent", commit="after-output",
                       faults="driver-crash@batch=3:after-output-before-commit", max_batch_records=100)

@@ -187,6 +187,7 @@ def test_executor_crash_and_block_replication(runs_dir, replication):
         assert a.lost == sum(e["missing"] for e in lost_batches)
 
 
+@pytest.mark.broker("tansu")  # the Tansu subset
 def test_receiver_restart_resumes_from_the_committed_offsets(runs_dir):
     """The connection drops; the consumer forgets, and the stored-acks receiver loses and repeats nothing."""
     result = receiver_run(wal="on", ack="stored", faults="receiver-restart@batch=2")
