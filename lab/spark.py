@@ -72,6 +72,35 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     return conf
 
 
+def ensure_connector(required: bool) -> str | None:
+    """Fetch Spark's pinned Kafka connector (set :data:`SPARK_KAFKA_JARS`) into the cache, once ever.
+
+    Called before a driver that may read with it starts. Offline and instant when cached.
+
+    Returns
+    -------
+    str or None
+        None when the jars are there; otherwise, when not ``required``, why not (the caller
+        records it and the driver reads with the lab's own reader).
+
+    Raises
+    ------
+    LabError
+        When ``required`` (``--kafka-reader spark``) and the jars cannot be fetched; the
+        message names the coordinate, the repository and the cache folder.
+    """
+    from lab import jars
+    from lab.errors import LabError
+
+    try:
+        jars.ensure(SPARK_KAFKA_JARS)
+    except LabError as e:
+        if required:
+            raise
+        return str(e)[:300]
+    return None
+
+
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
                   kafka_connector: bool = False):
     """Start (or get) the SparkSession for this process (``kafka_connector``: with Spark's cached Kafka connector).

@@ -39,6 +39,7 @@ from pathlib import Path
 from lab import broker as broker_mod
 from lab import events as ev
 from lab import cluster, injector, kafka_tools, processes
+from lab import spark as spark_mod
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
@@ -145,7 +146,10 @@ class Run:
                                           kafka_proxy=cfg.kafka_proxy))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
-            self._ensure_connector(cfg)
+            if cfg.may_use_connector:  # drivers never download: a restart must start as fast as the first
+                missing = spark_mod.ensure_connector(required=cfg.kafka_reader == "spark")
+                if missing:
+                    self.events.write(ev.KAFKA_CONNECTOR_MISSING, error=missing)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
@@ -242,26 +246,6 @@ class Run:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-    def _ensure_connector(self, cfg: RunConfig) -> None:
-        """Fetch Spark's Kafka connector into the cache (once, ever) before a driver that may read with it starts.
-
-        Drivers never download: a restarted driver must start as fast as the first.
-        With ``--kafka-reader spark`` a failed fetch fails the run (its message says
-        what to do); with ``auto`` it is recorded (``kafka-connector-missing``) and the
-        driver reads with the lab's own reader.
-        """
-        if not cfg.may_use_connector:
-            return
-        from lab import jars
-        from lab.spark import SPARK_KAFKA_JARS
-
-        try:
-            jars.ensure(SPARK_KAFKA_JARS)
-        except LabError as e:
-            if cfg.kafka_reader == "spark":
-                raise
-            self.events.write(ev.KAFKA_CONNECTOR_MISSING, error=str(e)[:300])
 
     # -- driver process ----------------------------------------------------
     def _start_driver(self) -> None:

@@ -62,18 +62,16 @@ def run(ctx: DriverContext) -> None:
         max_poll_records=cfg.max_batch_records,
         isolation_level=cfg.isolation_level,
     )
-    consumer.assign([TopicPartition(cfg.topic, p) for p in range(cfg.partitions)])
+    tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
+    consumer.assign(tps)
     sink = open_sink(ctx.run_dir)
     batch = ctx.last_batch() + 1
 
-    def owned() -> list:
-        return sorted(consumer.assignment(), key=lambda tp: tp.partition)
-
     def positions() -> dict[int, int]:
-        return {tp.partition: consumer.position(tp) for tp in owned()}
+        return {tp.partition: consumer.position(tp) for tp in tps}
 
     def commit() -> None:
-        offsets = {tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in owned()}
+        offsets = {tp: OffsetAndMetadata(consumer.position(tp), "", -1) for tp in tps}
         deadline = time.monotonic() + COMMIT_RETRY_S
         while True:
             try:
