@@ -1,8 +1,13 @@
-"""Matrix benchmark: how long the default grid takes, end to end (target: under 20 minutes on 2 cores).
+"""Matrix benchmark: how long the default grid takes, end to end, with the driver start-up techniques on and off.
 
 Runs ``lab matrix`` on the default grid (every row of the expected-outcomes
 table) into a fresh results directory and writes the wall time, the number of
-runs and their verdicts to ``bench/results/matrix.json``.
+runs and their verdicts to ``bench/results/matrix.json``. ``--pair`` runs it
+twice, back to back: first with every start-up technique off (the start as it
+was before them: no class archive, the JVM's default flags, the worker
+warm-up before the query, a 1 s restart delay; :data:`bench.startup._OFF`),
+then with the defaults, and compares the two row by row: a technique may
+change the time, never a classification.
 """
 
 from __future__ import annotations
@@ -16,31 +21,73 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: Every start-up technique off (as bench/startup.py's ``none`` variant).
+TECHNIQUES_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before",
+                  "LAB_RESTART_DELAY": "1"}
+TARGET_MINUTES = 4
+
+
+def one(out: Path, env: dict) -> dict:
+    """Run the default grid into ``out`` with ``env`` set; its time, verdicts and rows."""
+    from lab.matrix import load_grid, run_matrix, summary_lines
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        t0 = time.monotonic()
+        df = run_matrix(load_grid(None), out)
+        took = time.monotonic() - t0
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    print("\n".join(summary_lines(df)))
+    return {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "env": env, "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
+        "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
+        "verdicts": df["verdict"].value_counts().to_dict(),
+        "rows": df[["name", "expect", "guarantee", "lost", "duplicated", "verdict"]].to_dict(orient="records"),
+        "results_dir": str(out),
+    }
+
+
+def compare(before: dict, after: dict) -> list[dict]:
+    """Row by row: each scenario's measured guarantee and verdict before and after (pure)."""
+    b = {r["name"]: r for r in before["rows"]}
+    rows = []
+    for r in after["rows"]:
+        old = b.get(r["name"], {})
+        rows.append({"name": r["name"], "expect": r["expect"], "before": old.get("guarantee"),
+                     "after": r["guarantee"], "verdict_before": old.get("verdict"), "verdict_after": r["verdict"],
+                     "same": old.get("guarantee") == r["guarantee"]})
+    return rows
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None, help="results directory (default: a fresh temporary one)")
+    p.add_argument("--pair", action="store_true", help="run with the start-up techniques off, then on; compare")
     a = p.parse_args(argv)
-    from lab.matrix import load_grid, run_matrix, summary_lines
-
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
-    grid = load_grid(None)
-    t0 = time.monotonic()
-    df = run_matrix(grid, out)
-    took = time.monotonic() - t0
-    print("\n".join(summary_lines(df)))
-    record = {
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpus": os.cpu_count(),
-        "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
-        "minutes": round(took / 60, 2), "target_minutes": 20, "met": took < 20 * 60,
-        "verdicts": df["verdict"].value_counts().to_dict(),
-        "rows": df[["name", "expect", "guarantee", "lost", "duplicated", "verdict"]].to_dict(orient="records"),
-        "results_dir": str(out),
-    }
+    if a.pair:
+        before = one(out / "techniques-off", TECHNIQUES_OFF)
+        after = one(out / "defaults", {})
+        rows = compare(before, after)
+        record = {"before": before, "after": after, "compared": rows,
+                  "classifications_unchanged": all(r["same"] for r in rows),
+                  "speed_up": round(before["seconds"] / after["seconds"], 2)}
+        took = after["seconds"]
+        print(f"before {before['minutes']} min, after {after['minutes']} min; "
+              f"classifications unchanged: {record['classifications_unchanged']}")
+    else:
+        record = one(out, {})
+        took = record["seconds"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "matrix.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
-    print(f"{took / 60:.1f} minutes for {len(df)} runs; written {RESULTS / 'matrix.json'}")
+    print(f"{took / 60:.1f} minutes (defaults); written {RESULTS / 'matrix.json'}")
     return 0
 
 

@@ -41,7 +41,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
-    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500)")
+    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
@@ -50,7 +50,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", default="auto", choices=("auto", "read_committed", "read_uncommitted"),
                    help="the pipeline's Kafka isolation level (default auto: read_committed with --transactional on)")
     p.add_argument("--name", default="", help="run name (default PIPELINE-SINK)")
-    p.add_argument("--deadline", type=float, default=None, help="seconds before the run stops undrained (default 120, or LAB_DEADLINE)")
+    p.add_argument("--deadline", type=float, default=None, help="seconds without progress before the run stops undrained (default 120, or LAB_DEADLINE)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object, last")
 
 
@@ -59,10 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("doctor", help="check Python, Java, PySpark, the cached jars, the broker and disk space")
-    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's Kafka connector, the Kafka broker) into the cache")
+    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's Kafka connector, the Kafka broker) into the cache, "
+                                                  "then build the driver JVM's class archive")
     f.add_argument("--set", dest="jar_set", default=None, metavar="NAME",
                    help="one jar set: spark-kafka or kafka-broker (default: all)")
     f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
+    f.add_argument("--no-class-archive", action="store_true",
+                   help="skip building the driver JVM's class archive (lab.class_archive; made once, after the jars)")
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
@@ -192,6 +195,14 @@ def cmd_fetch(a) -> int:
                   f"in {r.seconds:.1f} s, verified, at {r.directory}")
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
+    if not a.jar_set and not a.no_class_archive:
+        from lab import class_archive
+
+        st = class_archive.ensure(progress=print)
+        if st.error:
+            print(f"class archive: not built ({st.error}); Spark drivers start without it, slower")
+        else:
+            print(f"class archive: {'built in %.0f s' % st.seconds if st.built else 'present'} at {st.path}")
     return 0
 
 

@@ -67,6 +67,20 @@ def check_jars() -> list[Check]:
     return checks
 
 
+def check_class_archive() -> Check:
+    """The driver JVM's class archive (:mod:`lab.class_archive`): present for today's Java and Spark, or the fix."""
+    from lab import class_archive
+    from lab.start_tuning import StartTuning
+
+    if not StartTuning.from_env().class_archive:
+        return Check("class archive", True, "off (LAB_CLASS_ARCHIVE=off): Spark drivers start without it")
+    path = class_archive.archive_path()
+    if path.is_file():
+        return Check("class archive", True, f"{path.stat().st_size / 1e6:.0f} MB at {path}")
+    return Check("class archive", False, f"not built for these Java and Spark versions ({path})",
+                 "lab fetch (about 40 s, offline); the first Spark run builds it otherwise")
+
+
 def check_broker() -> Check:
     from lab import broker, kafka_broker
     from lab.errors import LabError
@@ -119,7 +133,7 @@ def check_disk(path: str = ".") -> Check:
 def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
-    for fn in (check_python, check_java, check_pyspark, check_jars, check_broker, check_disk):
+    for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker, check_disk):
         try:
             result = fn()
             checks.extend(result if isinstance(result, list) else [result])

@@ -65,6 +65,10 @@ class DriverContext:
                 # No supervisor came: die as the crash would have.
                 os._exit(70)
 
+    def phase(self, name: str) -> None:
+        """Record that this driver's start-up reached ``name`` (``jvm``, ``session``, ``workers``, ``query``)."""
+        self.events.write(ev.DRIVER_PHASE, phase=name, attempt=self.attempt)
+
     def task_failure_due(self, batch: int) -> Fault | None:
         """The planned task failure for ``batch``, if any (consumed by this call)."""
         for fault in self.pending:

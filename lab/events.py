@@ -24,7 +24,7 @@ RUN_START = "run-start"                  #: topic created, producer about to sta
 RUN_END = "run-end"                      #: driver stopped; the audit follows
 RUN_ERROR = "run-error"                  #: the run failed; ``error`` says why
 DRAINED = "drained"                      #: every acknowledged offset passed (see ``docs/architecture.md``)
-DEADLINE = "deadline"                    #: the run stopped undrained at ``LAB_DEADLINE``
+DEADLINE = "deadline"                    #: the run stopped undrained: no progress for ``LAB_DEADLINE`` s
 FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, killed-after-timeout, gone
 # supervisor: the driver process
 DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid``
@@ -47,6 +47,9 @@ BROKER_RESTART = "broker-restart"        #: (supervisor) the broker JVM restarte
 DRIVER_READY = "driver-ready"            #: the pipeline module is imported; faults may target this driver
 DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop
 DRIVER_CONFIG_ERROR = "driver-config-error"  #: a setting only the driver can check is unusable; no restart
+CLASS_ARCHIVE = "class-archive"          #: the driver JVM's class archive was built now (``seconds``) or could not be (``error``)
+DRIVER_PHASE = "driver-phase"            #: a driver's start-up reached ``phase`` (jvm, session, workers, query)
+WARM_UP_ERROR = "warm-up-error"          #: a driver's Python-worker warm-up failed (``error``); the first batch starts them
 KAFKA_READER = "kafka-reader"            #: which Kafka reader the structured or direct driver chose
 KAFKA_CONNECTOR_MISSING = "kafka-connector-missing"  #: (supervisor) Spark's connector could not be fetched: ``error``
 BATCH_SUBMITTED = "batch-submitted"      #: (receiver) Spark submitted a batch's job

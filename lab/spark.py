@@ -15,9 +15,11 @@ import importlib
 import os
 import re
 import sys
+import threading
 from functools import partial
 from pathlib import Path
 
+from lab import events as ev
 from lab.java import find_java, java_env
 
 
@@ -25,8 +27,26 @@ from lab.java import find_java, java_env
 SPARK_KAFKA_JARS = "spark-kafka"
 
 
+def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None) -> str:
+    """The driver JVM's options: its temporary directory, and the class archive (:mod:`lab.class_archive`).
+
+    ``archive_at_exit``: write the classes this JVM loads to that archive when it exits
+    (the archive's training session only).
+    """
+    from lab import class_archive
+    from lab.start_tuning import StartTuning
+
+    tuning = StartTuning.from_env()
+    opts = [f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}"] + tuning.jvm_options.split()
+    if archive_at_exit is not None:
+        opts.append(f"-XX:ArchiveClassesAtExit={archive_at_exit}")
+    elif tuning.class_archive:
+        opts += class_archive.java_options()
+    return " ".join(opts)
+
+
 def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | None = None,
-                 kafka_connector: bool = False) -> dict[str, str]:
+                 kafka_connector: bool = False, archive_at_exit: Path | None = None) -> dict[str, str]:
     """The Spark configuration the lab uses (a plain dict, so it can be inspected and tested)."""
     run_dir = Path(run_dir).resolve()
     conf = {
@@ -44,7 +64,7 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
+        "spark.driver.extraJavaOptions": driver_java_options(run_dir, archive_at_exit),
         "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
         "spark.log.level": "ERROR",
     }
@@ -56,12 +76,18 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         conf["spark.driver.bindAddress"] = "0.0.0.0"
     from lab import jars
 
-    if kafka_connector and not jars.missing(SPARK_KAFKA_JARS):
+    if not jars.missing(SPARK_KAFKA_JARS):
         # Spark's Kafka connector, pinned and cached by `lab fetch` (the 4.2.0 connector: 4.3.0 is not on
         # Maven Central; measured to read and stream in pyspark 4.3.0). A stat per jar, no network.
-        # Only for a session that may read Kafka with it: the others start without 10 MB more of jars.
         directory = jars.set_dir(SPARK_KAFKA_JARS)
-        conf["spark.jars"] = ",".join(str(directory / j.file) for j in jars.jar_set(SPARK_KAFKA_JARS).jars)
+        files = [str(directory / j.file) for j in jars.jar_set(SPARK_KAFKA_JARS).jars]
+        # On the driver's own classpath in every session, so that the class archive (lab.class_archive),
+        # which needs the same classpath at every start, holds the connector's and Kafka client's classes
+        # too (measured: a first Kafka read 1.65 s → 1.15 s).
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(files)
+        if kafka_connector:
+            # Executors in JVMs of their own (local-cluster, standalone) get the jars from the driver.
+            conf["spark.jars"] = ",".join(files)
     if os.environ.get("LAB_SPARK_PACKAGES"):
         # e.g. the spark-sql-kafka connector; resolved from Maven when the session starts.
         conf["spark.jars.packages"] = os.environ["LAB_SPARK_PACKAGES"]
@@ -102,8 +128,12 @@ def ensure_connector(required: bool) -> str | None:
 
 
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
-                  kafka_connector: bool = False):
+                  kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None):
     """Start (or get) the SparkSession for this process (``kafka_connector``: with Spark's cached Kafka connector).
+
+    ``phase``, when given, is called with ``"jvm"`` once the driver JVM answers
+    and ``"session"`` once the SparkSession is ready (the start-up phases
+    ``bench/startup.py`` measures).
 
     Raises
     ------
@@ -117,13 +147,22 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     if not os.environ.get("LAB_SPARK_DRIVER_HOST"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     (Path(run_dir) / "spark-tmp").mkdir(parents=True, exist_ok=True)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    conf = session_conf(master, run_dir, app_name, extra, kafka_connector, archive_at_exit)
+    if phase is not None:
+        # The JVM is launched with the session's configuration (its Java options are fixed at launch);
+        # launching it on its own first only splits the timing, the same work is done.
+        SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(conf.items()))
+        phase("jvm")
     builder = SparkSession.builder
-    for k, v in session_conf(master, run_dir, app_name, extra, kafka_connector).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if phase is not None:
+        phase("session")
     return spark
 
 
@@ -162,6 +201,33 @@ def start_python_workers(sc, modules=TASK_MODULES) -> None:
     """
     n = max(1, sc.defaultParallelism)
     sc.parallelize(range(n), n).foreach(partial(_import_modules, tuple(modules)))
+
+
+def warm_up(ctx, start, *args) -> threading.Thread:
+    """Run ``start(*args)`` (a worker warm-up) on a thread of its own; ``ctx.phase("workers")`` when it is done.
+
+    Beside the driver's other start-up work rather than before it: the JVM
+    plans the query while Python workers start (``LAB_WARM_UP=before``, see
+    :mod:`lab.start_tuning`: the call returns once they have). A warm-up that fails is
+    recorded (``warm-up-error``) and not raised: the batch that needs the
+    workers then starts them, and fails itself if they cannot start. The
+    caller joins the thread before it stops the session.
+    """
+
+    def run():
+        try:
+            start(*args)
+            ctx.phase("workers")
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            ctx.events.write(ev.WARM_UP_ERROR, error=repr(e)[:300])
+
+    from lab.start_tuning import StartTuning
+
+    thread = threading.Thread(target=run, name="lab-warm-up", daemon=True)
+    thread.start()
+    if StartTuning.from_env().warm_up == "before":
+        thread.join()
+    return thread
 
 
 def _import_modules_arrow(modules, batches):

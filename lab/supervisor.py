@@ -38,16 +38,18 @@ from pathlib import Path
 
 from lab import broker as broker_mod
 from lab import events as ev
-from lab import cluster, injector, kafka_tools, processes
+from lab import class_archive, cluster, injector, kafka_tools, processes
 from lab import spark as spark_mod
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
+from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
 from lab.run_report import RunResult, RunStatus, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
+from lab.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
@@ -150,6 +152,13 @@ class Run:
                 missing = spark_mod.ensure_connector(required=cfg.kafka_reader == "spark")
                 if missing:
                     self.events.write(ev.KAFKA_CONNECTOR_MISSING, error=missing)
+            if PIPELINES[cfg.pipeline].uses_spark and StartTuning.from_env().class_archive:
+                # Made once per installed Java and Spark (about 40 s), then every driver start is shorter.
+                archive = class_archive.ensure(
+                    progress=lambda line: self.events.write(ev.CLASS_ARCHIVE, status="building", detail=line))
+                if archive.built or archive.error:
+                    self.events.write(ev.CLASS_ARCHIVE, status="built" if archive.built else "failed",
+                                      path=str(archive.path), seconds=archive.seconds, error=archive.error)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
@@ -359,7 +368,9 @@ class Run:
     def _loop(self) -> None:
         cfg = self.config
         tail = EventTail(self.run_dir)
-        deadline = self._t0 + cfg.deadline_s
+        # The deadline counts from the run's last progress (events sent or acknowledged, positions
+        # advanced), not from its start: a long run that keeps up is never cut short.
+        last_progress, seen = time.monotonic(), None
         next_drain_check = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
@@ -380,12 +391,16 @@ class Run:
                     self._groups.scan(proc.pid)
             if now >= next_drain_check:
                 next_drain_check = now + 0.5
+                state = self._progress_state()
+                if state != seen:
+                    seen, last_progress = state, now
                 if self._check_drained():
                     self._drained = True
                     self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
                     return
-            if now >= deadline:
-                self.events.write(ev.DEADLINE, elapsed_s=round(self.elapsed(), 3))
+            if now - last_progress >= cfg.deadline_s:
+                self.events.write(ev.DEADLINE, elapsed_s=round(self.elapsed(), 3),
+                                  without_progress_s=round(now - last_progress, 3))
                 return
             time.sleep(0.05)
 
@@ -423,6 +438,12 @@ class Run:
                 f"(last status {proc.returncode}): {last}; see {self.run_dir / 'driver.log'}"
             )
         self._restart_at = time.monotonic() + self.config.restart_delay_s
+
+    def _progress_state(self) -> tuple:
+        """What changes while a run makes progress: the producer's counts and the driver's positions."""
+        stats = self.producer.stats if self.producer else None
+        counts = (stats.sent, stats.acked, stats.failed) if stats else ()
+        return counts, tuple(sorted(read_progress(self.run_dir).get("positions", {}).items()))
 
     def _check_drained(self) -> bool:
         if not (self.producer and self.producer.stats.done) or self.faults.busy or self._restart_at is not None:

@@ -46,7 +46,12 @@ SHARED_BROKER_PIDS: set[int] = set()
 def session_broker(tmp_path_factory):
     """The embedded broker shared by the session's runs (``LAB_BROKER``, default kafka), stopped at its end."""
     from lab import broker as broker_mod
+    from lab import class_archive
 
+    # The driver JVM's class archive, made once per installed versions (about 40 s) before the first
+    # Spark run rather than inside whichever test happens to start one first.
+    archive = class_archive.ensure()
+    assert archive.present, f"the class archive could not be built: {archive.error}"
     info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"), product=broker_mod.product_from_env())
     SHARED_BROKER_PIDS.update(p for p in (info.broker_pid, info.proxy_pid) if p)
     try:

@@ -30,8 +30,9 @@ can read it:
 
 After a crash the driver re-runs the last planned batch that is not marked
 done, with the same batch number and the same ranges, then continues.
-Before anything else a (re)started driver starts its Python workers with
-one empty job (:func:`start_python_workers`), so that cost is not a batch's.
+A (re)started driver starts its Python workers with one empty job
+(:func:`lab.spark.start_python_workers`) on a thread of its own while it
+reads the offset log and plans (:func:`lab.spark.warm_up`).
 
 The checkpoint (``<run_dir>/checkpoint/``)
 ------------------------------------------
@@ -300,7 +301,7 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, with_task_retries
+    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, warm_up, with_task_retries
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
@@ -309,14 +310,16 @@ def run(ctx: DriverContext) -> None:
 
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
-                          kafka_connector=cfg.may_use_connector)
+                          kafka_connector=cfg.may_use_connector, phase=ctx.phase)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka_read).
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
+    # With what the tasks import (lab.spark), beside the driver's planning (see lab.spark.warm_up).
+    warm = warm_up(ctx, start_python_workers, sc)
     try:
-        start_python_workers(sc)  # with what the tasks import (lab.spark)
+        ctx.phase("query")
         earliest = retry(lambda: earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions))
         pending = log.pending()
         if pending is not None:
@@ -352,6 +355,7 @@ def run(ctx: DriverContext) -> None:
             batch += 1
     finally:
         store.close()
+        warm.join(30.0)
         spark.stop()
 
 

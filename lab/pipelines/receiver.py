@@ -443,7 +443,8 @@ def run(ctx: DriverContext) -> None:
     _RUNTIME = runtime
     feeder.start()
 
-    spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg))
+    spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
+                          phase=ctx.phase)
     sc = spark.sparkContext
     checkpoint = str((ctx.run_dir / "checkpoint").resolve())
     storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.replication == 2 else StorageLevel.MEMORY_AND_DISK
@@ -462,6 +463,7 @@ def run(ctx: DriverContext) -> None:
     tail = EventTail(ctx.run_dir)
     tail.read_new()  # faults before this attempt are history
     ssc.start()
+    ctx.phase("query")
     stopped = False
     try:
         while not ctx.stopping:

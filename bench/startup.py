@@ -1,0 +1,175 @@
+"""A Spark driver's start-up, phase by phase, with each start-up technique off and on.
+
+Every measurement is a real ``lab run`` crash scenario (one driver start,
+a ``driver-crash``, one restart), read back from the run's timeline:
+
+``imports``   the pipeline module imported (``driver-ready``)
+``jvm``       the driver JVM answers (``driver-phase jvm``)
+``session``   SparkSession ready
+``query``     the query (structured), the batch loop (direct) or the StreamingContext (receiver) started
+``workers``   Python workers warm (structured, direct)
+``planned``   the first batch handed to the driver (``batch-start``)
+``done``      the first batch done (``batch-done``)
+
+each in seconds after the driver process was started (``driver-start``),
+for the first start (``cold``) and the restart after the crash (``warm``),
+plus the crash-to-restart gap, the scenario's wall time (broker start
+included, as a user runs it) and the classification, which no variant may
+change.
+
+Variants (:mod:`lab.start_tuning`; ``all`` is the default start):
+``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
+``restart-delay-1s`` and ``none`` (every technique off: the start before
+them); by default every variant for ``structured``, ``all`` and ``none``
+for the others (:data:`DEFAULT_VARIANTS`). Rounds interleave the variants, so each before/after pair shares
+the machine's state; the load average is recorded with every run.
+
+Run with ``python bench/startup.py [--rounds N] [--pipeline P ...]
+[--variant V ...] [--out FILE]``; writes medians per pipeline and variant,
+and every run, to ``FILE`` (default ``bench/results/startup.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The crash scenario per pipeline: the issue's structured scenario, and its like for the others.
+SCENARIOS = {
+    "structured": ["--sink", "idempotent", "--events", "3000", "--rate", "500",
+                   "--faults", "driver-crash@batch=2:after-output-before-commit"],
+    "direct": ["--sink", "idempotent", "--events", "3000", "--rate", "500",
+               "--faults", "driver-crash@batch=2:after-output-before-commit"],
+    "receiver": ["--sink", "idempotent", "--events", "3000", "--rate", "500",
+                 "--faults", "driver-crash@batch=3:mid-output"],
+}
+_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1"}
+VARIANTS = {
+    "all": {},
+    "no-class-archive": {"LAB_CLASS_ARCHIVE": "off"},
+    "no-jvm-flags": {"LAB_DRIVER_JVM_OPTIONS": ""},
+    "warm-up-before": {"LAB_WARM_UP": "before"},
+    "restart-delay-1s": {"LAB_RESTART_DELAY": "1"},
+    "none": _OFF,
+}
+#: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.
+DEFAULT_VARIANTS = {"structured": tuple(VARIANTS), "direct": ("all", "none"), "receiver": ("all", "none")}
+PHASES = ("imports", "jvm", "session", "query", "workers", "planned", "done")
+
+
+def attempt_phases(events: list[dict], attempt: int) -> dict | None:
+    """Seconds from ``driver-start`` of ``attempt`` to each phase it reached (pure)."""
+    starts = [e for e in events if e["type"] == "driver-start" and e.get("attempt") == attempt]
+    if not starts:
+        return None
+    t0 = starts[0]["t"]
+    out: dict[str, float] = {}
+
+    def first(kind, **match):
+        for e in events:
+            if e["type"] == kind and e.get("attempt") == attempt and all(e.get(k) == v for k, v in match.items()):
+                return round(e["t"] - t0, 3)
+        return None
+
+    out["imports"] = first("driver-ready")
+    for name in ("jvm", "session", "query", "workers"):
+        out[name] = first("driver-phase", phase=name)
+    out["planned"] = first("batch-start")
+    out["done"] = first("batch-done")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def one(pipeline: str, variant: str, runs_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
+    env.update(LAB_RUNS_DIR=str(runs_dir), **VARIANTS[variant])
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "lab", "run", "--pipeline", pipeline, *SCENARIOS[pipeline], "--json"],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    out = {"pipeline": pipeline, "variant": variant, "exit": p.returncode,
+           "wall_s": round(time.perf_counter() - t, 2), "load_1m": round(load, 2)}
+    try:
+        report = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        out["error"] = (p.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+        return out
+    out.update(guarantee=report["guarantee"], lost=report["lost"], duplicated=report["duplicated"],
+               restarts=report["restarts"])
+    run_dir = Path(report["run_dir"])
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    out["cold"] = attempt_phases(events, 1)
+    out["warm"] = attempt_phases(events, 2)
+    crash = [e["t"] for e in events if e["type"] == "fault-point"]
+    restart = [e["t"] for e in events if e["type"] == "driver-start" and e.get("attempt") == 2]
+    if crash and restart:
+        out["crash_to_restart_s"] = round(restart[0] - crash[0], 3)
+    return out
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 2) if values else None
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Medians per pipeline and variant (pure)."""
+    out: dict = {}
+    for r in runs:
+        out.setdefault(r["pipeline"], {}).setdefault(r["variant"], []).append(r)
+    summary = {}
+    for pipeline, by_variant in out.items():
+        summary[pipeline] = {}
+        for variant, rs in by_variant.items():
+            ok = [r for r in rs if r.get("exit") == 0]
+            summary[pipeline][variant] = {
+                "runs": len(rs), "failed": len(rs) - len(ok),
+                "wall_s": _median([r["wall_s"] for r in ok]),
+                "crash_to_restart_s": _median([r.get("crash_to_restart_s") for r in ok]),
+                "cold": {p: _median([(r.get("cold") or {}).get(p) for r in ok]) for p in PHASES},
+                "warm": {p: _median([(r.get("warm") or {}).get(p) for r in ok]) for p in PHASES},
+                "guarantees": sorted({r.get("guarantee") for r in ok}),
+            }
+    return summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pipeline", action="append", choices=sorted(SCENARIOS))
+    ap.add_argument("--variant", action="append", choices=sorted(VARIANTS))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
+    a = ap.parse_args(argv)
+    pipelines = a.pipeline or list(SCENARIOS)
+    # The archive is made once per installed versions, before any measured start.
+    subprocess.run([sys.executable, "-c", "from lab import class_archive; print(class_archive.ensure())"],
+                   check=True, cwd=ROOT)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="lab-bench-startup-") as tmp:
+        for rnd in range(a.rounds):
+            for pipeline in pipelines:
+                for variant in a.variant or DEFAULT_VARIANTS[pipeline]:
+                    r = one(pipeline, variant, Path(tmp) / f"{pipeline}-{variant}-{rnd}")
+                    runs.append(r)
+                    print(json.dumps({k: r.get(k) for k in ("pipeline", "variant", "wall_s", "guarantee", "exit")}
+                                     | {"warm_done": (r.get("warm") or {}).get("done")}), flush=True)
+    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+              "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
+              "summary": summarise(runs), "runs": runs}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

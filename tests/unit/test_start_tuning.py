@@ -1,0 +1,58 @@
+"""Start-up techniques: their switches, the class archive's fallback, and the batch cap's default (no JVM)."""
+
+import pytest
+
+from lab import class_archive
+from lab.config import default_max_batch, make_config
+from lab.errors import LabError
+from lab.spark import driver_java_options
+from lab.start_tuning import DRIVER_JVM_OPTIONS, StartTuning
+
+
+def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
+    assert StartTuning.from_env({}) == StartTuning(class_archive=True, jvm_options=DRIVER_JVM_OPTIONS,
+                                                   warm_up="beside")
+    off = StartTuning.from_env({"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before"})
+    assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before")
+
+
+@pytest.mark.parametrize("env, words", [({"LAB_CLASS_ARCHIVE": "maybe"}, ["'maybe'", "off", "on"]),
+                                        ({"LAB_WARM_UP": "after"}, ["'after'", "before", "beside"])])
+def test_a_bad_switch_is_named_with_its_choices(env, words):
+    with pytest.raises(LabError) as e:
+        StartTuning.from_env(env)
+    assert all(w in str(e.value) for w in words)
+
+
+def test_drivers_use_the_archive_only_when_it_exists(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(class_archive, "key", lambda: "k1")
+    monkeypatch.delenv("LAB_CLASS_ARCHIVE", raising=False)
+    assert class_archive.java_options() == []
+    assert "SharedArchiveFile" not in driver_java_options(tmp_path)
+    archive = tmp_path / "cds" / "driver-k1.jsa"
+    archive.parent.mkdir()
+    archive.write_bytes(b"x")
+    assert class_archive.java_options() == [f"-XX:SharedArchiveFile={archive}"]
+    assert f"-XX:SharedArchiveFile={archive}" in driver_java_options(tmp_path).split()
+    monkeypatch.setenv("LAB_CLASS_ARCHIVE", "off")
+    assert "SharedArchiveFile" not in driver_java_options(tmp_path)
+    # The archive's training session writes one instead of reading it.
+    assert driver_java_options(tmp_path, archive_at_exit=tmp_path / "new.jsa").endswith(
+        f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}")
+
+
+def test_an_archive_that_cannot_be_written_is_reported_not_raised(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "cds").write_text("a file where the directory would be")
+    monkeypatch.setattr(class_archive, "key", lambda: "k1")
+    st = class_archive.ensure(cache=ro)
+    assert not st.present and not st.built and "cannot write" in st.error
+
+
+def test_the_batch_cap_keeps_small_runs_readable_and_scales_with_large_ones(runs_dir):
+    assert default_max_batch(3000) == 500 and default_max_batch(10_000) == 500
+    assert default_max_batch(200_000) == 10_000 and default_max_batch(10_001) == 501
+    assert make_config(events=200_000).max_batch_records == 10_000
+    assert make_config(events=200_000, max_batch_records=500).max_batch_records == 500  # the user's value wins
