@@ -25,7 +25,7 @@ demo: venv
 	$(BIN)/lab report --out data/results/demo
 
 test: venv
-	$(PYTEST) -q tests
+	$(PYTEST) -q --durations=20 tests
 
 test-fast: venv
 	$(PYTEST) -q tests/unit
