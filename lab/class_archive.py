@@ -11,7 +11,12 @@ Protocol
 * One archive per installed Java, Spark and Spark Kafka connector: its file
   name carries a key hashed from the Java executable and version, the
   pyspark version, and the path, size and mtime of every jar a driver
-  starts with (Spark's, and the cached Kafka connector's). ``<cache>/cds/driver-<key>.jsa``, ``<cache>`` as in :mod:`lab.jars`.
+  starts with (Spark's, and the cached Kafka connector's):
+  ``<cache>/cds/driver-<key>.jsa``, ``<cache>`` as in :mod:`lab.jars`;
+  beside it ``driver-<key>.json`` names its Spark installation. A new archive
+  replaces that installation's older one (and those of installations that no
+  longer exist); other installations' archives (another clone's virtual
+  environment) stay.
 * Made by :func:`build`: a training session in its own process
   (``python -m lab.class_archive``) runs what drivers run (a SparkSession
   with the connector, the Python workers, a streaming query with
@@ -61,13 +66,11 @@ class ArchiveStatus:
 
 def _driver_jars() -> list[Path]:
     """The jars a driver JVM starts with: Spark's, and the Kafka connector's when cached (:func:`lab.spark.session_conf`)."""
-    from pyspark.find_spark_home import _find_spark_home
-
     from lab import jars
     from lab.spark import SPARK_KAFKA_JARS
 
     # The Spark the driver launches: SPARK_HOME when set (the Docker image's /opt/spark), else pyspark's own.
-    found = sorted((Path(_find_spark_home()) / "jars").glob("*.jar"))
+    found = sorted((_spark_home() / "jars").glob("*.jar"))
     if not jars.missing(SPARK_KAFKA_JARS):
         directory = jars.set_dir(SPARK_KAFKA_JARS)
         found += [directory / j.file for j in jars.jar_set(SPARK_KAFKA_JARS).jars]
@@ -162,12 +165,41 @@ def build(path: Path) -> str | None:
         if proc.returncode != 0 or not tmp.is_file():
             tail = out.read_text(errors="replace").strip().splitlines()[-3:]
             return f"the training session ended with code {proc.returncode}: {' | '.join(tail)[:300]}"
-        for old in path.parent.glob("driver-*.jsa"):  # archives of versions no longer installed
-            old.unlink(missing_ok=True)
+        home = str(_spark_home())
+        _remove_replaced(path.parent, home)
         os.replace(tmp, path)
+        _write_text_atomic(path.with_suffix(".json"), json.dumps({"spark_home": home}))
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _spark_home() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home()).resolve()
+
+
+def _remove_replaced(directory: Path, home: str) -> None:
+    """Delete the archives this one replaces: those of the same Spark installation, or of one that is gone.
+
+    Archives of other installations that still exist (another clone's virtual
+    environment) are kept: each would otherwise rebuild its own on every switch.
+    """
+    for old in directory.glob("driver-*.jsa"):
+        try:
+            other = json.loads(old.with_suffix(".json").read_text())["spark_home"]
+        except (OSError, ValueError, KeyError):
+            other = None
+        if other is None or other == home or not Path(other).is_dir():
+            old.unlink(missing_ok=True)
+            old.with_suffix(".json").unlink(missing_ok=True)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _train(work: Path, archive: Path) -> None:

@@ -147,7 +147,9 @@ def test_postgresql_sink(runs_dir, postgres_url, monkeypatch):
 
 def test_second_crash_while_the_driver_restarts_waits_for_the_next_driver(runs_dir):
     """A crash due while no driver runs is deferred to the next driver, never logged against the dead one."""
-    result = run_scenario(make_config(events=3000, rate=1000, faults="driver-crash@at=2.2s,driver-crash@at=3.1s"))
+    # A 1 s restart delay: the second crash falls due while no driver runs.
+    result = run_scenario(make_config(events=3000, rate=1000, faults="driver-crash@at=2.2s,driver-crash@at=3.1s",
+                                      restart_delay_s=1.0))
     events = read_events(result.run_dir)
     started = [e["pid"] for e in events if e["type"] == "driver-start"]
     killed = [e["pid"] for e in events if e["type"] == "fault"]
@@ -165,6 +167,8 @@ def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(run
     from lab import supervisor
 
     monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)  # the driver cannot finish its batch in time
+    # The deadline counts from the last progress: this run is taken to make none, so it ends at 3 s.
+    monkeypatch.setattr(supervisor.Run, "_progress_state", lambda self: ())
     result = run_scenario(make_config(events=6000, rate=1000, deadline_s=3.0, commit="after-output"))
     final = [e for e in read_events(result.run_dir) if e["type"] == "final-stop"]
     assert [e["how"] for e in final] == ["killed-after-timeout"] and result.report["final_stop"] == "killed-after-timeout"

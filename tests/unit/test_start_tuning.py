@@ -56,3 +56,20 @@ def test_the_batch_cap_keeps_small_runs_readable_and_scales_with_large_ones(runs
     assert default_max_batch(200_000) == 10_000 and default_max_batch(10_001) == 501
     assert make_config(events=200_000).max_batch_records == 10_000
     assert make_config(events=200_000, max_batch_records=500).max_batch_records == 500  # the user's value wins
+
+
+def test_a_new_archive_replaces_only_its_own_installations_older_one(tmp_path):
+    live = tmp_path / "other-venv-spark"
+    live.mkdir()
+
+    def archive(name, home):
+        (tmp_path / f"{name}.jsa").write_bytes(b"x")
+        if home is not None:
+            (tmp_path / f"{name}.json").write_text(f'{{"spark_home": "{home}"}}')
+
+    archive("driver-same", "/here/spark")
+    archive("driver-gone", tmp_path / "deleted-venv")
+    archive("driver-unnamed", None)
+    archive("driver-other", live)
+    class_archive._remove_replaced(tmp_path, "/here/spark")
+    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["driver-other.jsa"]
