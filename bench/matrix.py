@@ -5,7 +5,7 @@ table) into a fresh results directory and writes the wall time, the number of
 runs and their verdicts to ``bench/results/matrix.json``. ``--pair`` runs it
 twice, back to back: first with every start-up technique off (the start as it
 was before them: no class archive, the JVM's default flags, the worker
-warm-up before the query, a 1 s restart delay; :data:`bench.startup._OFF`),
+warm-up before the query, a 1 s restart delay; :data:`lab.start_tuning.ALL_OFF`),
 then with the defaults, and compares the two row by row: a technique may
 change the time, never a classification.
 """
@@ -20,10 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.start_tuning import ALL_OFF
+
 RESULTS = Path(__file__).resolve().parent / "results"
-#: Every start-up technique off (as bench/startup.py's ``none`` variant).
-TECHNIQUES_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before",
-                  "LAB_RESTART_DELAY": "1"}
 TARGET_MINUTES = 4
 
 
@@ -73,7 +72,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
     if a.pair:
-        before = one(out / "techniques-off", TECHNIQUES_OFF)
+        before = one(out / "techniques-off", ALL_OFF)
         after = one(out / "defaults", {})
         rows = compare(before, after)
         record = {"before": before, "after": after, "compared": rows,

@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.start_tuning import ALL_OFF
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The crash scenario per pipeline: the issue's structured scenario, and its like for the others.
@@ -53,14 +55,13 @@ SCENARIOS = {
     "receiver": ["--sink", "idempotent", "--events", "3000", "--rate", "500",
                  "--faults", "driver-crash@batch=3:mid-output"],
 }
-_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1"}
 VARIANTS = {
     "all": {},
     "no-class-archive": {"LAB_CLASS_ARCHIVE": "off"},
     "no-jvm-flags": {"LAB_DRIVER_JVM_OPTIONS": ""},
     "warm-up-before": {"LAB_WARM_UP": "before"},
     "restart-delay-1s": {"LAB_RESTART_DELAY": "1"},
-    "none": _OFF,
+    "none": ALL_OFF,
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.
 DEFAULT_VARIANTS = {"structured": tuple(VARIANTS), "direct": ("all", "none"), "receiver": ("all", "none")}

@@ -49,6 +49,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.jars import write_atomic
+
 #: Seconds a build may take before it is abandoned (measured: 25-35 s on 2 cores).
 BUILD_TIMEOUT_S = 240.0
 
@@ -168,7 +170,7 @@ def build(path: Path) -> str | None:
         home = str(_spark_home())
         _remove_replaced(path.parent, home)
         os.replace(tmp, path)
-        _write_text_atomic(path.with_suffix(".json"), json.dumps({"spark_home": home}))
+        write_atomic(path.with_suffix(".json"), json.dumps({"spark_home": home}))
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -194,12 +196,6 @@ def _remove_replaced(directory: Path, home: str) -> None:
         if other is None or other == home or not Path(other).is_dir():
             old.unlink(missing_ok=True)
             old.with_suffix(".json").unlink(missing_ok=True)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _train(work: Path, archive: Path) -> None:

@@ -191,7 +191,8 @@ def _read_marker(directory: Path) -> dict:
         return {}
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         tmp.write_text(text)
@@ -232,7 +233,7 @@ def _save_marker(directory: Path, good: dict) -> None:
     old = _read_marker(directory)
     if old != good:
         try:
-            _write_atomic(directory / MARKER, json.dumps(good, indent=0, sort_keys=True))
+            write_atomic(directory / MARKER, json.dumps(good, indent=0, sort_keys=True))
         except OSError:
             pass  # a read-only cache (copied in, shared) still works: each check then hashes again
 

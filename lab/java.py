@@ -32,7 +32,23 @@ class Java:
     version: str
 
 
+#: Probes already made in this process, by executable and its file's identity: a driver asks more
+#: than once as it starts (its session, its class archive's key), and each probe starts a JVM.
+_PROBED: dict[tuple, Java | None] = {}
+
+
 def _probe(executable: str) -> Java | None:
+    try:
+        st = os.stat(executable)
+        key = (executable, os.path.realpath(executable), st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+    if key not in _PROBED:
+        _PROBED[key] = _probe_now(executable)
+    return _PROBED[key]
+
+
+def _probe_now(executable: str) -> Java | None:
     try:
         out = subprocess.run([executable, "-version"], capture_output=True, text=True, timeout=15)
     except (OSError, subprocess.TimeoutExpired):

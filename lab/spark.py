@@ -127,6 +127,36 @@ def ensure_connector(required: bool) -> str | None:
     return None
 
 
+def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
+    """What a run makes ready once, before its first driver starts: drivers never download or build.
+
+    Spark's Kafka connector when the driver may read with it
+    (:func:`ensure_connector`; a fetch that fails is ``kafka-connector-missing``
+    with ``--kafka-reader auto``), and the driver JVM's class archive for a
+    Spark pipeline (:func:`lab.class_archive.ensure`, about 40 s once per
+    installed versions; ``class-archive`` records a build and its outcome).
+    A restarted driver then starts as fast as the first.
+
+    Raises
+    ------
+    LabError
+        Only with ``--kafka-reader spark`` and a connector that cannot be fetched.
+    """
+    from lab import class_archive
+    from lab.start_tuning import StartTuning
+
+    if cfg.may_use_connector:
+        missing = ensure_connector(required=cfg.kafka_reader == "spark")
+        if missing:
+            write_event(ev.KAFKA_CONNECTOR_MISSING, error=missing)
+    if uses_spark and StartTuning.from_env().class_archive:
+        archive = class_archive.ensure(progress=lambda line: write_event(ev.CLASS_ARCHIVE, status="building",
+                                                                         detail=line))
+        if archive.built or archive.error:
+            write_event(ev.CLASS_ARCHIVE, status="built" if archive.built else "failed", path=str(archive.path),
+                        seconds=archive.seconds, error=archive.error)
+
+
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
                   kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None):
     """Start (or get) the SparkSession for this process (``kafka_connector``: with Spark's cached Kafka connector).

@@ -24,6 +24,9 @@ from lab.errors import choices_error
 #: batch done, medians of 3: 11.0 s → 9.0 s).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 WARM_UPS = ("beside", "before")
+#: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
+#: :mod:`lab.config`): how a driver started before them, the benches' "before".
+ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 

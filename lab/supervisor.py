@@ -26,9 +26,7 @@ on its own (not from a planned fault) stops the run with its log's last line.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -38,10 +36,11 @@ from pathlib import Path
 
 from lab import broker as broker_mod
 from lab import events as ev
-from lab import class_archive, cluster, injector, kafka_tools, processes
+from lab import cluster, injector, kafka_tools, processes
 from lab import spark as spark_mod
 from lab.auditor import Audit, audit_run
 from lab.config import RunConfig
+from lab.driver_process import DriverProcess
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
@@ -49,7 +48,6 @@ from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
 from lab.run_report import RunResult, RunStatus, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
-from lab.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
@@ -94,7 +92,7 @@ class Run:
         self.run_dir: Path | None = None
         self.broker: broker_mod.BrokerInfo | None = None
         self.producer: LedgeredProducer | None = None
-        self.driver: "subprocess.Popen | None" = None  # noqa: F821
+        self._driver: DriverProcess | None = None
         self.events: EventLog | None = None
         self.faults: injector.FaultInjector | None = None
         self.result: RunResult | None = None
@@ -105,16 +103,12 @@ class Run:
         self._done = threading.Event()
         self._lock = threading.RLock()
         self._t0 = 0.0
-        self._attempt = 0
         self._restarts = 0
         self._unplanned_exits = 0
         self._batches_done = 0
-        self._killed_pids: set[int] = set()
         self._restart_at: float | None = None
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._ready_attempt = 0
-        # PySpark's Python daemons leave the driver's process group; ended with the driver all the same.
-        self._groups = processes.ChildGroups(on_new=self._record_group)
         self._next_group_scan = 0.0
         self._end_offsets: dict[int, int] = {}
         self._drained = False
@@ -140,6 +134,7 @@ class Run:
             cfg = self.config = replace(cfg, topic=f"{cfg.topic}.{self.run_dir.name}")
             self.events = EventLog(self.run_dir, "supervisor")
             (self.run_dir / "config.json").write_text(cfg.to_json())
+            self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
@@ -148,17 +143,7 @@ class Run:
                                           kafka_proxy=cfg.kafka_proxy))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
-            if cfg.may_use_connector:  # drivers never download: a restart must start as fast as the first
-                missing = spark_mod.ensure_connector(required=cfg.kafka_reader == "spark")
-                if missing:
-                    self.events.write(ev.KAFKA_CONNECTOR_MISSING, error=missing)
-            if PIPELINES[cfg.pipeline].uses_spark and StartTuning.from_env().class_archive:
-                # Made once per installed Java and Spark (about 40 s), then every driver start is shorter.
-                archive = class_archive.ensure(
-                    progress=lambda line: self.events.write(ev.CLASS_ARCHIVE, status="building", detail=line))
-                if archive.built or archive.error:
-                    self.events.write(ev.CLASS_ARCHIVE, status="built" if archive.built else "failed",
-                                      path=str(archive.path), seconds=archive.seconds, error=archive.error)
+            spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
@@ -239,7 +224,7 @@ class Run:
             producer_done=bool(stats and stats.done),
             batches=self._batches_done,
             restarts=self._restarts,
-            driver_alive=bool(self.driver and self.driver.poll() is None),
+            driver_alive=self._driver is not None and self._driver.alive(),
             positions=read_progress(self.run_dir)["positions"] if self.run_dir else {},
             end_offsets=dict(self._end_offsets),
             finished=self._done.is_set(),
@@ -257,79 +242,39 @@ class Run:
         self.stop()
 
     # -- driver process ----------------------------------------------------
+    @property
+    def driver(self):
+        """The current driver's ``Popen`` (None before the first start)."""
+        return self._driver.proc if self._driver is not None else None
+
     def _start_driver(self) -> None:
-        self._attempt += 1
-        env = dict(os.environ, LAB_DRIVER_ATTEMPT=str(self._attempt), PYTHONUNBUFFERED="1")
-        with self._lock:
-            self.driver = processes.spawn(
-                [sys.executable, "-m", "lab.driver", self.run_dir],
-                log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir,
-            )
-        self._started_at = time.monotonic()
-        self.events.write(ev.DRIVER_START, pid=self.driver.pid, attempt=self._attempt)
+        pid = self._driver.start()
+        self.events.write(ev.DRIVER_START, pid=pid, attempt=self._driver.attempt)
 
     def _driver_up(self) -> bool:
         """A driver runs, is not being restarted, and has said it is ready."""
-        proc = self.driver
-        return (proc is not None and proc.poll() is None and self._restart_at is None
-                and self._ready_attempt == self._attempt)
+        return (self._driver.alive() and self._restart_at is None
+                and self._ready_attempt == self._driver.attempt)
 
     def _crash_driver(self) -> int | None:
         """The driver-crash fault: SIGKILL the driver's group (and its Spark Python daemons); restart later."""
-        pid = self._kill_driver()
+        pid = self._driver.kill()
         self._restart_at = time.monotonic() + self.config.restart_delay_s
         return pid
 
-    def _kill_driver(self) -> int | None:
-        with self._lock:
-            proc = self.driver
-            if proc is None:
-                return None
-            self._killed_pids.add(proc.pid)
-            self._groups.scan(proc.pid)
-            processes.kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            self._groups.kill()
-            return proc.pid
+    def _record_group(self, pgid: int, created: float, cmd: str, driver_pid: int | None) -> None:
+        self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200], driver_pid=driver_pid)
 
-    def _record_group(self, pgid: int, created: float, cmd: str) -> None:
-        self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200],
-                          driver_pid=self.driver.pid if self.driver else None)
-
-    def _stop_driver_gracefully(self) -> None:
+    def _stop_driver_gracefully(self) -> str | None:
         """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; record how in ``final-stop``."""
-        with self._lock:
-            proc = self.driver
-            if proc is None:
-                return
-            self._groups.scan(proc.pid)
-            began = time.monotonic()
-            how = "gone"
-            if proc.poll() is None:
-                how = "graceful"
-                try:
-                    os.kill(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=STOP_GRACE_S)
-                except Exception:
-                    how = "killed-after-timeout"
-            # Whatever the driver left in its group (a JVM, Python workers) goes too.
-            processes.kill_group(proc.pid, signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except Exception:
-                pass
-            self._groups.kill()
-            self._killed_pids.add(proc.pid)
-            self.events.write(ev.FINAL_STOP, how=how, pid=proc.pid, code=proc.returncode,
-                              waited_s=round(time.monotonic() - began, 3), grace_s=STOP_GRACE_S)
-            return how
+        stopped = self._driver.stop(STOP_GRACE_S)
+        if stopped is None:
+            return None
+        self.events.write(ev.FINAL_STOP, **stopped, grace_s=STOP_GRACE_S)
+        return stopped["how"]
 
     def _kill_executor(self) -> int | None:
-        with self._lock:
-            pid = self.driver.pid if self.driver is not None and self.driver.poll() is None else None
+        pid = self._driver.pid if self._driver.alive() else None
         named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
         return injector.kill_executor(pid, self.config.spark_master, self.config.runs_dir, named)
 
@@ -382,19 +327,18 @@ class Run:
                 self._restart_at = None
                 self._restarts += 1
                 self._start_driver()
-            proc = self.driver
-            if proc is not None and self._restart_at is None and proc.poll() is not None and proc.pid not in self._killed_pids:
-                self._on_unplanned_exit(proc)
+            if self._restart_at is None and self._driver.exited_on_its_own():
+                self._on_unplanned_exit(self._driver.proc)
             if now >= self._next_group_scan:
                 self._next_group_scan = now + 2.0
-                if proc is not None and proc.poll() is None:
-                    self._groups.scan(proc.pid)
+                self._driver.scan_children()
             if now >= next_drain_check:
                 next_drain_check = now + 0.5
-                state = self._progress_state()
+                progress = read_progress(self.run_dir)
+                state = self._progress_state(progress)
                 if state != seen:
                     seen, last_progress = state, now
-                if self._check_drained():
+                if self._check_drained(progress):
                     self._drained = True
                     self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
                     return
@@ -423,9 +367,7 @@ class Run:
 
     def _on_unplanned_exit(self, proc) -> None:
         self._unplanned_exits += 1
-        self._killed_pids.add(proc.pid)
-        processes.kill_group(proc.pid, signal.SIGKILL, 2)
-        self._groups.kill()
+        self._driver.reap()
         last = processes.last_log_line(self.run_dir / "driver.log")
         self.events.write(ev.DRIVER_EXIT, pid=proc.pid, code=proc.returncode, last_log_line=last)
         if proc.returncode == DRIVER_CONFIG_EXIT:
@@ -439,28 +381,27 @@ class Run:
             )
         self._restart_at = time.monotonic() + self.config.restart_delay_s
 
-    def _progress_state(self) -> tuple:
+    def _progress_state(self, progress: dict) -> tuple:
         """What changes while a run makes progress: the producer's counts and the driver's positions."""
         stats = self.producer.stats if self.producer else None
         counts = (stats.sent, stats.acked, stats.failed) if stats else ()
-        return counts, tuple(sorted(read_progress(self.run_dir).get("positions", {}).items()))
+        return counts, tuple(sorted(progress.get("positions", {}).items()))
 
-    def _check_drained(self) -> bool:
+    def _check_drained(self, progress: dict) -> bool:
+        """Whether the live driver has passed every offset the topic ends at and the ledger acknowledged."""
         if not (self.producer and self.producer.stats.done) or self.faults.busy or self._restart_at is not None:
             return False
         self._end_offsets = kafka_tools.end_offsets(self.broker.bootstrap, self.config.topic, self.config.partitions)
-        positions = read_progress(self.run_dir)["positions"]
-        alive = self.driver is not None and self.driver.poll() is None
+        positions = progress["positions"]
         # A fetch's high watermark can lag the last write for a moment, so the ledger's
         # acknowledged offsets must be passed too before a run counts as drained.
         past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
         # After a restart, the progress on file may be the dead driver's: the new one may still have
         # recovered batches to run. It must report progress itself first; one with nothing to redo
         # reports nothing, so after RESTART_SETTLE_S the file's progress is taken as it stands.
-        progress = read_progress(self.run_dir)
-        settled = (self._attempt == 1 or progress.get("attempt") == self._attempt
-                   or time.monotonic() - self._started_at > RESTART_SETTLE_S)
-        return alive and settled and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+        settled = (self._driver.attempt == 1 or progress.get("attempt") == self._driver.attempt
+                   or time.monotonic() - self._driver.started_at > RESTART_SETTLE_S)
+        return self._driver.alive() and settled and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
@@ -491,7 +432,8 @@ class Run:
         if self.producer is not None:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.
-        self._kill_remaining_driver()
+        if self._driver is not None:
+            self._driver.kill_remaining()
         if self._restarted_broker is not None:
             broker_mod.stop_embedded(self._restarted_broker)
         if self.faults is not None:
@@ -499,19 +441,6 @@ class Run:
             # a cut or an unused ack-loss count into the next run.
             self.faults.heal_proxy()
         self._stack.close()
-
-    def _kill_remaining_driver(self) -> None:
-        with self._lock:
-            if self.driver is not None:
-                if processes.group_alive(self.driver.pid):
-                    self._groups.scan(self.driver.pid)
-                    processes.kill_group(self.driver.pid, signal.SIGKILL)
-                try:
-                    self.driver.wait(timeout=5)
-                except Exception:
-                    pass
-            self._groups.kill()
-
 
 def run_scenario(config: RunConfig, on_event=None) -> RunResult:
     """Run one scenario to the end and return its audited result.

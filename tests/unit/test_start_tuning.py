@@ -6,13 +6,13 @@ from lab import class_archive
 from lab.config import default_max_batch, make_config
 from lab.errors import LabError
 from lab.spark import driver_java_options
-from lab.start_tuning import DRIVER_JVM_OPTIONS, StartTuning
+from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, StartTuning
 
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     assert StartTuning.from_env({}) == StartTuning(class_archive=True, jvm_options=DRIVER_JVM_OPTIONS,
                                                    warm_up="beside")
-    off = StartTuning.from_env({"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before"})
+    off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before")
 
 
