@@ -168,7 +168,7 @@ def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(run
 
     monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)  # the driver cannot finish its batch in time
     # The deadline counts from the last progress: this run is taken to make none, so it ends at 3 s.
-    monkeypatch.setattr(supervisor.Run, "_progress_state", lambda self: ())
+    monkeypatch.setattr(supervisor.Run, "_progress_state", lambda self, progress: ())
     result = run_scenario(make_config(events=6000, rate=1000, deadline_s=3.0, commit="after-output"))
     final = [e for e in read_events(result.run_dir) if e["type"] == "final-stop"]
     assert [e["how"] for e in final] == ["killed-after-timeout"] and result.report["final_stop"] == "killed-after-timeout"
