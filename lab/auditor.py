@@ -40,7 +40,16 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class Audit:
-    """Counts of one audit. ``acked == exactly_once + duplicated + lost + unseen`` always holds."""
+    """Counts of one audit.
+
+    Per event, ``acked == exactly_once + duplicated + lost + unseen + late_dropped``
+    always holds (``late_dropped``: events a stateful query dropped behind its
+    watermark, expected to be missing). For ``--query window-count`` the counts
+    come from the window audit (:mod:`lab.window_audit`): ``lost`` and
+    ``duplicated`` (= ``extra_copies``) are then the undercount and overcount
+    in events, ``exactly_once`` the events of exact windows, and ``windows``
+    holds the per-window counts.
+    """
 
     acked: int
     exactly_once: int
@@ -57,6 +66,8 @@ class Audit:
     absorbed_rewrites: int
     acked_without_offset: int = 0
     aborted_sends: int = 0
+    late_dropped: int = 0
+    windows: dict | None = None
     table: pd.DataFrame = field(repr=False, compare=False, default=None)
 
     @property
@@ -73,8 +84,9 @@ class Audit:
         return "exactly-once"
 
     def counts(self) -> dict:
-        """The counts as a plain dict (no per-event table)."""
-        d = {k: v for k, v in asdict(self).items() if k != "table"}
+        """The counts as a plain dict (no per-event table; a window audit's counts at the top level)."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("table", "windows")}
+        d.update(self.windows or {})
         d["guarantee"] = self.guarantee
         return d
 
@@ -122,6 +134,7 @@ def audit_core(
     attempt_seq: np.ndarray | None = None,
     positions: dict[int, int] | None = None,
     final: bool = False,
+    late: np.ndarray | None = None,
 ) -> Audit:
     """Audit from arrays (the core; :func:`audit_run` feeds it from a run's files).
 
@@ -140,6 +153,10 @@ def audit_core(
     final : bool
         The run is over and its topic was read to the end: an acknowledged send
         still without an offset (``-1``) and without a sink row is lost, not unseen.
+    late : bool array, optional
+        Aligned with the ledger: events a stateful query drops behind its
+        watermark (:func:`lab.window_audit.late_mask`). Undelivered, they are
+        ``late_dropped``, never lost.
     """
     positions = positions or {}
     n = len(ledger.seq)
@@ -158,12 +175,14 @@ def audit_core(
     zero = delivered == 0
     beyond = ledger.kafka_offset >= lookup[np.where(unplaced, 0, ledger.partition)]
     unseen = zero & np.where(unplaced, not final, beyond)
-    lost = zero & ~unseen
+    dropped = zero & ~unseen & (late if late is not None else False)
+    lost = zero & ~unseen & ~dropped
     dup = delivered > 1
     status = np.full(n, "exactly-once", dtype=object)
     status[dup] = "duplicated"
     status[lost] = "lost"
     status[unseen] = "unseen"
+    status[dropped] = "late"
     table = pd.DataFrame({
         "seq": ledger.seq, "event_id": ledger.event_id, "partition": ledger.partition,
         "kafka_offset": ledger.kafka_offset, "delivered": delivered, "status": status,
@@ -193,14 +212,16 @@ def audit_core(
         absorbed_rewrites=absorbed,
         acked_without_offset=int(unplaced.sum()),
         aborted_sends=int(ledger.aborted),
+        late_dropped=int(dropped.sum()),
         table=table,
     )
 
 
-def audit_run(ledger_path, sink, positions: dict[int, int] | None = None, final: bool = False) -> Audit:
+def audit_run(ledger_path, sink, positions: dict[int, int] | None = None, final: bool = False,
+              late: np.ndarray | None = None) -> Audit:
     """Audit a run from its ledger file and its open :class:`lab.sinks.SinkReader`.
 
     Never raises on a ledger it can read, NULL offsets included.
     """
     seqs, ids = sink.event_rows()
-    return audit_core(read_ledger(ledger_path), seqs, ids, sink.attempt_seqs(), positions, final=final)
+    return audit_core(read_ledger(ledger_path), seqs, ids, sink.attempt_seqs(), positions, final=final, late=late)

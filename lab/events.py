@@ -59,6 +59,7 @@ BATCH_ERROR = "batch-error"              #: a batch failed inside the driver
 BATCH_LOST = "batch-lost"                #: (receiver) a batch whose blocks were gone after recovery
 OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named different positions at start
 QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
+STATE_PROGRESS = "state-progress"        #: (structured, stateful query) a batch's state: rows, bytes, rows dropped by the watermark
 # driver: the receiver pipeline's feeder and receiver
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"

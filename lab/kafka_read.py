@@ -22,7 +22,8 @@ Records and rows
 ----------------
 A lab event is a record whose value is the producer's JSON object with (at
 least) the fields :data:`EVENT_FIELDS`: ``id`` (string), ``seq`` (integer)
-and ``key`` (string). :func:`record_row` turns one record into the sink's
+and ``key`` (string); ``event_time_ms`` (integer, :data:`OPTIONAL_FIELDS`) is
+read when present (the ``event_time_ms`` column, null without it). :func:`record_row` turns one record into the sink's
 row ``(event_id, seq, partition, offset)`` (:data:`lab.sinks.Row`,
 columns :data:`ROW_COLUMNS`); :func:`arrow_events` does the same for a
 chunk of records at once, into the columns :data:`COLUMNS` (Arrow's JSON
@@ -69,8 +70,11 @@ ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 #: The fields of a record's JSON value that make it a lab event, with their types.
 EVENT_FIELDS = (("id", "string"), ("seq", "long"), ("key", "string"))
+#: Fields of the value a stateful query needs and older events lack: read as null when absent.
+OPTIONAL_FIELDS = (("event_time_ms", "long"),)
 #: The columns of an event read from Kafka (the ``labkafka`` source's schema, Arrow batches, the files sink).
-COLUMNS = (("event_id", "string"), ("seq", "long"), ("key", "string"), ("partition", "int"), ("offset", "long"))
+COLUMNS = (("event_id", "string"), ("seq", "long"), ("key", "string"), ("partition", "int"), ("offset", "long"),
+           ("event_time_ms", "long"))
 #: The sink's row, :data:`lab.sinks.Row`: these columns, in this order.
 ROW_COLUMNS = ("event_id", "seq", "partition", "offset")
 #: How every reader names a record that is not a lab event.
@@ -145,7 +149,20 @@ def _arrow_schema():
     import pyarrow as pa
 
     types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32()}
-    return pa.schema([(name, types[t]) for name, t in COLUMNS]), pa.schema([(n, types[t]) for n, t in EVENT_FIELDS])
+    return (pa.schema([(name, types[t]) for name, t in COLUMNS]),
+            pa.schema([(n, types[t]) for n, t in EVENT_FIELDS + OPTIONAL_FIELDS]))
+
+
+def event_time_ms(value: bytes) -> int | None:
+    """The event time a lab event carries (``event_time_ms``), or ``None`` when it has none.
+
+    Only called for values :func:`event_fields` has accepted as lab events.
+    """
+    try:
+        stamp = json.loads(value).get("event_time_ms")
+    except (ValueError, AttributeError):
+        return None
+    return stamp if type(stamp) is int and -_INT64 <= stamp < _INT64 else None
 
 
 def arrow_events(partition: int, offsets: Sequence[int], values: Sequence[bytes]):
@@ -176,15 +193,17 @@ def arrow_events(partition: int, offsets: Sequence[int], values: Sequence[bytes]
                 pa.BufferReader(blob), read_options=pa_json.ReadOptions(use_threads=False, block_size=len(blob) + 1),
                 parse_options=pa_json.ParseOptions(explicit_schema=value_schema, unexpected_field_behavior="ignore"))
             if table.num_rows == len(values) and all(table.column(n).null_count == 0 for n, _ in EVENT_FIELDS):
-                fields = [table.column(n).combine_chunks() for n, _ in EVENT_FIELDS]
+                fields = [table.column(n).combine_chunks() for n, _ in EVENT_FIELDS + OPTIONAL_FIELDS]
     except Exception:  # anything Arrow cannot read (or a None value): the reference path decides
         fields = None
     if fields is None:  # the first record that is not an event raises here
         parsed = [event_fields(v, partition, o) for o, v in zip(offsets, values)]
         fields = [pa.array([f[i] for f in parsed], value_schema.field(i).type) for i in range(len(EVENT_FIELDS))]
+        fields.append(pa.array([event_time_ms(v) for v in values], pa.int64()))
     n = len(offsets)
     return pa.RecordBatch.from_arrays(
-        fields + [pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64())], schema=schema)
+        fields[:len(EVENT_FIELDS)] + [pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64())]
+        + fields[len(EVENT_FIELDS):], schema=schema)
 
 
 def rows_of_arrow(batches: Iterable) -> list[tuple]:

@@ -13,6 +13,9 @@ aborted    written inside a transaction the producer aborted: in the topic,
            but a ``read_committed`` reader never returns it; not owed
 ========== ===================================================================
 
+Each send also keeps the event time the producer stamped on the event
+(``event_time_ms``): what a stateful query windows and watermarks by.
+
 Only ``acked`` events are owed to the sink. An ``unknown`` send that did land
 shows up in the audit as an unexpected row, which is the truth.
 """
@@ -35,7 +38,8 @@ CREATE TABLE IF NOT EXISTS sends (
     kafka_offset INTEGER,
     error TEXT,
     sent_at REAL NOT NULL,
-    done_at REAL
+    done_at REAL,
+    event_time_ms INTEGER
 );
 """
 
@@ -51,6 +55,7 @@ class LedgerEntry:
     error: str | None
     sent_at: float
     done_at: float | None
+    event_time_ms: int | None = None  # the event time the producer stamped (ms since the epoch)
 
 
 class Ledger:
@@ -68,7 +73,7 @@ class Ledger:
             return
         with self.db:
             self.db.executemany(
-                "INSERT OR REPLACE INTO sends VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO sends VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [tuple(e.__dict__.values()) for e in entries],
             )
 

@@ -3,8 +3,10 @@
 Runs in a background thread of the control process (the notebook kernel or
 the ``lab`` CLI) so a pipeline consumes while it produces. Each event has a
 unique id (a UUID drawn from the run's seed, so the same seed gives the same
-ids), a per-run sequence number, and a key drawn from 64 keys so records
-spread over the partitions.
+ids), a per-run sequence number, a key drawn from 64 keys so records
+spread over the partitions, and an event time in milliseconds
+(``event_time_ms``, kept in the ledger): the send's wall-clock time, or,
+for the ``--late-fraction`` of late events, ``--late-by`` seconds before it.
 
 Delivery guarantee
 ------------------
@@ -35,6 +37,26 @@ def event_ids(seed: int, count: int) -> list[str]:
     """The ids of a run's events, in sequence order (same seed, same ids)."""
     rng = random.Random(seed)
     return [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(count)]
+
+
+class LateEvents:
+    """Which events the producer stamps with an old event time (``--late-fraction``, ``--late-by``).
+
+    Drawn from their own random stream of the run's seed, so keys and ids are
+    the same with and without late events.
+    """
+
+    def __init__(self, seed: int, fraction: float, late_by_s: float) -> None:
+        self.rng = random.Random(seed + 2)
+        self.fraction = fraction
+        self.late_by_ms = int(round(late_by_s * 1000))
+
+    def event_time_ms(self, now: float) -> int:
+        """The event time of the next event (ms since the epoch): ``now``, or ``late_by`` before it."""
+        stamp = int(now * 1000)
+        if self.fraction and self.rng.random() < self.fraction:
+            return stamp - self.late_by_ms
+        return stamp
 
 
 @dataclass
@@ -175,7 +197,7 @@ class LedgeredProducer:
             # the supervisor places it from the topic before the audit.
             status = "acked" if (offset is not None or self.config.producer.acks != "0") else "unknown"
             note = "acknowledged without an offset" if status == "acked" and offset is None else None
-            done = LedgerEntry(seq, entry.event_id, entry.key, status, md.partition, offset, note, entry.sent_at, time.time())
+            done = replace(entry, status=status, partition=md.partition, kafka_offset=offset, error=note, done_at=time.time())
             if self._held is not None:
                 self._held.append(done)
                 return
@@ -191,9 +213,7 @@ class LedgeredProducer:
             if entry is None:
                 return
             status = "failed" if _is_definite_rejection(exc) else "unknown"
-            self._done_entries.append(
-                LedgerEntry(seq, entry.event_id, entry.key, status, None, None, repr(exc)[:300], entry.sent_at, time.time())
-            )
+            self._done_entries.append(replace(entry, status=status, error=repr(exc)[:300], done_at=time.time()))
             if status == "failed":
                 self.stats.failed += 1
             else:
@@ -225,8 +245,7 @@ class LedgeredProducer:
             held, self._held = self._held, []
             for e in held:
                 status = outcome if e.status == "acked" else e.status
-                self._done_entries.append(LedgerEntry(e.seq, e.event_id, e.key, status, e.partition, e.kafka_offset,
-                                                      error or e.error, e.sent_at, time.time()))
+                self._done_entries.append(replace(e, status=status, error=error or e.error, done_at=time.time()))
                 if status == "acked":
                     self.stats.acked += 1
                 elif status == "failed":
@@ -250,6 +269,7 @@ class LedgeredProducer:
         producer = None
         ids = event_ids(cfg.seed, cfg.events)
         rng = random.Random(cfg.seed + 1)
+        late = LateEvents(cfg.seed, cfg.late_fraction, cfg.late_by_s)
         self.events.write(ev.PRODUCER_START, planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
         try:
             producer = self._make_producer()
@@ -270,8 +290,10 @@ class LedgeredProducer:
                     if delay > 0:
                         time.sleep(delay)
                 key = f"k{rng.randrange(KEYS):02d}"
-                value = {"id": ids[seq], "seq": seq, "key": key, "produced_at": time.time()}
-                entry = LedgerEntry(seq, ids[seq], key, "unknown", None, None, None, time.time(), None)
+                now = time.time()
+                event_time_ms = late.event_time_ms(now)
+                value = {"id": ids[seq], "seq": seq, "key": key, "event_time_ms": event_time_ms, "produced_at": now}
+                entry = LedgerEntry(seq, ids[seq], key, "unknown", None, None, None, now, None, event_time_ms)
                 with self._lock:
                     self._in_flight[seq] = entry
                 try:
@@ -279,9 +301,7 @@ class LedgeredProducer:
                 except Exception as exc:  # nothing left the client: a definite failure
                     with self._lock:
                         self._in_flight.pop(seq, None)
-                        self._done_entries.append(
-                            LedgerEntry(seq, ids[seq], key, "failed", None, None, repr(exc)[:300], entry.sent_at, time.time())
-                        )
+                        self._done_entries.append(replace(entry, status="failed", error=repr(exc)[:300], done_at=time.time()))
                         self.stats.failed += 1
                     continue
                 self.stats.sent += 1

@@ -107,7 +107,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
                                       isolation_level=config.producer.isolation_level)
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
-        audit = audit_run(run_dir / LEDGER_FILE, sink, positions, final=True)
+        audit = audit_of_run(run_dir, config, sink, positions, final=True)
     audit.table.to_csv(run_dir / "audit.csv", index=False)
     dup = [c[0] for c in copies.values() if c[0] > 1]
     source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
@@ -117,6 +117,15 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)
     return audit, source
+
+
+def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False) -> Audit:
+    """The audit a run's query calls for: per event, or for a stateful query :func:`lab.window_audit.audit_stateful`."""
+    if config.query == "passthrough":
+        return audit_run(Path(run_dir) / LEDGER_FILE, sink, positions, final=final)
+    from lab.window_audit import audit_stateful
+
+    return audit_stateful(Path(run_dir), config, sink, positions, final=final)
 
 
 def aborted_ids(ledger_path) -> list[str]:

@@ -10,6 +10,9 @@ directory) or PostgreSQL when ``LAB_SINK_URL`` is a ``postgresql://`` URL
 ``sink_batches``   batch keys committed (transactional mode)
 ``sink_offsets``   next Kafka offset per partition, committed with the rows
                    when a pipeline stores its offsets in the sink
+``sink_windows``   a stateful query's counts per (window, key): each write's
+                   running count and its change (``delta``) since the state's
+                   previous version
 
 Delivery guarantees by mode
 ---------------------------
@@ -17,6 +20,16 @@ Delivery guarantees by mode
 ``idempotent``     exactly-once state: upsert on the event id.
 ``transactional``  exactly-once per batch key: rows and key commit together;
                    a key already committed is skipped (recorded as attempts).
+
+Counts (``--query window-count``) by mode, as a reader of the sink computes
+a window's count (:meth:`Sink.window_counts`):
+
+``append``         one row per write with the batch's change; the reader sums
+                   the changes, so a replayed batch is counted twice.
+``idempotent``     one row per (window, key), upserted with the running count:
+                   a replay rewrites the same value.
+``transactional``  change rows committed with their batch key; a replayed key
+                   is skipped, so the sum is exact.
 
 On failure
 ----------
@@ -55,6 +68,7 @@ DATABASE_MODES = tuple(m for m in SINK_MODES if m != FILES_MODE)
 FILES_SINK_PIPELINES = ("structured",)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
+WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)
 
 
 class OffsetMismatch(RuntimeError):
@@ -81,7 +95,9 @@ class SinkSpec:
 
 def sink_spec_for_run(mode: str, run_dir: Path | str, sink_url: str | None) -> SinkSpec:
     """Choose the backend for a run: PostgreSQL for ``sink_url``, else a SQLite file in the run dir."""
-    if mode == FILES_MODE:  # files sink block, below
+    if mode == FILES_MODE:
+        from lab.file_sink import files_sink_spec
+
         return files_sink_spec(run_dir)
     if mode not in DATABASE_MODES:
         raise choices_error("sink", mode, DATABASE_MODES)
@@ -104,7 +120,11 @@ def _schema_sql(mode: str) -> list[str]:
         """CREATE TABLE IF NOT EXISTS sink_offsets (
             topic TEXT NOT NULL, partition INTEGER NOT NULL, next_offset BIGINT NOT NULL,
             PRIMARY KEY (topic, partition))""",
-    ]
+        """CREATE TABLE IF NOT EXISTS sink_windows (
+            window_start BIGINT NOT NULL, window_end BIGINT NOT NULL, key TEXT NOT NULL, count BIGINT NOT NULL,
+            delta BIGINT NOT NULL, batch_key TEXT, written_at DOUBLE PRECISION)""",
+    ] + (["CREATE UNIQUE INDEX IF NOT EXISTS sink_windows_key ON sink_windows (window_start, key)"]
+         if mode == "idempotent" else [])
 
 
 class SinkReader(Protocol):
@@ -252,28 +272,72 @@ class Sink:
         """
         if offsets is not None and self.mode != "transactional":
             raise LabError("offsets can be stored in the sink only with --sink transactional")
+
+        def skipped() -> None:
+            self._many("INSERT INTO sink_attempts VALUES (?, ?, ?, ?)", [(r[0], r[1], batch_key, "skipped") for r in rows])
+
+        return self._write(rows, batch_key, lambda part: self._insert_rows(part, batch_key, "written"), on_midway,
+                           also=(lambda: self._advance_offsets(topic, offsets)) if offsets is not None else None,
+                           skipped=skipped)
+
+    def write_windows(self, rows: Sequence[WindowRow], batch_key: str, *,
+                      on_midway: Callable[[], None] | None = None) -> str:
+        """Write one batch of a stateful query's counts: ``(window_start_ms, window_end_ms, key, count, delta)``.
+
+        ``count`` is the window's running count in the state after the batch,
+        ``delta`` its change in this batch. Delivery guarantee: the mode's (see
+        the module docstring); ``on_midway`` and the halves as in :meth:`write_batch`.
+
+        Returns
+        -------
+        str
+            ``"written"`` or ``"skipped"`` (transactional, key already committed).
+        """
+        now = time.time()
+        if self.mode == "idempotent":
+            sql = ("INSERT INTO sink_windows VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (window_start, key) DO UPDATE SET "
+                   "count = excluded.count, delta = excluded.delta, batch_key = excluded.batch_key, "
+                   "written_at = excluded.written_at")
+        else:
+            sql = "INSERT INTO sink_windows VALUES (?, ?, ?, ?, ?, ?, ?)"
+        return self._write(rows, batch_key, lambda part: self._many(sql, [(*r, batch_key, now) for r in part]),
+                           on_midway)
+
+    def _write(self, rows: Sequence[tuple], batch_key: str, insert: Callable[[Sequence[tuple]], None],
+               on_midway: Callable[[], None] | None, also: Callable[[], None] | None = None,
+               skipped: Callable[[], None] | None = None) -> str:
+        """One batch by the mode's protocol: transactional commits rows, key and ``also`` at once; others in halves."""
         if self.mode == "transactional":
-            already = self._exec("SELECT 1 FROM sink_batches WHERE batch_key = ?", (batch_key,)).fetchone()
-            if already:
-                self._txn(lambda: self._many(
-                    "INSERT INTO sink_attempts VALUES (?, ?, ?, ?)", [(r[0], r[1], batch_key, "skipped") for r in rows]))
+            if self._exec("SELECT 1 FROM sink_batches WHERE batch_key = ?", (batch_key,)).fetchone():
+                if skipped is not None:
+                    self._txn(skipped)
                 return "skipped"
 
             def body() -> None:
-                self._insert_rows(rows, batch_key, "written")
+                insert(rows)
                 self._exec("INSERT INTO sink_batches VALUES (?, ?, ?)", (batch_key, len(rows), time.time()))
-                if offsets is not None:
-                    self._advance_offsets(topic, offsets)
+                if also is not None:
+                    also()
 
             self._txn(body, before_commit=on_midway)
             return "written"
         half = len(rows) // 2 if on_midway else len(rows)
-        self._txn(lambda: self._insert_rows(rows[:half], batch_key, "written"))
+        self._txn(lambda: insert(rows[:half]))
         if on_midway:
             on_midway()
         if half < len(rows):
-            self._txn(lambda: self._insert_rows(rows[half:], batch_key, "written"))
+            self._txn(lambda: insert(rows[half:]))
         return "written"
+
+    def window_counts(self) -> list[tuple[int, int, str, int]]:
+        """``(window_start_ms, window_end_ms, key, count)`` per window and key, as a reader of the sink computes it.
+
+        Idempotent: the stored running count. Append and transactional: the
+        sum of the stored changes (a change stored twice counts twice).
+        """
+        measure = "MAX(count)" if self.mode == "idempotent" else "SUM(delta)"
+        return [(int(a), int(b), k, int(c)) for a, b, k, c in self._exec(
+            f"SELECT window_start, MAX(window_end), key, {measure} FROM sink_windows GROUP BY window_start, key")]
 
     def stored_offsets(self, topic: str = "events") -> dict[int, int]:
         """Next offset per partition as committed with the rows (empty when none)."""
@@ -307,6 +371,7 @@ class Sink:
         return {
             "stored_rows": self._exec("SELECT COUNT(*) FROM sink_events").fetchone()[0],
             "write_attempts": self._exec("SELECT COUNT(*) FROM sink_attempts").fetchone()[0],
+            "window_rows": self._exec("SELECT COUNT(*) FROM sink_windows").fetchone()[0],
         }
 
     def close(self) -> None:
@@ -319,164 +384,11 @@ class Sink:
         self.close()
 
 
-def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink":
+def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink":  # noqa: F821
     """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
     spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
-    if spec.backend == FILES_MODE:  # files sink block, below
+    if spec.backend == FILES_MODE:
+        from lab.file_sink import FileSink
+
         return FileSink(spec)
     return Sink(spec)
-
-
-# == files sink ===============================================================
-# Spark's own Parquet file sink (structured pipeline, ``--sink files``). Spark
-# writes it; the lab only reads it, so the auditor can count it like the
-# database sinks.
-#
-# Delivery guarantee: exactly once per batch id. A batch's data files count
-# only once the batch's entry is in ``<dir>/_spark_metadata`` (the file sink's
-# own log, written after every task committed); a batch id already in the log
-# is skipped on re-run. Files of attempts killed with the driver stay on disk
-# uncommitted: they count as write attempts, never as stored rows.
-
-FILES_DIR = "sink-files"
-FILES_METADATA_DIR = "_spark_metadata"
-
-
-def files_sink_spec(run_dir: Path | str) -> SinkSpec:
-    """The files sink of a run: Parquet under ``<run_dir>/sink-files`` (``LAB_SINK_URL`` does not apply)."""
-    return SinkSpec(mode=FILES_MODE, backend=FILES_MODE, path=str(Path(run_dir).resolve() / FILES_DIR))
-
-
-def committed_files(out_dir: Path | str) -> list[Path]:
-    """Data files the file sink's metadata log lists as committed, in log order.
-
-    Reads ``_spark_metadata`` as Spark does: the newest ``N.compact`` file
-    holds every entry up to ``N``; plain ``N`` files hold one batch each.
-    Temporary files (``.N.<uuid>.tmp``) are ignored: a batch is committed only
-    once its file has been renamed into place.
-
-    Raises
-    ------
-    LabError
-        On a log version the lab does not know.
-    """
-    from urllib.parse import unquote, urlparse
-
-    log_dir = Path(out_dir) / FILES_METADATA_DIR
-    if not log_dir.is_dir():
-        return []
-    logs = {}
-    for f in log_dir.iterdir():
-        m = re.fullmatch(r"(\d+)(\.compact)?", f.name)
-        if m:
-            logs[int(m.group(1))] = f
-    compacts = [b for b, f in logs.items() if f.name.endswith(".compact")]
-    first = max(compacts) if compacts else 0
-    entries: dict[str, dict] = {}
-    for batch in sorted(b for b in logs if b >= first):
-        lines = logs[batch].read_text().splitlines()
-        if not lines or lines[0] != "v1":
-            raise LabError(f"unknown file sink log version in {logs[batch]}: {lines[:1]}")
-        for line in lines[1:]:
-            if not line.strip():
-                continue
-            entry = json.loads(line)
-            if entry.get("action") == "delete":
-                entries.pop(entry["path"], None)
-            else:
-                entries[entry["path"]] = entry
-    return [Path(unquote(urlparse(p).path)) for p in entries]
-
-
-def data_files(out_dir: Path | str) -> list[Path]:
-    """Every Parquet data file under ``out_dir``, committed or not (hidden and metadata files excluded)."""
-    root = Path(out_dir)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.rglob("*.parquet")
-                  if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
-
-
-def _read_column_arrays(files: Iterable[Path], columns: Sequence[str]) -> tuple[dict, int]:
-    """``({column: numpy array over all files}, unreadable files)``; a file still being written is unreadable."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    parts: dict[str, list] = {c: [] for c in columns}
-    unreadable = 0
-    for f in files:
-        try:
-            table = pq.read_table(f, columns=list(columns))
-        except Exception:
-            unreadable += 1
-            continue
-        for c in columns:
-            parts[c].append(table.column(c).to_numpy(zero_copy_only=False))
-    out = {}
-    for c in columns:
-        out[c] = np.concatenate(parts[c]) if parts[c] else np.array([], dtype=np.int64 if c == "seq" else object)
-    if "seq" in out:
-        out["seq"] = out["seq"].astype(np.int64)
-    if "event_id" in out:
-        out["event_id"] = out["event_id"].astype(object)
-    return out, unreadable
-
-
-class FileSink:
-    """Read side of the files sink: a :class:`SinkReader`.
-
-    Stored rows are the rows of committed files (what a reader of the sink
-    through its metadata log, such as ``spark.read.parquet``, sees); write
-    attempts are the rows of every complete data file on disk, so output a
-    crash left uncommitted shows as "written, not stored".
-    """
-
-    def __init__(self, spec: SinkSpec) -> None:
-        self.spec = spec
-        self.mode = spec.mode
-        self.path = Path(spec.path)
-
-    def write_batch(self, *args, **kwargs) -> str:
-        raise LabError("the files sink is written by Spark's file sink inside the structured pipeline, not row by row")
-
-    def committed_files(self) -> list[Path]:
-        return committed_files(self.path)
-
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:  # noqa: F821
-        """Every committed row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
-        cols, _ = _read_column_arrays(self.committed_files(), ("seq", "event_id"))
-        return cols["seq"], cols["event_id"]
-
-    def attempt_seqs(self) -> "np.ndarray":  # noqa: F821
-        """The event sequence number of every row in any readable data file, committed or not."""
-        return _read_column_arrays(data_files(self.path), ("seq",))[0]["seq"]
-
-    def event_counts(self) -> list[tuple[str, int]]:
-        """``(event_id, stored rows)`` over the committed files."""
-        from collections import Counter
-
-        return list(Counter(self.event_rows()[1].tolist()).items())
-
-
-    def totals(self) -> dict[str, int]:
-        committed = self.committed_files()
-        on_disk = data_files(self.path)
-        stored, _ = _read_column_arrays(committed, ("seq",))
-        written, unreadable = _read_column_arrays(on_disk, ("seq",))
-        return {
-            "stored_rows": int(len(stored["seq"])),
-            "write_attempts": int(len(written["seq"])),
-            "committed_files": len(committed),
-            "uncommitted_files": len(set(on_disk) - set(committed)),
-            "unreadable_files": unreadable,
-        }
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> "FileSink":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-# == end files sink ===========================================================

@@ -38,7 +38,7 @@ from lab import broker as broker_mod
 from lab import events as ev
 from lab import cluster, injector, kafka_tools, processes
 from lab import spark as spark_mod
-from lab.auditor import Audit, audit_run
+from lab.auditor import Audit
 from lab.config import RunConfig
 from lab.driver_process import DriverProcess
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
@@ -46,7 +46,7 @@ from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
 from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
-from lab.run_report import RunResult, RunStatus, build_report, final_audit, in_flight_positions
+from lab.run_report import RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -233,7 +233,7 @@ class Run:
     def live_audit(self) -> Audit:
         """Audit what the sink holds right now (undelivered events beyond the position are unseen)."""
         with open_sink(self.run_dir) as sink:
-            return audit_run(self.run_dir / LEDGER_FILE, sink, read_progress(self.run_dir)["positions"])
+            return audit_of_run(self.run_dir, self.config, sink, read_progress(self.run_dir)["positions"])
 
     def __enter__(self) -> "Run":
         return self.start()

@@ -25,6 +25,14 @@ Output
     committed by its entry in ``sink-files/_spark_metadata``; a batch id
     already there is skipped.
 
+Stateful queries
+----------------
+``--query window-count`` and ``--query dedupe`` put a stateful operator
+between the source and ``foreachBatch``: :mod:`lab.pipelines.stateful`
+builds them and writes ``window-count``'s counts; the named points, the
+checkpoint and recovery are the ones below. A stateful query also writes
+``state-progress`` per batch (Spark's own figures for its state store).
+
 Delivery guarantee
 ------------------
 Receipt is exactly once (replayable ranges + offset log). End to end:
@@ -225,6 +233,8 @@ def run(ctx: DriverContext) -> None:
 
     from lab.kafka_read import earliest_offsets
     from lab.kafka_source import register
+    from lab.config import STATE_STORES
+    from lab.pipelines import stateful
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
     from lab.spark import (TASK_ATTEMPTS, TASK_MODULES, spark_session, start_sql_python_workers, warm_up,
                            with_task_retries)
@@ -236,7 +246,8 @@ def run(ctx: DriverContext) -> None:
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
-                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))},
+                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000)),
+                                 stateful.STATE_STORE_CONF: STATE_STORES[cfg.state_store]},
                           kafka_connector=cfg.may_use_connector, phase=ctx.phase)
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
@@ -270,7 +281,7 @@ def run(ctx: DriverContext) -> None:
         data = batch_df
         try:
             ranges = batch_ranges(batch)
-            if cfg.producer.transactional:
+            if cfg.producer.transactional and cfg.query == "passthrough":
                 # Transaction markers (and aborted records) occupy offsets: only a count tells the rows;
                 # the cache keeps the output from reading Kafka a second time.
                 data = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -278,16 +289,23 @@ def run(ctx: DriverContext) -> None:
             else:
                 # Without producer transactions every offset holds one record: the batch's rows are its
                 # ranges' lengths, known without a Spark job (measured: a fifth more records/s than
-                # counting first). batch-done has the rows the output tasks read.
+                # counting first). batch-done has the rows the output tasks read. A stateful query's
+                # DataFrame is its output, not its input: its offsets are counted (transaction markers too).
                 rows = sum(end - start for start, end in ranges.values())
             # ``began``: when Spark handed over the planned batch.
             ctx.batch_start(batch, ranges, rows, began=began)
             ctx.point("after-offset-log", batch)
             fail_once = ctx.task_failure_due(batch) is not None
+            counted = None
             if file_sink is not None:
                 out = data.mapInArrow(files_passthrough(ctx, batch, fail_once), data.schema)
                 file_sink.addBatch(batch, out._jdf)
                 parts = None
+            elif cfg.query == "window-count":
+                previous = stateful.previous_counts(spark, str(checkpoint.path), batch)
+                parts = data.mapInArrow(stateful.window_writer(ctx, batch, fail_once, previous),
+                                        stateful.WINDOW_PART_SCHEMA).collect()
+                counted = sum(p["counted"] for p in parts)
             else:
                 parts = data.mapInArrow(database_writer(ctx, batch, fail_once),
                                         "part int, rows long, outcome string").collect()
@@ -296,6 +314,9 @@ def run(ctx: DriverContext) -> None:
             if parts is not None:
                 info["rows"] = sum(p["rows"] for p in parts)
                 info["skipped_parts"] = sum(1 for p in parts if p["outcome"] == "skipped")
+            if counted is not None:
+                # The batch's contribution to the windows: the sum of its changes (what a replay adds again).
+                info.update(windows=info.pop("rows"), rows=rows, counted=counted)
             with log.lock:
                 log.done[batch] = info
         finally:
@@ -307,15 +328,20 @@ def run(ctx: DriverContext) -> None:
     # A transactional producer's events are final only once committed: read_committed then.
     source = kafka_event_stream(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
                                 cfg.isolation_level)
+    output_mode = "append"
+    if cfg.query != "passthrough":
+        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.window_s, cfg.watermark_s)
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
              .queryName(f"lab_structured_{cfg.sink}")
+             .outputMode(output_mode)
              .foreachBatch(process)
              .option("checkpointLocation", str(checkpoint.path))
              .trigger(processingTime=f"{cfg.batch_interval_s:g} seconds")
              .start())
     ctx.phase("query")
     committed = checkpoint.last_committed()
+    states = _StateReports(ctx) if cfg.query != "passthrough" else None
     try:
         while not ctx.stopping:
             if not query.isActive:
@@ -324,6 +350,8 @@ def run(ctx: DriverContext) -> None:
                     raise error
                 break
             committed = _report_commits(ctx, checkpoint, log, committed)
+            if states is not None:
+                states.look(query.lastProgress)
             time.sleep(POLL_S)
         deadline = time.monotonic() + STOP_WAIT_S
         while log.in_flight is not None and time.monotonic() < deadline:
@@ -333,9 +361,28 @@ def run(ctx: DriverContext) -> None:
         except Exception as e:  # a batch cut short by the stop is re-run by the next query
             ctx.events.write(ev.QUERY_STOP_ERROR, error=repr(e)[:300])
         _report_commits(ctx, checkpoint, log, committed)
+        if states is not None:
+            for progress in query.recentProgress:
+                states.look(progress)
     finally:
         warm.join(STOP_WAIT_S)
         spark.stop()
+
+
+class _StateReports:
+    """Writes ``state-progress`` once per batch from the query's progress reports."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        self.ctx = ctx
+        self.seen: set[int] = set()
+
+    def look(self, progress: dict | None) -> None:
+        from lab.pipelines.stateful import state_progress
+
+        state = state_progress(progress) if progress else None
+        if state is not None and state["batch"] not in self.seen:
+            self.seen.add(state["batch"])
+            self.ctx.events.write(ev.STATE_PROGRESS, **state)
 
 
 def _report_commits(ctx: DriverContext, checkpoint: Checkpoint, log: _BatchLog, committed: int) -> int:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 
 from lab.errors import DriverConfigError, LabError
-from lab.kafka_read import EVENT_FIELDS, NOT_AN_EVENT, POLL_RECORDS
+from lab.kafka_read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -48,7 +48,7 @@ SPARK_READER_NEEDS_KAFKA = (
     "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
     "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
 #: The event fields of a record's JSON value (:data:`lab.kafka_read.EVENT_FIELDS`) as a Spark DDL schema.
-VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS)
+VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
 
 
 def connector_on_classpath(spark) -> bool:
@@ -114,7 +114,8 @@ def events_from_kafka_rows(df):
     return parsed.select(
         F.when(not_event, F.raise_error(message)).otherwise(F.col("v.id")).alias("event_id"),
         F.col("v.seq").alias("seq"), F.col("v.key").alias("key"),
-        F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"))
+        F.col("partition").cast("int").alias("partition"), F.col("offset").cast("long").alias("offset"),
+        *(F.col(f"v.{name}").alias(name) for name, _ in OPTIONAL_FIELDS))
 
 
 def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partitions: int, max_batch_records: int,

@@ -35,6 +35,12 @@ def test_environment_is_read(runs_dir, monkeypatch):
         (dict(colour="red"), ["'colour'", "pipeline"]),
         (dict(pipeline="structured", kafka_reader="connector"), ["'connector'", "auto", "labkafka", "spark"]),
         (dict(pipeline="structured", kafka_reader="spark", broker="tansu"), ["LAB_KAFKA_BOOTSTRAP", "--kafka-reader labkafka"]),
+        (dict(pipeline="structured", query="sum"), ["'sum'", "passthrough", "window-count", "dedupe"]),
+        (dict(pipeline="direct", query="window-count"), ["window-count", "structured", "'direct'"]),
+        (dict(pipeline="structured", query="window-count", sink="files"), ["window-count", "append", "files"]),
+        (dict(pipeline="structured", state_store="leveldb"), ["'leveldb'", "hdfs", "rocksdb"]),
+        (dict(late_fraction=1.5), ["late_fraction", "1.5"]),
+        (dict(window_s=0), ["window must be"]),
     ],
 )
 def test_bad_values_are_named_with_the_valid_choices(runs_dir, params, words):

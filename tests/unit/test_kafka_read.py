@@ -63,9 +63,20 @@ def test_arrow_variant_gives_the_rows_of_the_pure_function():
     offsets = list(range(100, 100 + len(values)))
     batch = arrow_events(4, offsets, values)
     assert batch.schema.names == [name for name, _ in COLUMNS]
-    assert [str(t) for t in batch.schema.types] == ["string", "int64", "string", "int32", "int64"]
+    assert [str(t) for t in batch.schema.types] == ["string", "int64", "string", "int32", "int64", "int64"]
     assert rows_of_arrow([batch]) == [record_row(4, o, v) for o, v in zip(offsets, values)]
     assert batch.column("key").to_pylist() == [f[2] for _, f in EVENTS] * 3
+    assert batch.column("event_time_ms").to_pylist() == [None] * len(values)  # these values carry none
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_the_event_time_is_read_when_the_value_carries_it(fallback):
+    values = [produced(seq=i, event_time_ms=1_795_000_000_000 + i) for i in range(3)]
+    if fallback:  # a value spanning lines takes the record-by-record path
+        values.append(b'{"id": "x",\n "seq": 9, "key": "k", "event_time_ms": 7}')
+    batch = arrow_events(0, list(range(len(values))), values)
+    expected = [1_795_000_000_000 + i for i in range(3)] + ([7] if fallback else [])
+    assert batch.column("event_time_ms").to_pylist() == expected
 
 
 @pytest.mark.parametrize("bad", NOT_EVENTS)
