@@ -108,6 +108,12 @@ def _print_table(report: dict) -> None:
         ("broker", report.get("broker_version") or "?"),
         ("guarantee measured", report["guarantee"]),
     ]
+    if "windows" in report:  # window-count: audited per (window, key); lost/duplicated are the under/overcount
+        rows[1:4] = [("windows exact / all", f"{report['windows_exact']} / {report['windows']}"),
+                     ("windows over", f"{report['windows_over']}  (+{report['overcount']} events)"),
+                     ("windows under", f"{report['windows_under']}  (-{report['undercount']} events)")]
+    if report.get("late_dropped"):
+        rows.insert(4, ("late, dropped (watermark)", report["late_dropped"]))
     if report.get("aborted_sends"):
         rows.insert(6, ("aborted (txn-abort)", f"{report['aborted_sends']}  ({report.get('aborted_in_topic', '?')} of "
                                                "them in the topic, read uncommitted)"))

@@ -58,6 +58,7 @@ TEMPLATE = Path(__file__).resolve().parent / "templates" / "scenario.ipynb"
 #: Columns of the results table, in order (then every count of the report).
 COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", "faults", "seed", "acked",
            "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
+           "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount", "late_dropped",
            "write_attempts", "stored_rows", "restarts", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
 
 

@@ -76,8 +76,11 @@ def show(result: RunResult) -> None:
     from lab.ui import counts_html
 
     display(HTML(counts_html(result.report)))
-    plots.delivery_counts(result.audit).show()
-    plots.event_strip(result.audit.table).show()
+    if result.audit.windows is not None:  # window-count: the sink holds counts, audited per window
+        plots.window_counts(result.audit.table).show()
+    else:
+        plots.delivery_counts(result.audit).show()
+        plots.event_strip(result.audit.table).show()
     plots.timeline(read_events(result.run_dir)).show()
 
 
@@ -91,7 +94,47 @@ def compare(results: dict[str, RunResult]):
         rows.append({"scenario": label, "guarantee": c["guarantee"], "acked": c["acked"],
                      "exactly once": c["exactly_once"], "duplicated": c["duplicated"], "lost": c["lost"],
                      "unseen": c["unseen"], "unexpected": c["unexpected"], "write attempts": c["write_attempts"], "stored rows": c["stored_rows"]})
+        if c.get("late_dropped") or "windows" in c:
+            rows[-1].update({k.replace("_", " "): c.get(k) for k in (
+                "late_dropped", "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount")})
+        if "source_duplicates" in r.report:
+            rows[-1]["source duplicates"] = r.report["source_duplicates"]
     return pd.DataFrame(rows).set_index("scenario")
+
+
+def state_store(run_dir: Path | str):
+    """The state store on disk: one row per state file (operator, partition, version, kind, bytes).
+
+    HDFS-backed provider: ``N.delta`` (a batch's changes) and ``N.snapshot``
+    (the whole state, written every few versions); RocksDB: ``N.zip`` and the
+    shared SST files it names.
+    """
+    import pandas as pd
+
+    root = Path(run_dir) / "checkpoint" / "state"
+    rows = []
+    for f in sorted(root.rglob("*")) if root.is_dir() else []:
+        if not f.is_file() or f.name.startswith(".") or f.suffix == ".crc":
+            continue
+        rel = f.relative_to(root).parts
+        stem, kind = (f.name.split(".", 1) + [""])[:2]
+        rows.append({"operator": rel[0], "partition": rel[1] if len(rel) > 2 else "", "version":
+                     int(stem) if stem.isdigit() else None, "kind": kind or f.name, "bytes": f.stat().st_size,
+                     "file": "/".join(rel)})
+    return pd.DataFrame(rows, columns=["operator", "partition", "version", "kind", "bytes", "file"]).astype({"version": "Int64"})
+
+
+def recovery_s(result: RunResult) -> float | None:
+    """Seconds from the crash to the restarted driver's first completed batch (``None`` without a crash)."""
+    from lab.events import read_events
+
+    events = read_events(result.run_dir)
+    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
+    if crash is None:
+        return None
+    done = [e["t"] for e in events if e["type"] == ev.BATCH_DONE and e["t"] > crash]
+    return round(done[0] - crash, 2) if done else None
+
 
 
 #: The broker :func:`start_broker` started in this kernel, and the runs directory it is recorded in.

@@ -211,3 +211,38 @@ def aborted_transactions(rows: dict[str, dict],
     fig.update_layout(barmode="group", title=title, yaxis_title="events", template="plotly_white", height=420,
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def window_counts(table, title: str = "Every window: expected vs measured count") -> go.Figure:
+    """Per (window, key): the count the ledger owes (bar) and the sink's (marker); over and under marked.
+
+    ``table`` is a window audit's (:class:`lab.window_audit.WindowAudit`):
+    ``window_start``, ``key``, ``expected``, ``measured``, ``late``, ``status``.
+    Late events (dropped behind the watermark, owed to nobody) are a grey bar
+    on top of the expected count.
+    """
+    import pandas as pd
+
+    t = table.copy()
+    t["label"] = [f"{pd.to_datetime(w, unit='ms'):%H:%M:%S} {k}" for w, k in zip(t["window_start"], t["key"])]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=t["label"], y=t["expected"], name="expected (ledger)", marker_color="#c7e9c0"))
+    if t["late"].sum():
+        fig.add_trace(go.Bar(x=t["label"], y=t["late"], name=f"late, dropped ({int(t['late'].sum())})",
+                             marker_color="#bdbdbd"))
+    for status, color, symbol in (("exact", COLORS["exactly-once"], "circle"), ("over", COLORS["duplicated"], "triangle-up"),
+                                  ("under", COLORS["lost"], "triangle-down")):
+        part = t[t["status"] == status]
+        if len(part) or status == "exact":
+            fig.add_trace(go.Scatter(
+                x=part["label"], y=part["measured"], mode="markers", name=f"measured: {status} ({len(part)})",
+                marker=dict(color=color, symbol=symbol, size=9 if status == "exact" else 12),
+                customdata=(part["measured"] - part["expected"]).to_numpy(),
+                hovertemplate="%{x}<br>measured %{y} (%{customdata:+d})<extra></extra>"))
+    over = int((t["measured"] - t["expected"]).clip(lower=0).sum())
+    under = int((t["expected"] - t["measured"]).clip(lower=0).sum())
+    fig.update_layout(
+        title=f"{title}<br><sup>{len(t)} windows × keys · overcount {over} · undercount {under} events</sup>",
+        barmode="stack", xaxis_title="window start (UTC) and key", yaxis_title="events",
+        xaxis=dict(showticklabels=len(t) <= 80), template="plotly_white", height=420, margin=dict(t=80))
+    return fig

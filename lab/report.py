@@ -77,9 +77,20 @@ def mismatches(view: pd.DataFrame) -> pd.DataFrame:
     return view[view["verdict"] != "as expected"]
 
 
+def _windows_cell(r) -> str:
+    """A window-count run's windows (exact / over / under, with the events over and under); empty otherwise."""
+    w = r.get("windows")
+    if w is None or pd.isna(w):
+        return ""
+    n = {k: int(r.get(k) or 0) for k in ("windows_exact", "windows_over", "windows_under", "overcount", "undercount")}
+    return (f"{n['windows_exact']} / {n['windows_over']} (+{n['overcount']}) / "
+            f"{n['windows_under']} (-{n['undercount']}) of {int(w)}")
+
+
 def table_html(view: pd.DataFrame, link_base: Path | None = None) -> str:
     """The results as an HTML table; mismatches highlighted, each row linked to its run's HTML."""
-    head = ["scenario", "seed", "expected", "measured", "lost", "duplicated", "unexpected", "source dups", "verdict", "run"]
+    head = ["scenario", "seed", "expected", "measured", "lost", "duplicated", "unexpected", "source dups",
+            "windows exact / over / under", "verdict", "run"]
     rows = []
     for _, r in view.iterrows():
         bad = r["verdict"] != "as expected"
@@ -89,7 +100,7 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None) -> str:
             href = target.relative_to(link_base) if link_base and target.is_relative_to(link_base) else target
             link = f"<a href='{html.escape(str(href))}'>notebook</a>"
         cells = [r["name"], r["seed"], r["expect"], r.get("guarantee", ""), r["lost"], r["duplicated"], r["unexpected"],
-                 r["source_duplicates"], f"<b>{r['verdict']}</b>", link]
+                 r["source_duplicates"], _windows_cell(r), f"<b>{r['verdict']}</b>", link]
         style = " style='background:#fde0dc'" if bad else ""
         rows.append(f"<tr{style}>" + "".join(
             f"<td>{c if isinstance(c, str) and c.startswith('<') else html.escape(str(c))}</td>" for c in cells) + "</tr>")

@@ -40,7 +40,7 @@ out["present_class"] = si.connector_on_classpath(spark)
 kafka_schema = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")
 now = datetime.datetime(2026, 1, 1)
-rows = [(b"k1", json.dumps({"id": "e-1", "seq": 1, "key": "k1"}).encode(), "events", 2, 40, now, 0),
+rows = [(b"k1", json.dumps({"id": "e-1", "seq": 1, "key": "k1", "event_time_ms": 1795000000123}).encode(), "events", 2, 40, now, 0),
         (None, json.dumps({"id": "e-2", "seq": 2, "key": "k2", "extra": 1}).encode(), "events", 0, 7, now, 0)]
 events = si.events_from_kafka_rows(spark.createDataFrame(rows, kafka_schema))
 out["schema"] = [(f.name, f.dataType.simpleString()) for f in events.schema.fields]
@@ -69,7 +69,8 @@ def test_reader_choice_and_the_connector_rows_as_lab_events(tmp_path):
     assert "--kafka-reader labkafka" in out["spark-True"]
     assert out["spark-False"].startswith("DriverConfigError") and "--broker kafka" in out["spark-False"]
     assert out["schema"] == out["lab_schema"]
-    assert out["rows"] == [["e-1", 1, "k1", 2, 40], ["e-2", 2, "k2", 0, 7]]
+    # The event time when the value carries one (a stateful query's column), null when not.
+    assert out["rows"] == [["e-1", 1, "k1", 2, 40, 1795000000123], ["e-2", 2, "k2", 0, 7, None]]
     # A record that is not a lab event fails the batch, naming it (partition@offset) where it parsed as JSON.
     assert "MALFORMED_RECORD_IN_PARSING" in out["not json"]
     assert "record 1@3 is not a lab event" in out["no id"] and "record 1@3 is not a lab event" in out["null"]

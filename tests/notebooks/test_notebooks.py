@@ -22,9 +22,10 @@ SMALL = {
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
+    "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"]),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
+MIN_PLOTS = {"06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
 
 
 def notebooks():
@@ -59,6 +60,8 @@ def test_notebook_runs_headless(path, runs_dir):
     html, _ = HTMLExporter().from_notebook_node(nb)
     (ARTIFACTS / f"{path.stem}.html").write_text(html)
     assert html.count("Plotly.newPlot") >= MIN_PLOTS.get(path.stem, 3)
+    if path.stem == "06_stateful_streaming":  # the window chart, with the append run's overcount marked
+        assert html.count("Every window: expected vs measured count") >= 3 and "measured: over (" in html
     if path.stem != "04_semantics_matrix":
         reports = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*/report.json"))]
         assert reports, "the notebook's runs go where LAB_RUNS_DIR says"
@@ -182,5 +185,24 @@ def check_05(reports):
         assert f["zombie_error"] == "ProducerFencedError", f
 
 
-MEASURED = {"00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
+def check_06(reports):
+    from pathlib import Path
+
+    window = [r for r in reports if r["settings"]["query"] == "window-count"]
+    idem = _pick(window, sink="idempotent", faults="driver-crash@batch=3:mid-output")
+    txn = _pick(window, sink="transactional")
+    for r in (idem, txn):  # the state is exactly once, and these sinks keep it so
+        assert r["windows"] == r["windows_exact"] > 0 and r["late_dropped"] == 0 and r["restarts"] == 1, r
+    append = _pick(window, sink="append")
+    counted = [e["counted"] for e in read_events(Path(append["run_dir"])) if e["type"] == "batch-done" and e["batch"] == 3]
+    assert append["windows_over"] > 0 and append["undercount"] == 0 and append["overcount"] == counted[-1] > 0, append
+    late = _pick(window, late_fraction=0.05)
+    assert late["late_dropped"] > 0 and late["lost"] == 0 and late["windows"] == late["windows_exact"], late
+    lossy = [r for r in reports if r["settings"]["query"] in ("passthrough", "dedupe")]
+    plain, dedupe = _pick(lossy, query="passthrough"), _pick(lossy, query="dedupe")
+    assert plain["source_duplicates"] > 0 and plain["duplicated"] > 0, _counts(plain)
+    assert dedupe["source_duplicates"] > 0 and dedupe["duplicated"] == 0 and dedupe["lost"] == 0, _counts(dedupe)
+
+
+MEASURED = {"06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
             "03_structured_streaming": check_03, "05_exactly_once_production": check_05}

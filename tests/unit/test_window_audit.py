@@ -60,3 +60,28 @@ def test_a_window_with_nothing_owed_and_nothing_stored_is_no_window(measured):
     e = events([1_000], ["a"])
     w = window_audit_core(e, np.array([True]), np.ones(1, dtype=bool), measured, W)
     assert (w.windows, w.late_dropped, w.undercount) == (0, 1, 0)
+
+
+def test_late_events_are_drawn_from_their_own_stream_and_stamped_in_the_past():
+    from lab.producer import LateEvents
+
+    never, always = LateEvents(1, 0.0, 60), LateEvents(1, 1.0, 60)
+    assert never.event_time_ms(1000.5) == 1_000_500
+    assert always.event_time_ms(1000.5) == 1_000_500 - 60_000
+    some = LateEvents(3, 0.25, 60)
+    stamps = [some.event_time_ms(100.0) for _ in range(4000)]
+    assert 800 < stamps.count(40_000) < 1200 and set(stamps) == {100_000, 40_000}
+    # Same seed, same late events.
+    again = LateEvents(3, 0.25, 60)
+    assert [again.event_time_ms(100.0) for _ in range(4000)] == stamps
+
+
+def test_the_per_event_audit_counts_late_events_as_dropped_not_lost():
+    from lab.auditor import LedgerView, audit_core
+
+    ledger = LedgerView(seq=np.arange(4), event_id=np.array(["a", "b", "c", "d"], dtype=object),
+                        partition=np.zeros(4, dtype=np.int64), kafka_offset=np.arange(4))
+    late = np.array([False, True, False, False])
+    a = audit_core(ledger, np.array([0, 3]), np.array(["a", "d"], dtype=object), positions={0: 4}, final=True, late=late)
+    assert (a.exactly_once, a.late_dropped, a.lost) == (2, 1, 1)
+    assert a.table["status"].tolist() == ["exactly-once", "late", "lost", "exactly-once"]
