@@ -63,11 +63,12 @@ ISOLATIONS = {
 #: What the Spark pipelines compute (``--query``); :mod:`lab.pipelines.stateful` builds the stateful ones.
 QUERIES = {
     "passthrough": "one record in, one row out (no state)",
-    "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode)",
+    "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode); "
+                    "receiver: running counts per key with updateStateByKey",
     "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
 }
 #: Pipelines that run each stateful query.
-QUERY_PIPELINES = {"window-count": ("structured",), "dedupe": ("structured",)}
+QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",)}
 #: Spark's state store providers (``--state-store``).
 STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -211,6 +212,8 @@ class RunConfig:
         """The query and, for a stateful one, what decides its state and its late events."""
         out = {"query": self.query}
         if self.query != "passthrough":
+            if self.pipeline == "receiver":  # updateStateByKey: running counts per key, no window, no watermark
+                return out
             out.update(window_s=self.window_s if self.query == "window-count" else None,
                        watermark_s=self.watermark_s, state_store=self.state_store)
         if self.late_fraction:

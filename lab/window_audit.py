@@ -134,9 +134,10 @@ def window_audit_core(events: EventTimes, late: np.ndarray, seen: np.ndarray, me
     measured : list of ``(window_start_ms, window_end_ms, key, count)``
         The sink's counts (:meth:`lab.sinks.Sink.window_counts`).
     window_ms : int
+        0: one window for the whole run (running counts per key).
     """
     owed = seen & ~late
-    starts = events.event_time_ms - events.event_time_ms % window_ms
+    starts = events.event_time_ms - events.event_time_ms % window_ms if window_ms else np.zeros_like(events.seq)
     expected = (pd.DataFrame({"window_start": starts[owed], "key": events.key[owed]})
                 .groupby(["window_start", "key"]).size().rename("expected"))
     got = pd.DataFrame(measured, columns=["window_start", "window_end", "key", "measured"]) \
@@ -194,7 +195,7 @@ def watermarks(checkpoint: Path) -> dict[int, int]:
 
 def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict]) -> np.ndarray:
     """The late mask of a run's acknowledged events (all ``False`` for a query without a watermark)."""
-    if config.query not in ("window-count", "dedupe"):
+    if config.query not in ("window-count", "dedupe") or config.pipeline != "structured":
         return np.zeros(len(events.seq), dtype=bool)
     batch = batch_of(events.partition, events.kafka_offset, batch_ranges(timeline))
     return late_mask(events.event_time_ms, batch, watermarks(Path(run_dir) / "checkpoint"), config.query,
@@ -202,6 +203,9 @@ def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict])
 
 
 def window_ms_of(config) -> int:
+    """The window in ms; 0 for the receiver's running counts per key (one window, ``[0, 0)``, for the whole run)."""
+    if config.pipeline == "receiver":
+        return 0
     return max(1, int(round(config.window_s * 1000)))
 
 

@@ -20,6 +20,9 @@ What runs
   socket and commits offsets to the run's group by ``--ack``; its docstring
   describes the protocol, including how the ``StreamingListener`` below tells
   it which records Spark has stored.
+* ``--query window-count``: ``updateStateByKey`` running counts per key
+  (:func:`lab.pipelines.stateful.with_running_counts`), state in the DStream
+  checkpoint; the output writes the keys whose count changed, with the change.
 * ``foreachRDD`` writes each batch through the run's sink (rows
   ``(event_id, seq, partition, offset)``, batch key ``batch-<n>-time-<ms>``,
   the DStream recipe for transactional output). Rows are collected to the
@@ -120,7 +123,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 
@@ -130,7 +132,7 @@ from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
 from lab.pipelines.receiver_epoch import decode_line
 from lab.pipelines.receiver_feed import Feeder
-from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, is_executor
+from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
 
 #: Where the feeder's port is kept between driver attempts.
 PORT_FILE = "receiver.json"
@@ -256,11 +258,15 @@ class _Runtime:
         ctx.batch_start(batch, {}, now, time=batch_ms, recovered=recovered, first_records=first,
                         began=round(batch_ms / 1000 - self.cfg.batch_interval_s, 3))
         self._await_planned_executor_kill(batch)
-        error = None
+        error, counts = None, None
         try:
             lines = rdd.collect()
         except Exception as e:  # py4j error from a job whose blocks are gone
             lines, error = [], _first_line(e)
+        if self.cfg.query == "window-count":
+            from lab.pipelines.stateful import split_tagged
+
+            lines, counts = split_tagged(lines)
         rows = [decode_line(line) for line in lines]
         ranges: dict[int, tuple[int, int]] = {}
         for partition in {r[2] for r in rows}:
@@ -273,10 +279,15 @@ class _Runtime:
                 error = "blocks missing when the batch was read (gone with an executor)"
             ctx.events.write(ev.BATCH_LOST, batch=batch, time=batch_ms, expected_rows=expected, rows=len(rows),
                              missing=expected - len(rows), reason=error, attempt=ctx.attempt)
-        self.sink.write_batch(rows, f"batch-{batch}-time-{batch_ms}",
-                              on_midway=lambda: ctx.point("mid-output", batch))
+        key, midway = f"batch-{batch}-time-{batch_ms}", (lambda: ctx.point("mid-output", batch))
+        if counts is None:
+            self.sink.write_batch(rows, key, on_midway=midway)
+        else:  # window-count: the running counts per key that changed, with their change
+            self.sink.write_windows(counts, key, on_midway=midway)
         ctx.point("after-output-before-commit", batch)
-        ctx.batch_done(batch, len(rows), time=batch_ms, ranges={str(p): list(r) for p, r in sorted(ranges.items())})
+        extra = {} if counts is None else {"windows": len(counts), "counted": sum(c[4] for c in counts)}
+        ctx.batch_done(batch, len(rows), time=batch_ms, ranges={str(p): list(r) for p, r in sorted(ranges.items())},
+                       **extra)
         self._done(batch)
 
     def _await_planned_executor_kill(self, batch: int) -> None:
@@ -322,7 +333,7 @@ def _make_listener(runtime: _Runtime):
             try:
                 info = receiverStarted.receiverInfo()
                 executor = str(info.executorId())
-                pid = _executor_pid(executor)
+                pid = executor_pid(executor)
                 ctx.events.write(ev.RECEIVER_STARTED, executor_id=executor, location=str(info.location()), pid=pid)
                 if pid is not None:
                     ctx.events.write(ev.EXECUTOR_TARGET, pid=pid, executor_id=executor, why="runs the receiver")
@@ -338,26 +349,6 @@ def _make_listener(runtime: _Runtime):
                 pass
 
     return Listener()
-
-
-def _executor_pid(executor_id: str) -> int | None:
-    """The PID of executor ``executor_id`` among this driver's descendants (None in local mode)."""
-    import psutil
-
-    if executor_id == "driver":
-        return None
-    for proc in psutil.Process(os.getpid()).children(recursive=True):
-        if not is_executor(proc):
-            continue
-        try:
-            cmd = proc.cmdline()
-        except psutil.Error:
-            continue
-        if "--executor-id" in cmd:
-            i = cmd.index("--executor-id")
-            if i + 1 < len(cmd) and cmd[i + 1] == executor_id:
-                return proc.pid
-    return None
 
 
 def _first_line(e: BaseException) -> str:
@@ -451,7 +442,12 @@ def run(ctx: DriverContext) -> None:
 
     def create() -> StreamingContext:
         ssc = StreamingContext(sc, cfg.batch_interval_s)
-        ssc.socketTextStream("127.0.0.1", port, storage).foreachRDD(_output)
+        lines = ssc.socketTextStream("127.0.0.1", port, storage)
+        if cfg.query == "window-count":
+            from lab.pipelines.stateful import with_running_counts
+
+            lines = with_running_counts(lines)
+        lines.foreachRDD(_output)
         return ssc
 
     recovered = (ctx.run_dir / "checkpoint").is_dir() and any((ctx.run_dir / "checkpoint").glob("checkpoint-*"))

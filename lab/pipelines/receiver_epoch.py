@@ -3,12 +3,12 @@
 The wire format
 ---------------
 The feeder (:mod:`lab.pipelines.receiver_feed`) writes one line per Kafka
-record, the sink's row as text (:func:`encode_line`)::
+record, the sink's row and the event's key as text (:func:`encode_line`)::
 
-    <event id> <seq> <partition> <offset>\\n
+    <event id> <seq> <partition> <offset> <key>\\n
 
 :func:`record_line` makes it from a record with
-:func:`lab.kafka_read.record_row`, the lab's one record-to-row rule;
+:func:`lab.kafka_read.event_fields`, the lab's one record rule;
 :func:`decode_line` turns a line the receiver stored back into the row.
 
 Hand-over accounting (:class:`Epoch`)
@@ -36,12 +36,12 @@ import socket
 import time
 from array import array
 
-from lab.kafka_read import record_row
+from lab.kafka_read import event_fields
 
 
-def encode_line(event_id: str, seq: int, partition: int, offset: int) -> bytes:
-    """A sink row as the line the receiver reads (the inverse of :func:`decode_line`)."""
-    return f"{event_id} {seq} {partition} {offset}\n".encode()
+def encode_line(event_id: str, seq: int, partition: int, offset: int, key: str) -> bytes:
+    """A sink row and the event's key as the line the receiver reads (the inverse of :func:`decode_line`, :func:`line_key`)."""
+    return f"{event_id} {seq} {partition} {offset} {key}\n".encode()
 
 
 def record_line(value: bytes, partition: int, offset: int) -> bytes:
@@ -52,7 +52,8 @@ def record_line(value: bytes, partition: int, offset: int) -> bytes:
     lab.kafka_read.NotALabEvent
         A value that is not a lab event, named by partition and offset.
     """
-    return encode_line(*record_row(partition, offset, value))
+    event_id, seq, key = event_fields(value, partition, offset)
+    return encode_line(event_id, seq, partition, offset, key)
 
 
 def decode_line(line: str) -> tuple[str, int, int, int]:
@@ -63,8 +64,13 @@ def decode_line(line: str) -> tuple[str, int, int, int]:
     ValueError
         On a line the feeder did not write (for example a torn line).
     """
-    event_id, seq, partition, offset = line.split(" ")
+    event_id, seq, partition, offset, _ = line.split(" ", 4)
     return event_id, int(seq), int(partition), int(offset)
+
+
+def line_key(line: str) -> str:
+    """The event's key in a received line (what the receiver's ``window-count`` counts by)."""
+    return line.split(" ", 4)[4]
 
 
 class Epoch:

@@ -137,3 +137,23 @@ def midway_hook(ctx: DriverContext, batch: int, fail_once: bool, executor_crash:
             raise InjectedTaskFailure(f"planned task-failure in batch {batch}, Spark partition {FAULT_PARTITION}")
 
     return hook
+
+
+def executor_pid(executor_id: str) -> int | None:
+    """The PID of executor ``executor_id`` among this driver's descendants (None in local mode)."""
+    import psutil
+
+    if executor_id == "driver":
+        return None
+    for proc in psutil.Process(os.getpid()).children(recursive=True):
+        if not is_executor(proc):
+            continue
+        try:
+            cmd = proc.cmdline()
+        except psutil.Error:
+            continue
+        if "--executor-id" in cmd:
+            i = cmd.index("--executor-id")
+            if i + 1 < len(cmd) and cmd[i + 1] == executor_id:
+                return proc.pid
+    return None

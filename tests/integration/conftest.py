@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -80,6 +81,21 @@ def _start_postgres(prefix: list, pg_ctl: str, data: Path, sock: Path, attempts:
         if "Address already in use" not in new_lines:
             pytest.fail(f"pg_ctl start failed with status {p.returncode}; see {log}")
     pytest.fail(f"PostgreSQL found {attempts} ports of 127.0.0.1 in use in a row; see {log}")
+
+
+@contextlib.contextmanager
+def module_runs_dir(tmp_path_factory, session_broker, name: str):
+    """One runs directory for a test module, with the session's broker; no LAB_* setting leaks in from the shell."""
+    from lab import broker
+
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
+                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
+            mp.delenv(var, raising=False)
+        path = tmp_path_factory.mktemp(f"{name}-runs")
+        broker.save_state(path, session_broker)
+        mp.setenv("LAB_RUNS_DIR", str(path))
+        yield path
 
 
 def independent_counts(run_dir: Path) -> dict:

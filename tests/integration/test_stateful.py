@@ -17,7 +17,7 @@ import pytest
 from lab.config import make_config
 from lab.events import read_events
 from lab.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, run_pids
+from tests.integration.conftest import assert_all_gone, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -29,16 +29,8 @@ COMMON = dict(pipeline="structured", events=1500, rate=300, max_batch_records=25
 
 @pytest.fixture(scope="module")
 def lab_env(tmp_path_factory, session_broker):
-    """One runs directory for the module, with the session's broker; no LAB_* setting leaks in from the shell."""
-    from lab import broker
-
-    with pytest.MonkeyPatch.context() as mp:
-        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
-                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
-            mp.delenv(var, raising=False)
-        path = tmp_path_factory.mktemp("stateful-runs")
-        broker.save_state(path, session_broker)
-        mp.setenv("LAB_RUNS_DIR", str(path))
+    """One runs directory for the module, with the session's broker."""
+    with module_runs_dir(tmp_path_factory, session_broker, "stateful") as path:
         yield path
 
 
@@ -122,3 +114,4 @@ def test_late_events_are_dropped_not_lost_with_rocksdb_and_a_task_failure(lab_en
     assert 0 < r["late_dropped"] <= len(late) and sum(sink_counts(run_dir, "transactional").values()) == \
         len(events) - r["late_dropped"]
     assert list((run_dir / "checkpoint" / "state" / "0").glob("*/*.zip")), "RocksDB's versions are zip files"
+

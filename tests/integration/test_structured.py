@@ -15,7 +15,7 @@ from lab.config import make_config
 from lab.events import read_events
 from lab.sinks import open_sink
 from lab.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
+from tests.integration.conftest import assert_all_gone, independent_counts, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -28,16 +28,8 @@ CRASH_AFTER_OUTPUT = "driver-crash@batch=2:after-output-before-commit"
 
 @pytest.fixture(scope="module")
 def lab_env(tmp_path_factory, session_broker):
-    """One runs directory for the module, with the session's broker; no LAB_* setting leaks in from the shell."""
-    from lab import broker
-
-    with pytest.MonkeyPatch.context() as mp:
-        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
-                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
-            mp.delenv(var, raising=False)
-        path = tmp_path_factory.mktemp("structured-runs")
-        broker.save_state(path, session_broker)
-        mp.setenv("LAB_RUNS_DIR", str(path))
+    """One runs directory for the module, with the session's broker."""
+    with module_runs_dir(tmp_path_factory, session_broker, "structured") as path:
         yield path
 
 

@@ -9,7 +9,7 @@ import pytest
 from lab import events as ev
 from lab.kafka_read import NotALabEvent
 from lab.pipelines.receiver_commits import GroupOffsets
-from lab.pipelines.receiver_epoch import Epoch, decode_line, record_line
+from lab.pipelines.receiver_epoch import Epoch, decode_line, line_key, record_line
 
 
 def test_lines_carry_what_the_auditor_needs():
@@ -17,7 +17,8 @@ def test_lines_carry_what_the_auditor_needs():
                        separators=(",", ":")).encode()
     line = record_line(value, 2, 977)
     assert decode_line(line.decode().rstrip("\n")) == ("0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab", 42, 2, 977)
-    assert record_line(json.dumps({"id": "short", "seq": 3, "key": "k"}).encode(), 0, 1) == b"short 3 0 1\n"
+    assert line_key(line.decode().rstrip("\n")) == json.loads(value)["key"]
+    assert record_line(json.dumps({"id": "short", "seq": 3, "key": "k"}).encode(), 0, 1) == b"short 3 0 1 k\n"
     with pytest.raises(NotALabEvent, match="record 0@1 is not a lab event"):
         record_line(b'{"id": "short", "seq": 3}', 0, 1)
     with pytest.raises(ValueError):
