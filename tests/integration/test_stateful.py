@@ -115,3 +115,24 @@ def test_late_events_are_dropped_not_lost_with_rocksdb_and_a_task_failure(lab_en
         len(events) - r["late_dropped"]
     assert list((run_dir / "checkpoint" / "state" / "0").glob("*/*.zip")), "RocksDB's versions are zip files"
 
+
+
+def test_receiver_running_counts_per_key_match_the_ledger(lab_env):
+    """``updateStateByKey`` on the receiver: one running count per key, equal to the ledger's events of that key.
+
+    Without a crash: with one (WAL, reliable receiver) the counts were exact in
+    3 runs of 4, and in the fourth the final stop timed out during recovery
+    (see the note on issue 15), so that case is not asserted here.
+    """
+    result = run_scenario(make_config(pipeline="receiver", query="window-count", sink="append", wal="on",
+                                      ack="stored", events=1500, rate=300, max_batch_records=250, seed=7,
+                                      deadline_s=240))
+    r, run_dir = result.report, result.run_dir
+    assert result.drained and r["final_stop"] == "graceful"
+    expected = Counter((0, k) for k, _, _, _ in ledger_events(run_dir))
+    assert sink_counts(run_dir, "append") == dict(expected)
+    assert r["windows"] == r["windows_exact"] == len(expected) and r["overcount"] == r["undercount"] == 0
+    # Only keys whose count changed are written each batch: the changes of a key sum to its count.
+    done = [e for e in read_events(run_dir) if e["type"] == "batch-done"]
+    assert sum(e["counted"] for e in done) == sum(expected.values()) == sum(e["rows"] for e in done)
+    assert any((run_dir / "checkpoint").glob("checkpoint-*")), "the DStream checkpoint holds the state"
