@@ -229,9 +229,10 @@ def audit_stateful(run_dir: Path, config, sink, positions: dict[int, int], final
         return audit_run(ledger_path, sink, positions, final=final, late=late)
     position = np.array([positions.get(int(p), 0) for p in events.partition], dtype=np.int64)
     seen = (events.kafka_offset >= 0) & (events.kafka_offset < position)
-    w = window_audit_core(events, late, seen, sink.window_counts(), window_ms_of(config))
+    measured = sink.window_counts()
+    w = window_audit_core(events, late, seen, measured, window_ms_of(config))
     other = read_ledger(ledger_path)
-    stored = len(sink.window_counts())
+    stored = len(measured)
     return Audit(
         acked=len(events.seq), exactly_once=w.counted_exactly, duplicated=w.overcount, extra_copies=w.overcount,
         lost=w.undercount, unseen=w.unseen, unexpected=0, unexpected_events=0, failed_sends=other.failed,

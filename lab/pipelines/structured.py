@@ -341,7 +341,7 @@ def run(ctx: DriverContext) -> None:
              .start())
     ctx.phase("query")
     committed = checkpoint.last_committed()
-    states = _StateReports(ctx) if cfg.query != "passthrough" else None
+    states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None
     try:
         while not ctx.stopping:
             if not query.isActive:
@@ -350,7 +350,8 @@ def run(ctx: DriverContext) -> None:
                     raise error
                 break
             committed = _report_commits(ctx, checkpoint, log, committed)
-            if states is not None:
+            if states is not None and committed >= 0 and committed not in states.seen:
+                # Spark posts a batch's progress just after its commit: asked for only until it has come.
                 states.look(query.lastProgress)
             time.sleep(POLL_S)
         deadline = time.monotonic() + STOP_WAIT_S
@@ -372,14 +373,13 @@ def run(ctx: DriverContext) -> None:
 class _StateReports:
     """Writes ``state-progress`` once per batch from the query's progress reports."""
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: DriverContext, state_progress) -> None:
         self.ctx = ctx
+        self.state_progress = state_progress  # lab.pipelines.stateful.state_progress
         self.seen: set[int] = set()
 
     def look(self, progress: dict | None) -> None:
-        from lab.pipelines.stateful import state_progress
-
-        state = state_progress(progress) if progress else None
+        state = self.state_progress(progress) if progress else None
         if state is not None and state["batch"] not in self.seen:
             self.seen.add(state["batch"])
             self.ctx.events.write(ev.STATE_PROGRESS, **state)
