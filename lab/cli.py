@@ -22,7 +22,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.sinks import SINK_MODES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
-    p.add_argument("--sink", default="append", help=f"one of: {', '.join(SINK_MODES)} (default append)")
+    p.add_argument("--sink", default=None,
+                   help=f"one of: {', '.join(SINK_MODES)} (default append; kafka-eos: topic, its only sink)")
     p.add_argument("--events", type=int, default=3000, help="events to produce (default 3000)")
     p.add_argument("--rate", type=float, default=1000.0, help="events/s; 0 = as fast as possible (default 1000)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
@@ -36,6 +37,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
     p.add_argument("--broker", default=None,
                    help="embedded broker: kafka (Apache Kafka, data on disk) or tansu (no download); default LAB_BROKER, else kafka")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="Apache Kafka brokers: 1 or 3 (a cluster, replication factor 3); default LAB_BROKER_NODES, else 1")
+    p.add_argument("--min-insync", type=int, default=1,
+                   help="the run topic's min.insync.replicas (needs --nodes 3; default 1, Kafka's own default, stated)")
+    p.add_argument("--unclean", default="off",
+                   help="the run topic's unclean.leader.election.enable: on or off (needs --nodes 3; default off)")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
@@ -78,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
+    b.add_argument("--nodes", type=int, default=None,
+                   help="1 or 3: Apache Kafka as a three-broker cluster (one controller, three brokers); "
+                        "default LAB_BROKER_NODES, else 1")
     b.add_argument("--broker", default=None, metavar="PRODUCT",
                    help="start: kafka (Apache Kafka 4.1.1) or tansu (default LAB_BROKER, else kafka)")
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
@@ -114,6 +124,10 @@ def _print_table(report: dict) -> None:
                      ("windows under", f"{report['windows_under']}  (-{report['undercount']} events)")]
     if report.get("late_dropped"):
         rows.insert(4, ("late, dropped (watermark)", report["late_dropped"]))
+    if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
+        rows.insert(6, ("output read_uncommitted", f"{report['read_uncommitted_records']} records, "
+                                                   f"{report['read_uncommitted_duplicated']} events more than once "
+                                                   f"(+{report['read_uncommitted_extra_copies']}: aborted copies)"))
     if report.get("aborted_sends"):
         rows.insert(6, ("aborted (txn-abort)", f"{report['aborted_sends']}  ({report.get('aborted_in_topic', '?')} of "
                                                "them in the topic, read uncommitted)"))
@@ -143,7 +157,7 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
@@ -164,7 +178,7 @@ def cmd_run(a) -> int:
 def _echo_event(e: dict) -> None:
     t = e.get("type")
     if t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
-             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED):
+             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED, ev.NODE_RESTART, ev.PARTITION_STATE):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 
@@ -192,10 +206,16 @@ def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
 def cmd_broker(a) -> int:
     from lab import broker
 
-    return _service(a, "broker", lambda d: broker.start_detached(d, port=a.port, product=a.broker),
-                    broker.stop_detached, broker.load_running,
-                    lambda i: f"bootstrap {i.bootstrap} ({' '.join(filter(None, (i.product, i.version)))} "
-                              f"pid {i.broker_pid}, proxy pid {i.proxy_pid})")
+    def describe(i) -> str:
+        product = " ".join(filter(None, (i.product, i.version)))
+        if i.nodes:
+            pids = ", ".join(f"broker {n.node} pid {n.broker_pid}" for n in i.nodes)
+            return f"bootstrap {i.bootstrap} ({product}, {len(i.nodes)} brokers: {pids}; controller pid {i.controller_pid})"
+        return f"bootstrap {i.bootstrap} ({product} pid {i.broker_pid}, proxy pid {i.proxy_pid})"
+
+    return _service(a, "broker", lambda d: broker.start_detached(
+        d, port=a.port, product=a.broker, nodes=a.nodes if a.nodes is not None else os.environ.get("LAB_BROKER_NODES") or 1),
+                    broker.stop_detached, broker.load_running, describe)
 
 
 def cmd_fetch(a) -> int:

@@ -12,6 +12,7 @@ Environment variables
                          ``LAB_KAFKA_BOOTSTRAP`` goes through, so ack-loss and broker-outage work
                          there too (ignored without ``LAB_KAFKA_BOOTSTRAP``: the embedded broker has its own).
 ``LAB_BROKER``           the embedded broker: kafka (default; Apache Kafka, data on disk) or tansu (no download).
+``LAB_BROKER_NODES``     1 (default) or 3: Apache Kafka as a three-broker cluster (:mod:`lab.kafka_cluster`).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
 ``LAB_KAFKA_READER``     the structured and direct pipelines' Kafka reader: auto, labkafka, spark (default auto).
@@ -30,9 +31,10 @@ from pathlib import Path
 
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
+from lab.kafka_cluster import NODE_COUNTS
 from lab.pipelines.registry import PIPELINES
 from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
-from lab.sinks import FILES_SINK_PIPELINES, SINK_MODES
+from lab.sinks import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
 
 ACKS = ("0", "1", "all")
 COMMIT_MODES = {
@@ -146,6 +148,9 @@ class RunConfig:
     kafka_bootstrap: str | None = None
     kafka_proxy: str | None = None
     broker: str = "kafka"
+    nodes: int = 1
+    min_insync: int = 1
+    unclean: str = "off"
     sink_url: str | None = None
     spark_master: str = "local[2]"
     offsets: str = "checkpoint"
@@ -172,8 +177,11 @@ class RunConfig:
         """What the pipeline's readers use: ``--isolation``, or for ``auto`` what the producer needs.
 
         ``auto``: transactional output is only final once committed, so
-        ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated).
+        ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated). The kafka-eos
+        pipeline always reads ``read_committed`` (:mod:`lab.pipelines.kafka_eos`).
         """
+        if self.isolation == "auto" and self.pipeline in TOPIC_SINK_PIPELINES:
+            return "read_committed"
         return self.producer.isolation_level if self.isolation == "auto" else self.isolation
 
     @property
@@ -203,9 +211,27 @@ class RunConfig:
             **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
             "broker": "external" if self.kafka_bootstrap else "embedded",
             "embedded_broker": None if self.kafka_bootstrap else self.broker,
-            "sink_backend": "files" if self.sink == "files" else "postgresql" if self.sink_url else "sqlite",
+            "sink_backend": ("files" if self.sink == "files" else "kafka" if self.sink == TOPIC_MODE
+                             else "postgresql" if self.sink_url else "sqlite"),
             **self.query_settings,
+            **self.replication_settings,
         }
+
+    @property
+    def replication_settings(self) -> dict:
+        """For a cluster (``--nodes 3``): the run topic's replication factor and the settings it is created with."""
+        if self.nodes == 1:
+            return {}
+        return {"nodes": self.nodes, "replication_factor": self.nodes, "min_insync": self.min_insync,
+                "unclean": self.unclean}
+
+    @property
+    def topic_configs(self) -> dict:
+        """Kafka topic configs the run's topic is created with (set explicitly on a cluster, never left to the broker)."""
+        if self.nodes == 1:
+            return {}
+        return {"min.insync.replicas": str(self.min_insync),
+                "unclean.leader.election.enable": "true" if self.unclean == "on" else "false"}
 
     @property
     def query_settings(self) -> dict:
@@ -237,6 +263,12 @@ class RunConfig:
             raise choices_error("pipeline", self.pipeline, PIPELINES)
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)
+        if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:
+            raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
+                           f"topic (<topic>.out) in Kafka transactions; valid choices: {TOPIC_MODE}")
+        if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_PIPELINES:
+            raise LabError(f"sink {TOPIC_MODE!r} is the kafka-eos pipeline's output topic; valid pipelines for it: "
+                           f"{', '.join(TOPIC_SINK_PIPELINES)}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.commit not in COMMIT_MODES:
@@ -254,11 +286,19 @@ class RunConfig:
             raise choices_error("broker", self.broker, BROKERS)
         if self.isolation not in ISOLATIONS:
             raise choices_error("isolation level", self.isolation, ISOLATIONS)
+        if self.pipeline in TOPIC_SINK_PIPELINES and self.isolation == "read_uncommitted":
+            raise LabError(f"pipeline {self.pipeline!r} reads read_committed (its exactly-once needs it); "
+                           "valid isolation for it: auto, read_committed")
+        if self.pipeline in TOPIC_SINK_PIPELINES and not self.real_kafka:
+            raise LabError(f"pipeline {self.pipeline!r} needs a broker that honours transactions: Tansu delivers "
+                           f"aborted records to read_committed readers (this run: --broker {self.broker}); "
+                           "valid: --broker kafka or LAB_KAFKA_BOOTSTRAP")
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
             raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
         self._validate_query()
+        self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
         if self.events < 1:
@@ -281,6 +321,23 @@ class RunConfig:
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
         check_plan(self.fault_plan, self)
+
+    def _validate_replication(self) -> None:
+        if isinstance(self.nodes, bool) or self.nodes not in NODE_COUNTS:
+            raise choices_error("number of broker nodes", self.nodes, tuple(map(str, NODE_COUNTS)))
+        if self.unclean not in ON_OFF:
+            raise choices_error("unclean leader election setting", self.unclean, ON_OFF)
+        if self.nodes == 1:
+            if self.min_insync != 1 or self.unclean != "off":
+                raise LabError(f"--min-insync and --unclean are replication settings: they need --nodes 3 "
+                               f"(this run: --nodes 1, --min-insync {self.min_insync}, --unclean {self.unclean})")
+            return
+        if self.kafka_bootstrap or self.broker != "kafka":
+            raise LabError("--nodes 3 starts the lab's own Apache Kafka cluster: use --broker kafka and unset "
+                           "LAB_KAFKA_BOOTSTRAP")
+        if not 1 <= self.min_insync <= self.nodes:
+            raise LabError(f"--min-insync {self.min_insync} is not possible with {self.nodes} replicas; "
+                           f"valid: 1 to {self.nodes}")
 
     def _validate_query(self) -> None:
         if self.query not in QUERIES:
@@ -392,11 +449,14 @@ def make_config(**params) -> RunConfig:
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
         broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
+        nodes=int(_env_choice("LAB_BROKER_NODES", "1", tuple(map(str, NODE_COUNTS)))),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 0.2),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),
     )
     base.update({k: v for k, v in params.items() if v is not None})
+    if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
+        base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
     if params.get("max_batch_records") is None:
         base["max_batch_records"] = default_max_batch(base.get("events", RunConfig.events))
     config = RunConfig(**base, producer=ProducerSettings(**producer_params))

@@ -82,13 +82,13 @@ def check_class_archive() -> Check:
 
 
 def check_broker() -> Check:
-    from lab import broker, kafka_broker
+    from lab import broker, external_broker, kafka_broker, tansu_broker
     from lab.errors import LabError
 
     bootstrap = os.environ.get("LAB_KAFKA_BOOTSTRAP")
     try:
         if bootstrap:
-            broker.check_reachable(bootstrap)
+            external_broker.check_reachable(bootstrap)
             return Check("broker", True, f"Kafka reachable at LAB_KAFKA_BOOTSTRAP={bootstrap}")
         try:
             product = broker.product_from_env()
@@ -98,7 +98,7 @@ def check_broker() -> Check:
 
         running = broker.load_running(env_runs_dir())
         if running:
-            broker.check_reachable(running.bootstrap, source="the running embedded broker")
+            external_broker.check_reachable(running.bootstrap, source="the running embedded broker")
             what = " ".join(filter(None, (running.product, running.version)))
             return Check("broker", True, f"embedded broker running at {running.bootstrap} ({what})")
         if product == "kafka":
@@ -115,7 +115,7 @@ def check_broker() -> Check:
                 create_topic(info.bootstrap, "lab-doctor", 1)
             finally:
                 broker.stop_embedded(info)
-        where = broker.tansu_binary() if product == "tansu" else "LAB_BROKER=kafka, the default"
+        where = tansu_broker.binary() if product == "tansu" else "LAB_BROKER=kafka, the default"
         name = "Tansu" if product == "tansu" else "Apache Kafka"
         version = f" {info.version}" if info.version else ""
         return Check("broker", True, f"embedded {name}{version} starts, serves a topic and stops ({where})")

@@ -43,6 +43,8 @@ PRODUCER_DONE = "producer-done"
 PRODUCER_ERROR = "producer-error"
 TXN_ABORTED = "txn-aborted"              #: the producer aborted a transaction (txn-abort): ``sends``, ``first_seq``, ``last_seq``
 BROKER_RESTART = "broker-restart"        #: (supervisor) the broker JVM restarted on its data after a broker-crash: ``pid``
+NODE_RESTART = "node-restart"            #: (supervisor) a cluster's broker restarted on its data after a leader-crash: ``node``, ``pid``
+PARTITION_STATE = "partition-state"      #: (supervisor, cluster) a partition's ``leader``, ``isr``, ``replicas`` or ``epoch`` changed
 # driver: its life and its batches
 DRIVER_READY = "driver-ready"            #: the pipeline module is imported; faults may target this driver
 DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop
@@ -60,6 +62,7 @@ BATCH_LOST = "batch-lost"                #: (receiver) a batch whose blocks were
 OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named different positions at start
 QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
 STATE_PROGRESS = "state-progress"        #: (structured, stateful query) a batch's state: rows, bytes, rows dropped by the watermark
+EOS_INIT = "eos-init"                    #: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``producer_id``, ``epoch``, ``took_s``, ``same_id_as_attempt``
 # driver: the receiver pipeline's feeder and receiver
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"

@@ -34,7 +34,7 @@ from lab.errors import LabError, choices_error
 # its implementation (the injector, or the pipeline that stops at the point).
 
 SPARK_PIPELINES = ("structured", "direct", "receiver")
-ALL_PIPELINES = ("plain", *SPARK_PIPELINES)
+ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES)
 
 
 @dataclass(frozen=True)
@@ -128,6 +128,21 @@ def _needs_transactions(cfg) -> str | None:
     return "fault 'txn-abort' aborts the producer's transactions: it needs --transactional on"
 
 
+def _needs_cluster(kind: str):
+    def check(cfg) -> str | None:
+        if getattr(cfg, "nodes", 1) > 1:
+            return None
+        return (f"fault {kind!r} needs replicas to fail over to: run on the three-broker cluster (--nodes 3, "
+                "or LAB_BROKER_NODES=3)")
+    return check
+
+
+def _needs_one_node(cfg) -> str | None:
+    if getattr(cfg, "nodes", 1) > 1:
+        return "fault 'broker-crash' kills the one broker of a single-node Kafka; on a cluster use leader-crash"
+    return _needs_durable_broker(cfg)
+
+
 def _needs_wal_and_stored_acks(cfg) -> str | None:
     if cfg.wal == "on" and cfg.ack == "stored":
         return None
@@ -156,9 +171,19 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               button=("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
               panel_options=(("count", 5),)),
     FaultSpec("broker-crash", "SIGKILL to the embedded Apache Kafka broker's JVM; restarted on its data after for=Ns",
-              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_durable_broker,
+              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_one_node,
               button=("Crash broker 3 s", "SIGKILL the broker JVM; it restarts on its data 3 s later"),
               panel_options=(("duration_s", 3.0),)),
+    FaultSpec("leader-crash", "SIGKILL to the broker leading the run topic's partition 0 (a cluster's broker JVM); "
+              "restarted on its data after for=Ns",
+              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_cluster("leader-crash"),
+              button=("Crash leader 5 s", "SIGKILL the broker that leads partition 0; it restarts on its data 5 s later"),
+              panel_options=(("duration_s", 5.0),)),
+    FaultSpec("follower-lag", "the replication proxies hold every follower fetch for=Ns: followers fall behind "
+              "while leaders keep acknowledging",
+              by="proxy", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_cluster("follower-lag"),
+              button=("Hold followers 8 s", "the replication proxies hold every follower fetch for 8 s"),
+              panel_options=(("duration_s", 8.0),)),
     FaultSpec("txn-abort", "the transactional producer aborts its next count=K transactions instead of committing",
               by="producer", pipelines=ALL_PIPELINES, options=("count",), requires=_needs_transactions,
               button=("Abort a transaction", "the producer aborts its open transaction instead of committing it"),

@@ -75,6 +75,14 @@ class FaultInjector:
         Starts the killed broker's JVM again on its data (called ``for=Ns`` after a broker-crash).
     abort_transactions : callable, optional
         ``abort_transactions(count)``: the producer aborts its next ``count`` transactions.
+    client_controls, replication_controls : tuple of int
+        A cluster's proxies (:mod:`lab.kafka_cluster`): client faults go to every
+        client proxy, ``follower-lag`` to every replication proxy.
+    kill_leader : callable, optional
+        ``kill_leader()`` SIGKILLs the broker leading the run topic's partition 0;
+        returns ``{"node", "pid", "leads"}``, or ``None`` when no leader is known.
+    restart_node : callable, optional
+        ``restart_node(node)`` starts that broker again on its data (``for=Ns`` after a leader-crash).
     """
 
     def __init__(self, config, events, *, elapsed: Callable[[], float], kill_driver: Callable[[], int | None],
@@ -82,7 +90,9 @@ class FaultInjector:
                  control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
                  restart_broker: Callable[[], None] | None = None,
                  abort_transactions: Callable[[int], dict] | None = None,
-                 control_host: str = "127.0.0.1") -> None:
+                 control_host: str = "127.0.0.1", client_controls: tuple = (), replication_controls: tuple = (),
+                 kill_leader: Callable[[], dict | None] | None = None,
+                 restart_node: Callable[[int], None] | None = None) -> None:
         self.config = config
         self.events = events
         self.elapsed = elapsed
@@ -96,6 +106,11 @@ class FaultInjector:
         self.restart_broker = restart_broker
         self.broker_restart_at: float | None = None  # time.monotonic() when a crashed broker restarts
         self.abort_transactions = abort_transactions
+        self.client_controls = tuple(client_controls) or ((control_port,) if control_port is not None else ())
+        self.replication_controls = tuple(replication_controls)
+        self.kill_leader = kill_leader
+        self.restart_node = restart_node
+        self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
         self.pending: list[Fault] = list(config.fault_plan)
         self.deferred: list[tuple[Fault, str, dict]] = []
         self.fired: list[dict] = []
@@ -103,13 +118,17 @@ class FaultInjector:
     @property
     def busy(self) -> bool:
         """True while a planned fault has not fired yet or the broker is down (a run is not drained then)."""
-        return bool(self.pending or self.deferred or self.broker_restart_at is not None)
+        return bool(self.pending or self.deferred or self.broker_restart_at is not None or self.node_restarts)
 
     def tick(self) -> None:
         """Fire the time-triggered faults that are due; restart a crashed broker when its time has come."""
         if self.broker_restart_at is not None and time.monotonic() >= self.broker_restart_at:
             self.broker_restart_at = None
             self.restart_broker()
+        for node, at in sorted(self.node_restarts.items()):
+            if time.monotonic() >= at:
+                del self.node_restarts[node]
+                self.restart_node(node)
         now = self.elapsed()
         for fault in [f for f in self.pending if f.at_s is not None and now >= f.at_s]:
             self.pending.remove(fault)
@@ -172,6 +191,14 @@ class FaultInjector:
             else:
                 info["pid"] = self.kill_broker()
                 self.broker_restart_at = time.monotonic() + fault.duration_s
+        elif fault.kind == "leader-crash":
+            info.update(duration_s=fault.duration_s)
+            hit = self.kill_leader()
+            if hit is None:
+                info.update(pid=None, reason="no broker leads partition 0 now (it is being elected, or is down)")
+            else:
+                info.update(hit)
+                self.node_restarts[hit["node"]] = time.monotonic() + fault.duration_s
         elif fault.kind == "txn-abort":
             info.update(count=fault.count or 1, producer=self.abort_transactions(fault.count or 1))
         elif FAULTS[fault.kind].by == "proxy":
@@ -194,25 +221,54 @@ class FaultInjector:
         dict or None
             The proxy's reply; None when nothing was sent or the proxy did not answer
             (a proxy that is gone holds no fault; one that stays unreachable fails the
-            next run's start, :func:`lab.broker.check_proxy`).
+            next run's start, :func:`lab.external_broker.check_proxy`).
         """
-        if self._healed or self.control_port is None or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
+        if self._healed or not self.client_controls or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
             return None
         self._healed = True
-        try:
-            return proxy.control(self.control_port, {"cmd": "heal"}, timeout_s=2.0, host=self.control_host)
-        except (OSError, ValueError):
-            return None
+        replies = []
+        for port in (*self.client_controls, *self.replication_controls):
+            try:
+                replies.append(proxy.control(port, {"cmd": "heal"}, timeout_s=2.0, host=self.control_host))
+            except (OSError, ValueError):
+                pass
+        return replies[0] if replies else None
 
     def _proxy(self, fault: Fault) -> dict:
-        if self.control_port is None:
+        if not self.client_controls:
             raise LabError(f"fault {fault.kind!r} needs the lab's proxy: unset LAB_KAFKA_BOOTSTRAP for the embedded "
                            "broker's, or set LAB_KAFKA_PROXY to the control address of a proxy in front of it")
+        ports = self.client_controls
         if fault.kind == "broker-outage":
             message = {"cmd": "cut", "seconds": fault.duration_s}
+        elif fault.kind == "follower-lag":
+            message, ports = {"cmd": "hold", "seconds": fault.duration_s}, self.replication_controls
         else:
             message = {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count}
-        return proxy.control(self.control_port, message, host=self.control_host)
+        replies = [proxy.control(port, message, host=self.control_host) for port in ports]
+        # One proxy's reply, as before; a cluster's others say the same (their counters differ).
+        return {**replies[0], "proxies": len(replies)} if len(replies) > 1 else replies[0]
+
+
+def kill_leader(broker, topic: str) -> dict | None:
+    """The leader-crash fault: SIGKILL the JVM of the broker leading partition 0 of ``topic``.
+
+    ``broker`` is the run's :class:`lab.broker.BrokerInfo` (a cluster). Returns
+    ``{"node", "pid", "leads"}`` (``leads``: the topic's partitions that broker
+    led), or ``None`` when partition 0 has no leader now (an election is under way).
+    """
+    import signal
+
+    from lab import processes, replication_watch
+
+    states = replication_watch.describe(broker.bootstrap, topic)
+    leader = states.get(0, {}).get("leader")
+    if leader is None:
+        return None
+    node = broker.node(leader)
+    processes.kill_group(node.broker_pid, signal.SIGKILL, 5)
+    return {"node": leader, "pid": node.broker_pid,
+            "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}
 
 
 def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:

@@ -160,21 +160,27 @@ def jvm_env() -> dict:
     return env
 
 
-def format_data_dir(java: str, classpath: str, log_dir: Path, data_dir: Path, proxy_port: int, log: Path) -> None:
-    """Format ``data_dir`` once (``StorageTool format --standalone``), so that it appears complete or not at all.
+def format_data_dir(java: str, classpath: str, log_dir: Path, data_dir: Path, proxy_port: int, log: Path, *,
+                    props_of=None, cluster: str | None = None, standalone: bool = True) -> None:
+    """Format ``data_dir`` once (``StorageTool format``), so that it appears complete or not at all.
 
     The tool formats a sibling ``<data_dir>.formatting-<random>`` (its own
     properties name it), which is then renamed to ``data_dir``: an interrupted
     format never leaves a half-formatted data directory that the next start
     would take as formatted. Measured: 1.2-1.5 s (one JVM).
+
+    ``props_of(staging_dir)`` gives the properties to format with (default: this
+    module's one-node :func:`properties`); ``cluster`` the cluster id (default: a
+    new one); ``standalone`` makes the node the only voter of a new quorum
+    (``--standalone``; a broker-only node of a cluster formats without it).
     """
     staging = data_dir.with_name(f"{data_dir.name}.formatting-{uuid.uuid4().hex[:8]}")
     props = log_dir / f".format-{uuid.uuid4().hex[:8]}.properties"
     try:
-        props.write_text(properties(staging, proxy_port))
+        props.write_text(props_of(staging) if props_of else properties(staging, proxy_port))
         run_jvm_tool([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.tools.StorageTool", "format",
-                       "-t", cluster_id(), "-c", props, "--standalone"],
-                      log, f"Apache Kafka's StorageTool format of {data_dir}")
+                      "-t", cluster or cluster_id(), "-c", props, *(["--standalone"] if standalone else [])],
+                     log, f"Apache Kafka's StorageTool format of {data_dir}")
         os.rename(staging, data_dir)
     finally:
         props.unlink(missing_ok=True)
@@ -247,6 +253,42 @@ def wait_ready(proc, log: Path, offset: int, timeout_s: float) -> dict[str, int]
         time.sleep(0.05)
 
 
+def spawn_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool):
+    """Write ``text`` to ``props`` and spawn ``kafka.Kafka`` on it: ``(Popen, log offset)``; see :func:`await_jvm`.
+
+    Spawned from the calling thread, which must outlive the JVM unless ``detach``
+    (its parent-death signal follows the thread that forked it).
+    """
+    write_atomic(props, text)
+    offset = log.stat().st_size if log.exists() else 0
+    proc = processes.spawn([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.Kafka", props],
+                           log_path=log, env=jvm_env(), die_with_parent=not detach)
+    return proc, offset
+
+
+def await_jvm(proc, log: Path, offset: int) -> dict[str, int]:
+    """Wait until a :func:`spawn_jvm` JVM logs ``Kafka Server started``: ``{listener: bound port}``, checked with the OS.
+
+    On failure the JVM is stopped before :class:`LabError` propagates.
+    """
+    try:
+        ports = wait_ready(proc, log, offset, KAFKA_READY_S)
+        listening = processes.listening_ports(proc.pid)
+        if not ports or any(port not in listening for port in ports.values()):
+            raise LabError(f"Apache Kafka's listener ports are not in its log or not open "
+                           f"(log says {ports}, the JVM listens on {listening}); see {log}")
+    except BaseException:
+        processes.stop_process(proc, 2)
+        raise
+    return ports
+
+
+def start_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool):
+    """:func:`spawn_jvm` then :func:`await_jvm`: ``(Popen, {listener: bound port})``."""
+    proc, offset = spawn_jvm(java, classpath, props, text, log, detach)
+    return proc, await_jvm(proc, log, offset)
+
+
 def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: bool):
     """Start the Kafka JVM on ``log_dir``'s data, advertising ``proxy_port``: ``(Popen, client port)``.
 
@@ -258,22 +300,11 @@ def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: boo
     data_dir = log_dir / "kafka-data"
     if not data_dir.exists():
         format_data_dir(java, classpath, log_dir, data_dir, proxy_port, log)
-    props = log_dir / "server.properties"
-    write_atomic(props, properties(data_dir, proxy_port))
-    offset = log.stat().st_size if log.exists() else 0
-    proc = processes.spawn([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.Kafka", props],
-                           log_path=log, env=jvm_env(), die_with_parent=not detach)
-    try:
-        ports = wait_ready(proc, log, offset, KAFKA_READY_S)
-        port = ports.get("PLAINTEXT")
-        listening = processes.listening_ports(proc.pid)
-        if port is None or port not in listening:
-            raise LabError(f"Apache Kafka's client listener port is not in its log or not open "
-                           f"(log says {ports}, the JVM listens on {listening}); see {log}")
-    except BaseException:
+    proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log, detach)
+    if "PLAINTEXT" not in ports:
         processes.stop_process(proc, 2)
-        raise
-    return proc, port
+        raise LabError(f"Apache Kafka's client listener port is not in its log (it says {ports}); see {log}")
+    return proc, ports["PLAINTEXT"]
 
 
 def prerequisites() -> tuple[str, str, str]:

@@ -63,8 +63,12 @@ READ_SETTINGS = dict(
 )
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 15.0) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 15.0, *, replication: int = 1,
+                 configs: dict | None = None) -> None:
     """Create ``topic`` (no error if it exists with the same partition count).
+
+    ``replication`` copies of each partition, and ``configs`` (topic configs such
+    as ``min.insync.replicas``) set on it, so they never depend on the broker's defaults.
 
     Raises
     ------
@@ -84,7 +88,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
             time.sleep(0.2)
             continue
         try:
-            admin.create_topics([NewTopic(topic, partitions, 1)])
+            admin.create_topics([NewTopic(topic, partitions, replication, topic_configs=dict(configs or {}))])
         except TopicAlreadyExistsError:
             pass
         finally:

@@ -13,6 +13,10 @@ Faults it carries out for real:
 ``ack-loss``  forward produce requests to the broker, then drop their responses,
               for N seconds or for the next N produce responses; the producer
               times out and retries a record the broker already has.
+``hold``      keep every request for N seconds before forwarding it (connections
+              stay open). In front of a broker's inter-broker listener this holds
+              back its followers' fetches: the ``follower-lag`` fault of a cluster
+              (:mod:`lab.kafka_cluster`).
 
 Start
 -----
@@ -50,13 +54,15 @@ One JSON object per line on the control port; each gets one JSON line back,
     Close every client connection and refuse new ones for that long.
 ``{"cmd": "ack_loss", "seconds": 2, "count": null}``
     Drop the next ``count`` produce responses, or all for ``seconds`` (default 3).
+``{"cmd": "hold", "seconds": 5}``
+    Forward no request for that long; held requests go on, in order, when it ends.
 ``{"cmd": "heal"}``
-    End any cut or ack loss now.
+    End any cut, ack loss or hold now.
 ``{"cmd": "status"}``
     Nothing changes; the reply carries the status only.
 
 The status fields: ``upstream`` (``"host:port"`` or null), ``cut_for_s``,
-``ack_loss_for_s``, ``ack_loss_left``, ``open_connections``, ``accepted``,
+``ack_loss_for_s``, ``ack_loss_left``, ``hold_for_s``, ``held_requests``, ``open_connections``, ``accepted``,
 ``refused``, ``produce_requests``, ``dropped_responses``.
 """
 
@@ -90,6 +96,8 @@ class ProxyState:
         self.cut_until = 0.0
         self.ack_loss_until = 0.0
         self.ack_loss_left = 0
+        self.hold_until = 0.0
+        self.held_requests = 0
         self.connections: set[asyncio.StreamWriter] = set()
         self.accepted = 0
         self.refused = 0
@@ -113,6 +121,8 @@ class ProxyState:
             "cut_for_s": round(max(0.0, self.cut_until - now), 3),
             "ack_loss_for_s": round(max(0.0, self.ack_loss_until - now), 3),
             "ack_loss_left": self.ack_loss_left,
+            "hold_for_s": round(max(0.0, self.hold_until - now), 3),
+            "held_requests": self.held_requests,
             "open_connections": len(self.connections),
             "accepted": self.accepted,
             "refused": self.refused,
@@ -140,6 +150,11 @@ async def _pipe_requests(reader, writer, pending: dict, state: ProxyState) -> No
             pending[correlation] = api_key
             if api_key == PRODUCE_API_KEY:
                 state.produce_requests += 1
+        if time.monotonic() < state.hold_until:
+            state.held_requests += 1
+            # Re-read each time: a heal ends the hold early, a new hold extends it.
+            while (left := state.hold_until - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, 0.05))
         writer.write(frame)
         await writer.drain()
 
@@ -206,12 +221,15 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
                     else:
                         state.ack_loss_left = 0
                         state.ack_loss_until = time.monotonic() + float(msg.get("seconds") or 3)
+                elif cmd == "hold":
+                    state.hold_until = time.monotonic() + float(msg["seconds"])
                 elif cmd == "heal":
+                    state.hold_until = 0.0
                     state.cut_until = 0.0
                     state.ack_loss_until = 0.0
                     state.ack_loss_left = 0
                 elif cmd != "status":
-                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, heal, status")
+                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, hold, heal, status")
                 reply = {"ok": True, **state.status()}
             except (ValueError, KeyError, TypeError) as e:
                 reply = {"ok": False, "error": str(e)}
@@ -340,8 +358,10 @@ def log_tail(log: Path, offset: int) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def start(log_dir: Path, port: int | None, detach: bool):
+def start(log_dir: Path, port: int | None, detach: bool, name: str = "proxy"):
     """Start the proxy and wait for its ready file: ``(Popen, client port, control port)``.
+
+    Its output goes to ``<log_dir>/<name>.log`` (a cluster runs one proxy per listener and node).
 
     The client side of the protocol above; the proxy refuses clients until
     :func:`set_upstream` names the broker.
@@ -356,10 +376,10 @@ def start(log_dir: Path, port: int | None, detach: bool):
 
     from lab import processes
 
-    proxy_log = log_dir / "proxy.log"
+    proxy_log = log_dir / f"{name}.log"
     # One ready file per start: two starts sharing ``log_dir`` (two kernels using runs/broker-logs)
     # must not read, replace or delete each other's.
-    ready = log_dir / f"proxy-ready-{uuid.uuid4().hex}.json"
+    ready = log_dir / f"{name}-ready-{uuid.uuid4().hex}.json"
     proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
     proxy = processes.spawn(
         [sys.executable, "-m", "lab.proxy", "--listen", port or 0, "--control", 0, "--ready-file", ready],

@@ -21,7 +21,7 @@ the kill count as unseen, never lost.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import events as ev
@@ -29,6 +29,8 @@ from lab import kafka_tools
 from lab.auditor import Audit, audit_run
 from lab.ledger import LEDGER_FILE, place_acks
 from lab.sinks import open_sink
+from lab.topic_audit import audit_topic
+from lab.topic_sink import TopicSink
 
 
 @dataclass
@@ -96,7 +98,9 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
     ``broker`` is the run's :class:`lab.broker.BrokerInfo` (its product and version go into
     the counts as ``broker_version``). Sends of aborted transactions are looked for in a
     ``read_uncommitted`` read of the topic (``aborted_in_topic``): they are there, hidden
-    from ``read_committed`` readers where the broker honours the isolation level.
+    from ``read_committed`` readers where the broker honours the isolation level. For the
+    ``topic`` sink (kafka-eos) the audit is of the output topic read ``read_committed``, and
+    the counts add both views of it (:meth:`lab.topic_sink.TopicSink.view_counts`).
 
     Delivery guarantee: none of its own; it reads and counts. An acknowledged
     send the topic does not hold, and that no sink row explains, is lost (see
@@ -108,11 +112,17 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
+        views = {}
+        if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
+            views = sink.view_counts()
+            sink.save()
     audit.table.to_csv(run_dir / "audit.csv", index=False)
     dup = [c[0] for c in copies.values() if c[0] > 1]
     source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
               "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed,
-              "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version)))}
+              "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version))),
+              **views}
+    source["topic"] = asdict(audit_topic(run_dir, run_dir / LEDGER_FILE, copies))
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)

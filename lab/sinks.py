@@ -36,6 +36,11 @@ On failure
 ``append`` and ``idempotent`` commit a batch in two halves, like a sink that
 commits as it goes, so a crash at ``mid-output`` leaves the first half
 stored. ``transactional`` commits once, so the same crash stores nothing.
+
+Two more modes are no database: ``files`` (Spark's file sink, read by
+:mod:`lab.file_sink`) and ``topic`` (the kafka-eos pipeline's output topic,
+written in Kafka transactions, read by :class:`lab.topic_sink.TopicSink`);
+:func:`open_sink` opens every mode as a :class:`SinkReader`.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from lab.errors import LabError, choices_error
 SINK_FILE = "sink.sqlite"
 SINK_SPEC_FILE = "sink.json"
 FILES_MODE = "files"
+TOPIC_MODE = "topic"
 
 #: Every sink mode (``--sink``), with its delivery guarantee. The one list: configuration,
 #: the CLI's help and the sinks below all read it.
@@ -61,11 +67,15 @@ SINK_MODES = {
     "idempotent": "upsert on the event id: writing twice stores once",
     "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
     FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)",
+    TOPIC_MODE: "a Kafka output topic written in transactions with the consumed offsets, audited read_committed "
+                "(kafka-eos only)",
 }
-#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself.
-DATABASE_MODES = tuple(m for m in SINK_MODES if m != FILES_MODE)
+#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by kafka-eos.
+DATABASE_MODES = tuple(m for m in SINK_MODES if m not in (FILES_MODE, TOPIC_MODE))
 #: Pipelines that can write the files sink (Spark SQL's file sink needs a Spark SQL query).
 FILES_SINK_PIPELINES = ("structured",)
+#: Pipelines whose sink is an output topic (:mod:`lab.topic_sink`), and the only sink they write.
+TOPIC_SINK_PIPELINES = ("kafka-eos",)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)
@@ -99,6 +109,9 @@ def sink_spec_for_run(mode: str, run_dir: Path | str, sink_url: str | None) -> S
         from lab.file_sink import files_sink_spec
 
         return files_sink_spec(run_dir)
+    if mode == TOPIC_MODE:
+        # The topic and the broker are read from the run directory when the sink is first read.
+        return SinkSpec(mode=TOPIC_MODE, backend=TOPIC_MODE, path=str(Path(run_dir).resolve()))
     if mode not in DATABASE_MODES:
         raise choices_error("sink", mode, DATABASE_MODES)
     if sink_url:
@@ -128,7 +141,7 @@ def _schema_sql(mode: str) -> list[str]:
 
 
 class SinkReader(Protocol):
-    """What the auditor and the panel read from any sink (database or files).
+    """What the auditor and the panel read from any sink (database, files or an output topic).
 
     Stored rows are what a reader of the sink sees; write attempts are every
     row the pipeline tried to write, so "written twice, stored once" shows.
@@ -384,11 +397,15 @@ class Sink:
         self.close()
 
 
-def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink":  # noqa: F821
+def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink | TopicSink":  # noqa: F821
     """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
     spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
     if spec.backend == FILES_MODE:
         from lab.file_sink import FileSink
 
         return FileSink(spec)
+    if spec.backend == TOPIC_MODE:
+        from lab.topic_sink import TopicSink
+
+        return TopicSink(spec)
     return Sink(spec)

@@ -46,6 +46,7 @@ from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
 from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
+from lab.replication_watch import ReplicationWatch
 from lab.run_report import RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
 
@@ -53,6 +54,9 @@ from lab.sinks import open_sink, sink_spec_for_run
 MAX_UNPLANNED_EXITS = 3
 #: Seconds a restarted driver gets to report progress of its own before the run may count as drained.
 RESTART_SETTLE_S = 45.0
+#: Seconds a driver must stay at a cluster's end offsets, short of offsets the ledger acknowledged,
+#: before those offsets count as truncated away (an unclean election) rather than not yet visible.
+TRUNCATED_SETTLE_S = 3.0
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
 
@@ -108,6 +112,8 @@ class Run:
         self._batches_done = 0
         self._restart_at: float | None = None
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
+        self._watch: ReplicationWatch | None = None
+        self._at_end: tuple = (None, 0.0)  # (positions and end offsets, since when) for TRUNCATED_SETTLE_S
         self._ready_attempt = 0
         self._next_group_scan = 0.0
         self._end_offsets: dict[int, int] = {}
@@ -140,16 +146,22 @@ class Run:
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
             self.broker = self._stack.enter_context(
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
-                                          kafka_proxy=cfg.kafka_proxy))
+                                          kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
-            kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions)
+            kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes,
+                                     configs=cfg.topic_configs)
             spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
                 control_host=self.broker.control_host,
                 kill_broker=self._kill_broker, restart_broker=self._restart_broker,
-                abort_transactions=lambda count: self.producer.abort_next(count))
+                abort_transactions=lambda count: self.producer.abort_next(count),
+                client_controls=self.broker.control_ports,
+                replication_controls=tuple(n.replication_control_port for n in self.broker.nodes),
+                kill_leader=lambda: injector.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node)
+            if self.broker.nodes:
+                self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
             self._t0 = time.monotonic()
             self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
@@ -287,13 +299,23 @@ class Run:
     def _restart_broker(self) -> None:
         """Start the killed broker JVM again on its data, behind the same proxy; record where it is."""
         began = time.monotonic()
-        self.broker = broker_mod.restart_embedded_broker(self.broker)
-        if self.broker.detached:  # `lab broker start`'s broker: `lab broker stop` must find the new JVM
-            broker_mod.save_state(self.config.runs_dir, self.broker)
-        else:
-            self._restarted_broker = self.broker
-        (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
+        self._record_broker(broker_mod.restart_embedded_broker(self.broker))
         self.events.write(ev.BROKER_RESTART, pid=self.broker.broker_pid, took_s=round(time.monotonic() - began, 3))
+
+    def _restart_node(self, node: int) -> None:
+        """Start a cluster's killed broker again on its data, behind its proxies; record where it is."""
+        began = time.monotonic()
+        self._record_broker(broker_mod.restart_cluster_node(self.broker, node))
+        self.events.write(ev.NODE_RESTART, node=node, pid=self.broker.node(node).broker_pid,
+                          took_s=round(time.monotonic() - began, 3))
+
+    def _record_broker(self, info: broker_mod.BrokerInfo) -> None:
+        self.broker = info
+        if info.detached:  # `lab broker start`'s broker: `lab broker stop` must find the new JVM
+            broker_mod.save_state(self.config.runs_dir, info)
+        else:
+            self._restarted_broker = info
+        (self.run_dir / "broker.json").write_text(json.dumps(info.to_dict(), indent=2))
 
     # -- the monitor thread --------------------------------------------------
     def _monitor(self) -> None:
@@ -401,7 +423,16 @@ class Run:
         # reports nothing, so after RESTART_SETTLE_S the file's progress is taken as it stands.
         settled = (self._driver.attempt == 1 or progress.get("attempt") == self._driver.attempt
                    or time.monotonic() - self._driver.started_at > RESTART_SETTLE_S)
-        return self._driver.alive() and settled and past_acked and all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+        at_end = all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
+        if at_end and not past_acked and self.broker.nodes:
+            # On a cluster an unclean election truncates acknowledged writes away: their offsets are
+            # never reached. The high watermark's lag behind a write lasts one follower fetch (0.5 s),
+            # so a driver at the end offsets for TRUNCATED_SETTLE_S has read all there is.
+            state = (tuple(sorted(positions.items())), tuple(sorted(self._end_offsets.items())))
+            if state != self._at_end[0]:
+                self._at_end = (state, time.monotonic())
+            past_acked = time.monotonic() - self._at_end[1] >= TRUNCATED_SETTLE_S
+        return self._driver.alive() and settled and past_acked and at_end
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
@@ -429,6 +460,8 @@ class Run:
 
     def _cleanup(self) -> None:
         """End everything this run started; safe to call more than once, from any thread."""
+        if self._watch is not None:
+            self._watch.stop()
         if self.producer is not None:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.

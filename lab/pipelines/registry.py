@@ -57,6 +57,13 @@ PIPELINES: dict[str, PipelineSpec] = {
         uses_spark=False,
         options=("commit",),
     ),
+    "kafka-eos": PipelineSpec(
+        name="kafka-eos",
+        module="lab.pipelines.kafka_eos",
+        summary="no Spark: Kafka's exactly-once consume-transform-produce, output topic and offsets in one "
+                "transaction per batch",
+        uses_spark=False,
+    ),
     "structured": PipelineSpec(
         name="structured",
         module="lab.pipelines.structured",

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from lab import broker, processes, proxy
+from lab import broker, external_broker, processes, proxy
 from lab.config import make_config
 from lab.errors import LabError
 from lab.injector import FaultInjector
@@ -51,7 +51,7 @@ def test_an_unanswering_proxy_is_one_line_naming_lab_kafka_proxy(stack, tmp_path
     msg = str(e.value)
     assert f"LAB_KAFKA_PROXY={dead!r}" in msg and "unset LAB_KAFKA_PROXY" in msg and "\n" not in msg
     with pytest.raises(LabError, match="bad LAB_KAFKA_PROXY 'nohost'"):
-        broker.check_proxy("nohost")
+        external_broker.check_proxy("nohost")
 
 
 def test_a_listener_that_is_not_a_proxy_is_refused(tmp_path):
@@ -59,7 +59,7 @@ def test_a_listener_that_is_not_a_proxy_is_refused(tmp_path):
         other.bind(("127.0.0.1", 0))
         other.listen()
         with pytest.raises(LabError, match="does not answer on its control port") as e:
-            broker.check_proxy(f"127.0.0.1:{other.getsockname()[1]}", timeout_s=0.5)
+            external_broker.check_proxy(f"127.0.0.1:{other.getsockname()[1]}", timeout_s=0.5)
     assert "\n" not in str(e.value)
 
 
@@ -67,7 +67,7 @@ def test_proxy_faults_reach_the_named_proxy_and_are_healed_at_the_end(stack, mon
     bootstrap, control = stack
     monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", bootstrap)
     monkeypatch.setenv("LAB_KAFKA_PROXY", control)
-    host, port = broker.check_proxy(control)
+    host, port = external_broker.check_proxy(control)
     cfg = make_config(faults="ack-loss@at=1s:count=7")
     timeline, driver = Timeline(), Driver()
     inj = FaultInjector(cfg, timeline, elapsed=lambda: driver.now, kill_driver=driver.kill, driver_up=lambda: driver.up,

@@ -136,6 +136,30 @@ def test_cut_closes_connections_and_refuses_new_ones_then_heals(running_proxy):
     assert proxy.control(ctl, {"cmd": "status"})["refused"] >= 1
 
 
+def test_hold_keeps_requests_until_it_ends_in_order_and_a_heal_ends_it_early(running_proxy):
+    listen, ctl, upstream = running_proxy
+    with socket.create_connection(("127.0.0.1", listen)) as c:
+        c.settimeout(5.0)
+        assert proxy.control(ctl, {"cmd": "hold", "seconds": 1.0})["hold_for_s"] > 0.5
+        began = time.monotonic()
+        request(c, 1, 7)  # a fetch, as a follower sends it
+        request(c, 1, 8)
+        _recv(c, 4)
+        first = struct.unpack(">i", _recv(c, 8)[:4])[0]
+        _recv(c, 4)
+        second = struct.unpack(">i", _recv(c, 8)[:4])[0]
+        assert (first, second) == (7, 8) and time.monotonic() - began >= 0.9
+        # One connection's requests go on one by one: the second was read once the first went on, after the hold.
+        assert proxy.control(ctl, {"cmd": "status"})["held_requests"] == 1
+        proxy.control(ctl, {"cmd": "hold", "seconds": 30})
+        request(c, 1, 9)
+        time.sleep(0.3)
+        assert upstream.requests == 2  # still held
+        proxy.control(ctl, {"cmd": "heal"})
+        _recv(c, 4)
+        assert struct.unpack(">i", _recv(c, 8)[:4])[0] == 9
+
+
 def test_unknown_command_is_an_error_reply(running_proxy):
     _, ctl, _ = running_proxy
     reply = proxy.control(ctl, {"cmd": "explode"})

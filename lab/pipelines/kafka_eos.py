@@ -1,0 +1,258 @@
+"""The ``kafka-eos`` pipeline: no Spark, Kafka's own exactly-once consume-transform-produce.
+
+A kafka-python consumer reads the run's topic; each poll's records, transformed
+(:func:`transform`: the event's JSON with a ``processed`` field), go to the same
+partition of the output topic ``<topic>.out`` (:func:`lab.topic_sink.output_topic`,
+created by the driver with the input's partition count) inside one Kafka
+transaction, together with the consumed offsets.
+
+Protocol, per batch
+-------------------
+1. ``poll()`` the input at ``read_committed``. The partitions are ``assign()``ed
+   (no group membership, as in :mod:`lab.pipelines.plain`); a driver starts at
+   the run group's (``lab-<run id>``) committed offsets, else at the earliest.
+2. ``begin_transaction()``, then ``send()`` every transformed record.
+3. ``send_offsets_to_transaction(positions, "lab-<run id>")``: the group's new
+   offsets (with the batch number as their metadata) join the transaction.
+4. ``commit_transaction()``: the output records and the offsets become visible
+   together, or, if the transaction is aborted, neither.
+
+The producer's ``transactional_id`` is fixed per run (``lab-<run id>-eos``), so a
+restarted driver's ``init_transactions()`` names the dead driver's id: the
+transaction coordinator bumps the producer epoch (fencing the dead producer)
+and aborts its open transaction before the new driver reads anything. The
+driver writes an ``eos-init`` event each time: the id, the producer id and
+epoch, how long ``init_transactions()`` took, and which earlier attempt
+initialised the same id. Measured on Apache Kafka 4.1.1: the same producer id,
+epoch 0 for the first driver and 2 for its restart (one bump aborts the open
+transaction, one is the new producer's); ``init_transactions()`` took
+0.2-0.4 s, with or without a transaction to abort.
+
+Named points: ``mid-output`` (half of the batch sent in the open transaction
+and flushed: those records are in the log), ``after-output-before-commit``
+(every record sent, the offsets sent to the transaction, no commit yet).
+
+Delivery guarantee
+------------------
+Exactly once for a ``read_committed`` reader of the output topic, across driver
+crashes at any place: a batch's records count only when its transaction
+commits, and then its offsets are committed with them; an aborted batch is read
+again from the offsets of the last committed one. A ``read_uncommitted`` reader
+gets at least once: the aborted copies stay in the log (the report's
+``read_uncommitted_*`` counts, :mod:`lab.topic_sink`). Measured, 600 events,
+batches of 100, a kill at batch 2: ``mid-output`` gave 600 records
+``read_committed`` and 650 ``read_uncommitted`` (the 50 sent before the kill);
+``after-output-before-commit`` 600 and 700. It needs a broker that
+honours transactions and isolation levels; configuration refuses Tansu, which
+delivers aborted records to ``read_committed`` readers.
+
+On failure
+----------
+Killed anywhere (``driver-crash``): the supervisor restarts the driver, whose
+``init_transactions()`` aborts the open transaction, as above. A broker that is
+away holds the open batch up: its sends and its commit are retried within
+``DELIVERY_TIMEOUT_MS`` and ``TRANSACTION_TIMEOUT_MS`` (measured: with
+``broker-outage@at=2s:for=3s``, ``broker-crash@at=2s:for=3s`` and
+``ack-loss@at=1s:count=5``, 3,000 events each, exactly once, no restart). A batch that
+fails with a Kafka error the producer can recover from (a send that ran out of
+``DELIVERY_TIMEOUT_MS`` while the broker was away) is aborted, recorded as
+``batch-error``, and read again from the last committed offsets. A fenced
+producer (``ProducerFencedError``: another driver with the same id took over),
+or an abort that does not complete within :data:`ABORT_RETRY_S`, ends the
+driver; the supervisor restarts it and its ``init_transactions()`` cleans up.
+A record that is not a lab event ends the driver with
+:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from lab import events as ev
+from lab import kafka_tools
+from lab.driver import DriverContext
+from lab.events import read_events
+from lab.kafka_read import event_fields
+from lab.topic_sink import output_topic
+
+#: The transaction timeout the coordinator enforces: an open transaction older than this is aborted
+#: and its producer fenced. A live driver's transaction must outlast a broker fault it rides out:
+#: measured, broker-crash@at=2s:for=3s kept the first batch's transaction open about 9 s (the broker
+#: back after 5.3 s more), committed once the broker was back, and the run was exactly once. A dead
+#: driver's transaction never waits for it: the restart's init_transactions() aborts it (the
+#: supervisor restarts a driver 0.2 s after a kill; init_transactions() measured 0.2-0.4 s).
+TRANSACTION_TIMEOUT_MS = 60_000
+#: How long one record may take from send() to its acknowledgement, retries included; below the
+#: transaction timeout, so a send that gives up leaves time to abort the transaction cleanly.
+DELIVERY_TIMEOUT_MS = 45_000
+#: A request without an answer fails after 10 s and is retried (within DELIVERY_TIMEOUT_MS). Measured:
+#: ack-loss@at=1s:count=5 dropped the answers to the driver's first batch, which then took one such
+#: timeout longer (first batch done at 11.2 s), and the run was exactly once.
+REQUEST_TIMEOUT_MS = 10_000
+#: How long init_transactions() and a send waiting for metadata may block before a KafkaTimeoutError.
+MAX_BLOCK_MS = 30_000
+#: Seconds an abort is retried while the broker is away before the driver gives up and exits.
+ABORT_RETRY_S = 60.0
+
+
+def transactional_id(run_id: str) -> str:
+    """The producer's ``transactional_id``: one per run, the same for every driver attempt."""
+    return f"lab-{run_id}-eos"
+
+
+def transform(value: bytes, partition: int, offset: int, batch: int, attempt: int) -> bytes:
+    """The output record for one input record: the event's JSON, unchanged, plus a ``processed`` field.
+
+    ``processed`` says which batch and driver attempt wrote the copy and which
+    input record it came from, so an aborted copy read ``read_uncommitted`` can
+    be told from the committed one. ``id``, ``seq`` and ``key`` stay first, so
+    :func:`lab.kafka_read.event_fields` reads the output as it reads the input.
+
+    Raises
+    ------
+    NotALabEvent
+        ``value`` is not a lab event (the message names ``partition@offset``).
+    """
+    event_fields(value, partition, offset)
+    event = json.loads(value)
+    event["processed"] = {"by": "kafka-eos", "batch": batch, "attempt": attempt, "source": [partition, offset]}
+    return json.dumps(event, separators=(",", ":")).encode()
+
+
+def batch_metadata(batch: int) -> str:
+    """The metadata committed with a batch's offsets (its number)."""
+    return f"batch={batch}"
+
+
+def batch_from_metadata(metadata: str | None) -> int:
+    """The batch number :func:`batch_metadata` wrote, or -1 for anything else (no commit yet, another writer)."""
+    key, _, number = (metadata or "").partition("=")
+    return int(number) if key == "batch" and number.isdigit() else -1
+
+
+def _producer(bootstrap: str, txn_id: str):
+    """The transactional producer; every setting that decides delivery is stated here."""
+    from kafka import KafkaProducer
+
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=txn_id,
+        # Transactions need an idempotent producer writing to every in-sync replica.
+        enable_idempotence=True,
+        acks="all",
+        # Idempotence makes each retry safe (the broker drops a repeated sequence number), so only the
+        # time bound decides when a send gives up: DELIVERY_TIMEOUT_MS, not a count.
+        retries=2**31 - 1,
+        max_in_flight_requests_per_connection=5,  # the most idempotence keeps in order
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+        delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        max_block_ms=MAX_BLOCK_MS,
+        linger_ms=5,
+        # The driver creates the output topic with the input's partition count; a metadata request
+        # must never create it first with the broker's default of one.
+        allow_auto_create_topics=False,
+    )
+
+
+def _epoch(producer) -> tuple[int | None, int | None]:
+    """``(producer id, epoch)`` after init_transactions() (kafka-python keeps them in its transaction manager)."""
+    pe = getattr(getattr(producer, "_transaction_manager", None), "producer_id_and_epoch", None)
+    return getattr(pe, "producer_id", None), getattr(pe, "epoch", None)
+
+
+def _init(ctx: DriverContext, producer, txn_id: str) -> None:
+    """init_transactions(), timed, and the ``eos-init`` event saying which earlier attempt had the same id."""
+    before = [e for e in read_events(ctx.run_dir)
+              if e["type"] == ev.EOS_INIT and e.get("transactional_id") == txn_id]
+    began = time.monotonic()
+    producer.init_transactions()
+    took = time.monotonic() - began
+    pid, epoch = _epoch(producer)
+    ctx.events.write(ev.EOS_INIT, transactional_id=txn_id, producer_id=pid, epoch=epoch, took_s=round(took, 4),
+                     attempt=ctx.attempt, same_id_as_attempt=before[-1].get("attempt") if before else None,
+                     previous_epoch=before[-1].get("epoch") if before else None)
+
+
+def run(ctx: DriverContext) -> None:
+    """Consume, transform and produce in transactions until the supervisor asks to stop (SIGTERM)."""
+    from kafka import OffsetAndMetadata, TopicPartition
+    from kafka.errors import KafkaError, ProducerFencedError
+
+    cfg = ctx.config
+    group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions)
+    producer = _producer(ctx.bootstrap, txn_id)
+    consumer = None
+    try:
+        # Before the consumer asks for the group's offsets: a read_committed consumer's offset fetch
+        # (kafka-python sets require_stable) is refused while the dead driver's transaction holds
+        # offsets for the group (after-output-before-commit), until that transaction ends.
+        _init(ctx, producer, txn_id)
+        consumer = kafka_tools.consumer(ctx.bootstrap, group_id=group, enable_auto_commit=False,
+                                        max_poll_records=cfg.max_batch_records, isolation_level="read_committed")
+        tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
+        consumer.assign(tps)
+
+        def positions() -> dict[int, int]:
+            return {tp.partition: consumer.position(tp) for tp in tps}
+
+        committed = positions()
+        batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(consumer.committed(tp, metadata=True),
+                                                                      "metadata", None)) for tp in tps)]) + 1
+        while not ctx.stopping:
+            polled = consumer.poll(timeout_ms=200, max_records=cfg.max_batch_records)
+            records = [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
+            if not records:
+                ctx.progress(positions(), batch - 1)
+                continue
+            ranges = {}
+            for r in records:
+                start, _ = ranges.get(r.partition, (r.offset, r.offset))
+                ranges[r.partition] = (start, r.offset + 1)
+            ctx.batch_start(batch, ranges, len(records), transactional_id=txn_id)
+            try:
+                producer.begin_transaction()
+                half = (len(records) + 1) // 2  # at least one record in the log at mid-output
+                for i, r in enumerate(records):
+                    producer.send(out, value=transform(r.value, r.partition, r.offset, batch, ctx.attempt),
+                                  key=r.key, partition=r.partition)
+                    if i + 1 == half:
+                        producer.flush()  # acknowledged: in the log, inside the open transaction
+                        ctx.point("mid-output", batch)
+                done = positions()
+                producer.send_offsets_to_transaction(
+                    {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}, group)
+                ctx.point("after-output-before-commit", batch)
+                producer.commit_transaction()
+            except ProducerFencedError:
+                raise  # a newer driver owns the id: this one must stop writing
+            except KafkaError as e:
+                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[:300], attempt=ctx.attempt,
+                                 action="abort-and-rewind")
+                _abort(producer)
+                for tp in tps:
+                    consumer.seek(tp, committed[tp.partition])
+                continue
+            committed = done
+            ctx.batch_done(batch, len(records))
+            ctx.progress(done, batch)
+            batch += 1
+    finally:
+        if consumer is not None:
+            consumer.close(autocommit=False)
+        producer.close(timeout=5)
+
+
+def _abort(producer) -> None:
+    """Abort the open transaction, retried while the broker is away; raise when it cannot be done."""
+    deadline = time.monotonic() + ABORT_RETRY_S
+    while True:
+        try:
+            producer.abort_transaction()
+            return
+        except Exception as e:  # kafka-python raises several types for a broker that is away
+            if not getattr(e, "retriable", False) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -1,0 +1,147 @@
+"""The kafka-eos driver's loop against a fake consumer and producer: commit order, and abort-and-rewind on a failed batch."""
+
+import json
+from collections import namedtuple
+from types import SimpleNamespace
+
+import pytest
+from kafka.errors import KafkaTimeoutError, ProducerFencedError
+
+from lab import events as ev
+from lab.pipelines import kafka_eos
+
+Record = namedtuple("Record", "partition offset key value")
+
+
+def event(seq: int) -> bytes:
+    return json.dumps({"id": f"{seq:036d}", "seq": seq, "key": "k01"}, separators=(",", ":")).encode()
+
+
+class FakeConsumer:
+    """One partition's records; positions move as poll() returns them, seek() rewinds."""
+
+    def __init__(self, ctx, records, batches_before_stop):
+        self.ctx, self.records, self.pos, self.left = ctx, records, {}, batches_before_stop
+        self.seeks = []
+
+    def assign(self, tps):
+        self.pos = {tp: 0 for tp in tps}
+
+    def position(self, tp):
+        return self.pos[tp]
+
+    def committed(self, tp, metadata=False):
+        return None
+
+    def seek(self, tp, offset):
+        self.seeks.append((tp.partition, offset))
+        self.pos[tp] = offset
+
+    def poll(self, timeout_ms, max_records):
+        tp = next(iter(self.pos))
+        got = self.records[self.pos[tp]:self.pos[tp] + max_records]
+        if not got:
+            self.left -= 1
+            self.ctx.stopping = self.left <= 0
+            return {}
+        self.pos[tp] += len(got)
+        return {tp: got}
+
+    def close(self, autocommit):
+        assert autocommit is False
+
+
+class FakeProducer:
+    """A transactional producer that keeps what each transaction sent; commit fails ``fail_commits`` times."""
+
+    def __init__(self, fail_commits=0, error=KafkaTimeoutError):
+        self.fail_commits, self.error = fail_commits, error
+        self.open, self.committed, self.aborted, self.offsets, self.calls = None, [], [], [], []
+
+    def init_transactions(self):
+        self.calls.append("init")
+
+    def begin_transaction(self):
+        assert self.open is None, "a transaction began while one was open"
+        self.open = []
+        self.calls.append("begin")
+
+    def send(self, topic, value, key, partition):
+        self.open.append(json.loads(value)["seq"])
+
+    def flush(self):
+        self.calls.append("flush")
+
+    def send_offsets_to_transaction(self, offsets, group):
+        self.offsets.append(({tp.partition: (o.offset, o.metadata) for tp, o in offsets.items()}, group))
+        self.calls.append("offsets")
+
+    def commit_transaction(self):
+        if self.fail_commits:
+            self.fail_commits -= 1
+            raise self.error("the broker was away")
+        self.committed += self.open
+        self.open = None
+        self.calls.append("commit")
+
+    def abort_transaction(self):
+        self.aborted += self.open
+        self.open = None
+        self.calls.append("abort")
+
+    def close(self, timeout):
+        pass
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch):
+    def make(producer, records, batch=2):
+        written = []
+        ctx = SimpleNamespace(
+            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch), run_id="r1",
+            bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
+            events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,
+            last_batch=lambda: -1, batch_start=lambda b, ranges, rows, **x: written.append((ev.BATCH_START, b)),
+            batch_done=lambda b, rows: written.append((ev.BATCH_DONE, b)),
+        )
+        ctx.point = lambda name, b: ctx.points.append((name, b))
+        ctx.progress = lambda positions, b: ctx.progressed.append((dict(positions), b))
+        consumer = FakeConsumer(ctx, records, batches_before_stop=2)
+        monkeypatch.setattr(kafka_eos.kafka_tools, "create_topic", lambda *a: None)
+        monkeypatch.setattr(kafka_eos.kafka_tools, "consumer", lambda *a, **k: consumer)
+        monkeypatch.setattr(kafka_eos, "_producer", lambda *a: producer)
+        return ctx, consumer
+    return make
+
+
+def test_each_batch_is_one_transaction_with_its_offsets_and_points_in_order(driver):
+    producer = FakeProducer()
+    ctx, _ = driver(producer, [Record(0, i, b"k", event(i)) for i in range(4)])
+    kafka_eos.run(ctx)
+    assert producer.committed == [0, 1, 2, 3] and producer.aborted == []
+    assert producer.calls == ["init", "begin", "flush", "offsets", "commit", "begin", "flush", "offsets", "commit"]
+    assert producer.offsets == [({0: (2, "batch=0")}, "lab-r1"), ({0: (4, "batch=1")}, "lab-r1")]
+    assert ctx.points == [("mid-output", 0), ("after-output-before-commit", 0),
+                          ("mid-output", 1), ("after-output-before-commit", 1)]
+    assert ({0: 4}, 1) in ctx.progressed
+    init = [f for t, f in ctx.written if t == ev.EOS_INIT]
+    assert init[0]["transactional_id"] == "lab-r1-eos" and init[0]["same_id_as_attempt"] is None
+
+
+def test_a_failed_commit_aborts_and_reads_the_batch_again_from_the_last_commit(driver):
+    producer = FakeProducer(fail_commits=1)
+    ctx, consumer = driver(producer, [Record(0, i, b"k", event(i)) for i in range(4)])
+    kafka_eos.run(ctx)
+    assert producer.aborted == [0, 1] and producer.committed == [0, 1, 2, 3]  # each once, committed
+    assert consumer.seeks == [(0, 0)]
+    errors = [f for t, f in ctx.written if t == ev.BATCH_ERROR]
+    assert len(errors) == 1 and errors[0]["action"] == "abort-and-rewind" and errors[0]["batch"] == 0
+    assert [b for t, b in ctx.written if t == ev.BATCH_DONE] == [0, 1]
+
+
+def test_a_fenced_producer_ends_the_driver(driver):
+    producer = FakeProducer(fail_commits=1, error=ProducerFencedError)
+    ctx, _ = driver(producer, [Record(0, i, b"k", event(i)) for i in range(2)])
+    with pytest.raises(ProducerFencedError):
+        kafka_eos.run(ctx)
+    assert producer.committed == [] and producer.aborted == []
