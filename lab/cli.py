@@ -122,6 +122,11 @@ def _print_table(report: dict) -> None:
         rows[1:4] = [("windows exact / all", f"{report['windows_exact']} / {report['windows']}"),
                      ("windows over", f"{report['windows_over']}  (+{report['overcount']} events)"),
                      ("windows under", f"{report['windows_under']}  (-{report['undercount']} events)")]
+    topic = report.get("topic") or {}
+    if topic.get("lost") or topic.get("duplicated") or report["settings"].get("nodes"):
+        rows.insert(4, ("final read of the topic", f"{topic['lost']} acknowledged and lost, {topic['duplicated']} "
+                                                   f"duplicated ({topic['failed_sends']} failed, "
+                                                   f"{topic['unknown_sends']} unknown sends)"))
     if report.get("late_dropped"):
         rows.insert(4, ("late, dropped (watermark)", report["late_dropped"]))
     if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
