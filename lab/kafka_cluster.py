@@ -77,15 +77,7 @@ UNCLEAN_ELECTION_INTERVAL_MS = 1000
 _COMMON = (
     "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
     "controller.listener.names=CONTROLLER",
-    # As for one node: a SIGKILLed broker is fenced 1.5 s later, so a leader-crash elects the next leader
-    # within about 2 s instead of 9.
-    "broker.heartbeat.interval.ms=500",
-    "broker.session.timeout.ms=1500",
-    "num.network.threads=2",
-    "num.io.threads=2",
-    "background.threads=2",
-    "log.cleaner.dedupe.buffer.size=8388608",
-    "group.initial.rebalance.delay.ms=0",
+    *kafka_broker.SMALL_NODE_PROPERTIES,
 )
 
 

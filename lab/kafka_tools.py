@@ -111,6 +111,12 @@ def consumer(bootstrap: str, **overrides):
     return KafkaConsumer(bootstrap_servers=bootstrap, **{**CONSUMER_DEFAULTS, **overrides})
 
 
+def poll_records(consumer, max_records: int) -> list:
+    """One ``poll()`` (up to 200 ms) of ``consumer``: its records in partition order, then offset order."""
+    polled = consumer.poll(timeout_ms=200, max_records=max_records)
+    return [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
+
+
 def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
     c = consumer(bootstrap)
     try:

@@ -202,8 +202,7 @@ def run(ctx: DriverContext) -> None:
         batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(consumer.committed(tp, metadata=True),
                                                                       "metadata", None)) for tp in tps)]) + 1
         while not ctx.stopping:
-            polled = consumer.poll(timeout_ms=200, max_records=cfg.max_batch_records)
-            records = [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
+            records = kafka_tools.poll_records(consumer, cfg.max_batch_records)
             if not records:
                 ctx.progress(positions(), batch - 1)
                 continue

@@ -85,8 +85,7 @@ def run(ctx: DriverContext) -> None:
 
     try:
         while not ctx.stopping:
-            polled = consumer.poll(timeout_ms=200, max_records=cfg.max_batch_records)
-            records = [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
+            records = kafka_tools.poll_records(consumer, cfg.max_batch_records)
             if not records:
                 ctx.progress(positions(), batch - 1)
                 continue
