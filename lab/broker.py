@@ -235,7 +235,7 @@ def check_nodes(nodes, product: str, port: int | None = None) -> int:
 def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, nodes: int) -> BrokerInfo:
     check_nodes(nodes, product, port)
     _, _, version = kafka_broker.prerequisites()
-    controller, infos, _ = kafka_cluster.start(log_dir, nodes, detach)
+    controller, infos = kafka_cluster.start(log_dir, nodes, detach)
     first = infos[0]
     return BrokerInfo(
         bootstrap=",".join(f"127.0.0.1:{n.proxy_port}" for n in infos), broker_port=first.broker_port,

@@ -212,15 +212,13 @@ def _await_broker(proc, offset: int, log_dir: Path, node: int) -> dict[str, int]
     return ports
 
 
-def start(log_dir: Path, nodes: int = 3, detach: bool = False) -> tuple[dict, list[NodeInfo], int]:
+def start(log_dir: Path, nodes: int = 3, detach: bool = False) -> tuple[dict, list[NodeInfo]]:
     """Start the controller, the proxies and ``nodes`` brokers (see the protocol above).
 
     Returns
     -------
     tuple
-        ``(controller, node infos, bootstrap-ready)``: ``controller`` is
-        ``{"pid", "port"}``; the third item is unused (0) and kept for symmetry
-        with a future multi-controller quorum.
+        ``(controller, node infos)``: ``controller`` is ``{"pid", "port"}``.
 
     Raises
     ------
@@ -262,7 +260,7 @@ def start(log_dir: Path, nodes: int = 3, detach: bool = False) -> tuple[dict, li
         for proc in reversed(started):
             processes.stop_process(proc, 2)
         raise
-    return {"pid": controller.pid, "port": controller_port}, infos, 0
+    return {"pid": controller.pid, "port": controller_port}, infos
 
 
 def restart_node(log_dir: Path, node: NodeInfo, nodes: int, controller_port: int, detach: bool) -> NodeInfo:

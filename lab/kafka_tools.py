@@ -187,22 +187,42 @@ def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: s
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     counts: dict[str, list] = {}
     try:
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        deadline = time.monotonic() + timeout_s
-        while any(c.position(tp) < ends[tp.partition] for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not read {topic} to its end within {timeout_s} s")
-            for records in c.poll(timeout_ms=200).values():
-                for r in records:
-                    try:
-                        eid = json.loads(r.value)["id"]
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if eid in counts:
-                        counts[eid][0] += 1
-                    else:
-                        counts[eid] = [1, r.partition, r.offset]
+        for r in read_to_end(c, {tp: ends[tp.partition] for tp in tps}, timeout_s, topic):
+            try:
+                eid = json.loads(r.value)["id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if eid in counts:
+                counts[eid][0] += 1
+            else:
+                counts[eid] = [1, r.partition, r.offset]
     finally:
         c.close()
     return counts
+
+
+def read_to_end(c, ends: dict, timeout_s: float, what: str):
+    """Every record of ``ends``' partitions from the beginning up to its end offset there, in poll order.
+
+    ``c`` is a consumer (assigned and seeked here); ``ends`` maps each
+    ``TopicPartition`` to the offset to stop at. The loop stops on the consumer's
+    position, not on the last record seen, since transaction markers occupy
+    offsets; records at or beyond an end offset (written after it was taken) are
+    left out, so the read is one snapshot.
+
+    Raises
+    ------
+    TimeoutError
+        When the partitions cannot be read to their ends within ``timeout_s`` (naming ``what``).
+    """
+    tps = list(ends)
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    deadline = time.monotonic() + timeout_s
+    while any(c.position(tp) < ends[tp] for tp in tps):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"could not read {what} to its end within {timeout_s:g} s")
+        for tp, records in c.poll(timeout_ms=200).items():
+            for r in records:
+                if r.offset < ends[tp]:
+                    yield r

@@ -55,7 +55,6 @@ offset within ``timeout_s`` (the broker is away).
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -114,19 +113,10 @@ def read_view(bootstrap: str, topic: str, isolation_level: str, timeout_s: float
     try:
         tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
         if tps:
-            ends = c.end_offsets(tps)
-            c.assign(tps)
-            c.seek_to_beginning(*tps)
-            deadline = time.monotonic() + timeout_s
-            while any(c.position(tp) < ends[tp] for tp in tps):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"could not read {topic} ({isolation_level}) to its end within {timeout_s:g} s")
-                for tp, records in c.poll(timeout_ms=200).items():
-                    for r in records:
-                        if r.offset < ends[tp]:
-                            seq, eid = event_key(r.value)
-                            seqs.append(seq)
-                            ids.append(eid)
+            for r in kafka_tools.read_to_end(c, c.end_offsets(tps), timeout_s, f"{topic} ({isolation_level})"):
+                seq, eid = event_key(r.value)
+                seqs.append(seq)
+                ids.append(eid)
     finally:
         c.close()
     return np.array(seqs, dtype=np.int64), np.array(ids, dtype=object)

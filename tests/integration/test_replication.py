@@ -8,6 +8,7 @@ consumer of this file's own, not through the lab's reader.
 
 import csv
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -114,7 +115,7 @@ def test_acks_all_with_min_insync_2_loses_nothing_acknowledged(cluster_runs):
 def test_no_broker_jvm_survives_an_interrupted_run_on_its_own_cluster(tmp_path):
     """SIGINT to ``lab run --nodes 3`` mid-run: the cluster it started (4 JVMs, 6 proxies) is gone."""
     proc = processes.spawn([sys.executable, "-m", "lab", "run", "--nodes", "3", "--events", "100000", "--rate", "500"],
-                           log_path=tmp_path / "run.log", env={**__import__("os").environ, "LAB_RUNS_DIR": str(tmp_path)})
+                           log_path=tmp_path / "run.log", env={**os.environ, "LAB_RUNS_DIR": str(tmp_path)})
     deadline = time.monotonic() + 90
     broker_json = None
     while time.monotonic() < deadline and broker_json is None:
