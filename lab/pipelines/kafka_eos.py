@@ -30,7 +30,7 @@ transaction, one is the new producer's); ``init_transactions()`` took
 
 Named points: ``mid-output`` (half of the batch sent in the open transaction
 and flushed: those records are in the log), ``after-output-before-commit``
-(every record sent, the offsets sent to the transaction, no commit yet).
+(every record sent and flushed, the offsets sent to the transaction, no commit yet).
 
 Delivery guarantee
 ------------------
@@ -220,6 +220,9 @@ def run(ctx: DriverContext) -> None:
                     if i + 1 == half:
                         producer.flush()  # acknowledged: in the log, inside the open transaction
                         ctx.point("mid-output", batch)
+                # commit_transaction() would flush too; flushing here makes the named point below mean
+                # what it says. Measured without it: a kill there found 50 of 100 records in the log.
+                producer.flush()
                 done = positions()
                 producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}, group)
