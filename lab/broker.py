@@ -392,7 +392,7 @@ def load_running(runs_dir: str | Path) -> BrokerInfo | None:
     return None
 
 
-def _check_running_product(running: BrokerInfo, product: str | None, runs_dir, nodes: int | None = None) -> None:
+def check_running(running: BrokerInfo, product: str | None, runs_dir, nodes: int | None = None) -> None:
     """Refuse to reuse ``running`` when a different product (argument or ``LAB_BROKER``) or node count was asked for."""
     if nodes is not None and running.node_count != nodes:
         raise LabError(f"the broker running from {state_file(runs_dir)} has {running.node_count} node(s), but "
@@ -418,7 +418,7 @@ def start_detached(runs_dir: str | Path, port: int | None = None, product: str |
     nodes = check_nodes(nodes, product_from_env(product), port)
     running = load_running(runs_dir)
     if running:
-        _check_running_product(running, product, runs_dir, nodes)
+        check_running(running, product, runs_dir, nodes)
         return running
     info = start_embedded(Path(runs_dir) / "broker-logs", port=port, detach=True, product=product_from_env(product),
                           nodes=nodes)
@@ -462,7 +462,7 @@ def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: P
         return
     running = load_running(runs_dir)
     if running:
-        _check_running_product(running, product, runs_dir, nodes)
+        check_running(running, product, runs_dir, nodes)
         yield running
         return
     info = start_embedded(log_dir, product=product_from_env(product), nodes=nodes)

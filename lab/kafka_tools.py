@@ -112,8 +112,24 @@ def consumer(bootstrap: str, **overrides):
 
 
 def poll_records(consumer, max_records: int) -> list:
-    """One ``poll()`` (up to 200 ms) of ``consumer``: its records in partition order, then offset order."""
-    polled = consumer.poll(timeout_ms=200, max_records=max_records)
+    """One ``poll()`` (up to 200 ms) of ``consumer``: its records in partition order, then offset order.
+
+    A retriable Kafka error is an empty poll, and the next poll tries again: a
+    cluster's broker died under the request. Measured on the three-broker
+    cluster: kafka-python 3.x raised ``KafkaConnectionError`` out of ``poll()``
+    when ``leader-crash`` killed the broker that was the group's coordinator,
+    and the driver exited. A broker that stays away shows as a run without
+    progress (the supervisor's deadline), never as a silent loop.
+    """
+    from kafka.errors import KafkaError
+
+    try:
+        polled = consumer.poll(timeout_ms=200, max_records=max_records)
+    except KafkaError as e:
+        if not getattr(e, "retriable", False):
+            raise
+        time.sleep(0.2)
+        return []
     return [r for tp in sorted(polled, key=lambda t: t.partition) for r in polled[tp]]
 
 

@@ -18,7 +18,8 @@ Grid format::
 
 ``expect`` is one of :data:`EXPECTATIONS`. Verdicts are computed from the
 measured counts only (``lost``, ``duplicated``, ``unexpected``,
-``source_duplicates``), never copied from the expectation.
+``source_duplicates``; ``acked-lost`` and ``acked-kept`` from the topic's final
+read, ``topic.lost``), never copied from the expectation.
 
 One broker for the matrix
 -------------------------
@@ -27,8 +28,9 @@ before the first and stopped after the last (each run keeps a topic and a
 consumer group of its own): the matrix pays one broker start, not one per
 scenario (Apache Kafka: 3-6 s each, measured). It is recorded in each
 scenario's runs directory (``lab-runs/broker.json``) the way ``lab broker
-start`` leaves one. A scenario that kills the broker (``broker-crash``) or asks
-for another product gets its own; so does every scenario when several run at
+start`` leaves one. A scenario that kills the broker (``broker-crash``), runs on
+the three-broker cluster (``nodes: 3``: a cluster of its own, about 8 s to start)
+or asks for another product gets its own; so does every scenario when several run at
 once (their proxy faults would hit each other) or when a broker is already
 running (``lab broker start``) or ``LAB_KAFKA_BOOTSTRAP`` is set.
 """
@@ -53,11 +55,14 @@ EXPECTATIONS = {
     "no-loss": "no event lost (duplicates allowed)",
     "loss": "some events lost",
     "source-duplicates": "duplicates already in the topic (written twice by the producer)",
+    "acked-lost": "acknowledged sends missing from the topic's final read (the brokers lost them)",
+    "acked-kept": "every acknowledged send in the topic's final read",
 }
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "scenario.ipynb"
 #: Columns of the results table, in order (then every count of the report).
 COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", "faults", "seed", "acked",
            "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
+           "topic_lost", "failed_sends",
            "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount", "late_dropped",
            "write_attempts", "stored_rows", "restarts", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
 
@@ -77,6 +82,11 @@ def satisfies(expect: str, counts: dict) -> bool:
         return lost > 0
     if expect == "source-duplicates":
         return counts.get("source_duplicates", 0) > 0
+    if expect in ("acked-lost", "acked-kept"):  # the final read of the topic, not the sink (lab.topic_audit)
+        topic_lost = (counts.get("topic") or {}).get("lost")
+        if topic_lost is None:
+            return False
+        return topic_lost > 0 if expect == "acked-lost" else topic_lost == 0
     raise choices_error("expectation", expect, EXPECTATIONS)
 
 
@@ -171,7 +181,7 @@ def shared_broker(jobs: int):
 
 def _may_share(s: Scenario, shared) -> bool:
     """Whether scenario ``s`` can run on the matrix's ``shared`` broker (see the module's docstring)."""
-    if shared is None or "broker-crash" in str(s.params.get("faults", "")):
+    if shared is None or "broker-crash" in str(s.params.get("faults", "")) or str(s.params.get("nodes", 1)) != "1":
         return False
     from lab.broker import product_from_env
 
@@ -230,6 +240,8 @@ def _last_error(log: Path) -> str:
 
 def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html: str | None = None) -> dict:
     row = {k: report.get(k) for k in COLUMNS if k in report}
+    topic = report.get("topic") or {}
+    row.update(topic_lost=topic.get("lost"), failed_sends=topic.get("failed_sends"))
     row.update(key=s.key, name=s.name, expect=s.expect, seed=s.seed, faults=report.get("faults", ""),
                sink=report["settings"].get("sink"), total_s=report.get("timings", {}).get("total_s"),
                settings=json.dumps(report.get("settings", {}), sort_keys=True),

@@ -246,3 +246,87 @@ def window_counts(table, title: str = "Every window: expected vs measured count"
         barmode="stack", xaxis_title="window start (UTC) and key", yaxis_title="events",
         xaxis=dict(showticklabels=len(t) <= 80), template="plotly_white", height=420, margin=dict(t=80))
     return fig
+
+
+_ROLE_COLORS = {"leader": "#1f4e79", "in-sync": "#74c476", "out-of-sync": "#fd8d3c", "down": "#252525"}
+
+
+def replication_timeline(events: list[dict], lost=None,
+                         title: str = "Leaders and in-sync replicas, with the faults") -> go.Figure:
+    """One row per replica (partition × broker): leading, in sync, out of sync; killed brokers; lost acks.
+
+    ``events`` is a cluster run's timeline (``partition-state``, ``fault``,
+    ``node-restart``: :func:`lab.replication_watch.replica_intervals`). ``lost``,
+    the run's ``topic_lost.csv`` as a table, adds a row with one mark per
+    acknowledged send the final read did not find, at the time it was acknowledged.
+    A ``follower-lag`` window is shaded.
+    """
+    from lab.replication_watch import node_down_intervals, replica_intervals
+
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+    # The run may go on long after the cluster settled (draining, the final read): end 3 s after its last change.
+    changed = [e["t"] for e in events if e["type"] in (ev.PARTITION_STATE, ev.NODE_RESTART, ev.FAULT, ev.PRODUCER_DONE)]
+    stop = min(max(changed, default=t0) + 3.0,
+               next((e["t"] for e in events if e["type"] == ev.RUN_END), max((e["t"] for e in events), default=t0)))
+    fig = go.Figure()
+    spans = replica_intervals(events)
+    rows = sorted({(s["partition"], s["node"]) for s in spans})
+    labels = {r: f"p{r[0]} · broker {r[1]}" for r in rows}
+    for role in ("leader", "in-sync", "out-of-sync"):
+        mine = [s for s in spans if s["role"] == role and s["start"] < stop]
+        fig.add_trace(go.Bar(
+            name=role, orientation="h", y=[labels[(s["partition"], s["node"])] for s in mine],
+            base=[s["start"] - t0 for s in mine], x=[min(s["end"], stop) - s["start"] for s in mine],
+            marker_color=_ROLE_COLORS[role], customdata=[s["epoch"] for s in mine],
+            hovertemplate="%{y}: " + role + "<br>from %{base:.1f}s for %{x:.1f}s<br>leader epoch %{customdata}<extra></extra>"))
+    down = node_down_intervals(events)
+    if down:
+        fig.add_trace(go.Bar(
+            name="broker killed", orientation="h", y=[f"broker {d['node']} process" for d in down],
+            base=[d["start"] - t0 for d in down], x=[min(d["end"], stop) - d["start"] for d in down],
+            marker_color=_ROLE_COLORS["down"], hovertemplate="%{y}: down for %{x:.1f}s<extra></extra>"))
+    if lost is not None and len(lost):
+        fig.add_trace(go.Scatter(
+            name=f"acknowledged, then lost ({len(lost)})", y=["lost acks"] * len(lost), x=lost["done_at"] - t0,
+            mode="markers", marker=dict(color=COLORS["lost"], symbol="x", size=7),
+            customdata=lost[["partition", "kafka_offset"]].to_numpy(),
+            hovertemplate="acknowledged at %{x:.2f}s<br>partition %{customdata[0]} offset %{customdata[1]}<extra></extra>"))
+    for e in events:
+        if e["type"] == ev.FAULT and e.get("kind") == "follower-lag" and e.get("duration_s"):
+            fig.add_vrect(x0=e["t"] - t0, x1=e["t"] - t0 + e["duration_s"], fillcolor="#fdd0a2", opacity=0.5,
+                          line_width=0, layer="below", annotation_text="followers held", annotation_position="top left")
+        elif e["type"] == ev.FAULT and e.get("kind") == "leader-crash":
+            fig.add_vline(x=e["t"] - t0, line=dict(color=_FAULT_COLOR, width=2, dash="dash"))
+            fig.add_annotation(x=e["t"] - t0, y=1.06, yref="paper", showarrow=False, font=dict(color=_FAULT_COLOR),
+                               text=f"leader-crash: broker {e.get('node')}")
+        elif e["type"] == ev.PRODUCER_DONE:
+            fig.add_vline(x=e["t"] - t0, line=dict(color="#7f7f7f", width=1))
+    order = [labels[r] for r in rows] + sorted({f"broker {d['node']} process" for d in down})
+    if lost is not None and len(lost):
+        order.append("lost acks")
+    fig.update_layout(
+        title=title, barmode="overlay", xaxis_title="seconds since the run started (grey line: producer done)",
+        yaxis=dict(categoryorder="array", categoryarray=order[::-1]), template="plotly_white",
+        height=160 + 26 * len(order), legend=dict(orientation="h", y=-0.2), margin=dict(t=80))
+    return fig
+
+
+def acked_outcomes(rows: dict[str, dict],
+                   title: str = "What the topic kept of what the brokers acknowledged") -> go.Figure:
+    """Grouped bars per setting: acknowledged sends kept and lost (final read); sends the producer saw fail.
+
+    ``rows`` maps a label to a report's ``topic`` section (:class:`lab.topic_audit.TopicAudit` as a dict).
+    """
+    labels = list(rows)
+    fig = go.Figure()
+    for key, name, color in (("present_once", "acknowledged, kept", COLORS["exactly-once"]),
+                             ("duplicated", "acknowledged, kept twice", COLORS["duplicated"]),
+                             ("lost", "acknowledged, lost", COLORS["lost"]),
+                             ("failed_sends", "failed at the producer", "#7f7f7f"),
+                             ("unknown_sends", "outcome unknown", "#bdbdbd")):
+        vals = [int(r.get(key) or 0) for r in rows.values()]
+        fig.add_trace(go.Bar(name=name, x=labels, y=vals, marker_color=color, text=vals, textposition="outside",
+                             cliponaxis=False, hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
+    fig.update_layout(barmode="group", title=title, yaxis_title="sends", template="plotly_white", height=440,
+                      legend=dict(orientation="h", y=-0.3))
+    return fig

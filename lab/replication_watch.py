@@ -115,3 +115,72 @@ class ReplicationWatch:
                 admin.close()
             except Exception:
                 pass
+
+
+# -- reading the timeline back (pure: notebook 07's table and figure) ---------------------------
+
+
+def replica_intervals(events: list[dict]) -> list[dict]:
+    """Each replica's role over time, from a run's ``partition-state`` events.
+
+    Returns one dict per stretch: ``partition``, ``node``, ``role`` (``leader``,
+    ``in-sync``: in the ISR, not leading; ``out-of-sync``: a replica outside the
+    ISR), ``start``, ``end`` (event times; the last state lasts to the run's last
+    event) and ``epoch``. Consecutive stretches with the same role and epoch are
+    one. A partition with no leader has no ``leader`` stretch then
+    (:func:`leaderless_s`).
+    """
+    from lab.events import PARTITION_STATE
+
+    if not events:
+        return []
+    end = max(e["t"] for e in events)
+    states: dict[int, list[dict]] = {}
+    for e in sorted((e for e in events if e["type"] == PARTITION_STATE), key=lambda e: e["t"]):
+        states.setdefault(e["partition"], []).append(e)
+    out: list[dict] = []
+    for p, seq in sorted(states.items()):
+        open_: dict[int, dict] = {}
+        for i, s in enumerate(seq):
+            until = seq[i + 1]["t"] if i + 1 < len(seq) else end
+            for node in s["replicas"]:
+                role = "leader" if node == s["leader"] else "in-sync" if node in s["isr"] else "out-of-sync"
+                last = open_.get(node)
+                if last and last["role"] == role and last["epoch"] == s["epoch"] and last["end"] == s["t"]:
+                    last["end"] = until
+                    continue
+                open_[node] = {"partition": p, "node": node, "role": role, "start": s["t"], "end": until,
+                               "epoch": s["epoch"]}
+                out.append(open_[node])
+    return out
+
+
+def leaderless_s(events: list[dict]) -> dict[int, float]:
+    """Seconds each partition had no leader (Kafka's leader -1: unavailable for reads and writes).
+
+    Measured from ``partition-state`` events, so to the watch's resolution (:data:`POLL_S`).
+    """
+    from lab.events import PARTITION_STATE
+
+    end = max((e["t"] for e in events), default=0.0)
+    seq = sorted((e for e in events if e["type"] == PARTITION_STATE), key=lambda e: e["t"])
+    out: dict[int, float] = {}
+    for i, s in enumerate(seq):
+        out.setdefault(s["partition"], 0.0)
+        if s["leader"] is None:
+            later = [n["t"] for n in seq[i + 1:] if n["partition"] == s["partition"]]
+            out[s["partition"]] += (later[0] if later else end) - s["t"]
+    return {p: round(s, 2) for p, s in out.items()}
+
+
+def node_down_intervals(events: list[dict]) -> list[dict]:
+    """``{node, start, end}`` from each ``leader-crash`` kill to that node's ``node-restart`` (or the run's end)."""
+    from lab.events import FAULT, NODE_RESTART
+
+    end = max((e["t"] for e in events), default=0.0)
+    out = []
+    for e in events:
+        if e["type"] == FAULT and e.get("kind") == "leader-crash" and e.get("node") is not None:
+            back = [r["t"] for r in events if r["type"] == NODE_RESTART and r.get("node") == e["node"] and r["t"] > e["t"]]
+            out.append({"node": e["node"], "start": e["t"], "end": min(back) if back else end})
+    return out

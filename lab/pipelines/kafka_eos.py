@@ -3,8 +3,8 @@
 A kafka-python consumer reads the run's topic; each poll's records, transformed
 (:func:`transform`: the event's JSON with a ``processed`` field), go to the same
 partition of the output topic ``<topic>.out`` (:func:`lab.topic_sink.output_topic`,
-created by the driver with the input's partition count) inside one Kafka
-transaction, together with the consumed offsets.
+created by the driver with the input's partition count, replication factor and
+topic configs) inside one Kafka transaction, together with the consumed offsets.
 
 Protocol, per batch
 -------------------
@@ -182,7 +182,9 @@ def run(ctx: DriverContext) -> None:
 
     cfg = ctx.config
     group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions)
+    # On a cluster the output is replicated and configured as the input is: what the audit reads must
+    # not be less durable than what was read.
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)
     producer = _producer(ctx.bootstrap, txn_id)
     consumer = None
     try:

@@ -21,7 +21,7 @@ from lab.events import read_events
 from lab.pipelines.direct_offsets import OffsetLog, OffsetRange, plan_ranges, recovery_ranges
 from lab.pipelines.tasks import FAULT_PARTITION
 from lab.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
+from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 
 pytestmark = pytest.mark.integration
 
@@ -139,23 +139,6 @@ def test_planning_caps_each_partition_and_recovery_follows_the_store(tmp_path):
     assert OffsetRange.from_json(ranges[0].to_json()) == ranges[0]
 
 
-# -- measured runs -------------------------------------------------------------------
-def test_checkpoint_offsets_append_duplicate_exactly_the_replayed_batch(runs_dir):
-    cfg = make_config(**SMALL, events=1500, offsets="checkpoint", sink="append",
-                      faults="driver-crash@batch=2:after-output-before-commit")
-    result = run_scenario(cfg)
-    a, run_dir = result.audit, result.run_dir
-    plans = assert_offset_log_contiguous(run_dir, cfg.partitions)
-    assert set(replays(run_dir, plans, exact=True)) == {2}
-    rows = sum(u - f for f, u in plan_ranges_of(plans[2]).values())
-    assert rows > 0 and rows == batch_rows(run_dir, 2)
-    assert result.drained and a.acked == 1500 and a.unseen == 0
-    assert (a.lost, a.duplicated, a.extra_copies, a.unexpected) == (0, rows, rows, 0)
-    assert {k: getattr(a, k) for k in independent_counts(run_dir)} == independent_counts(run_dir)
-    points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
-    assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
-
-
 def test_offsets_in_the_sink_are_exactly_once_under_every_fault(runs_dir):
     plan = ("driver-crash@batch=1:after-offset-log,driver-crash@batch=2:mid-output,"
             "driver-crash@batch=3:after-output-before-commit,task-failure@batch=4,driver-crash@batch=5")
@@ -201,18 +184,6 @@ def test_idempotent_sink_absorbs_replays_and_retries(runs_dir):
     # Written twice, stored once: the whole replayed batch, and the half the failed task had committed.
     assert a.absorbed_rewrites == replayed + retried // 2
     assert batch_done(run_dir, 1)["retried_tasks"] >= 1
-
-
-def test_kafka_offsets_commit_after_output_replay_the_batch(runs_dir):
-    cfg = make_config(**SMALL, events=1500, offsets="kafka", sink="append",
-                      faults="driver-crash@batch=2:after-output-before-commit")
-    result = run_scenario(cfg)
-    a, run_dir = result.audit, result.run_dir
-    plans = assert_offset_log_contiguous(run_dir, cfg.partitions)
-    # The group's committed offsets were still the batch's start: the replay reads the whole batch.
-    assert set(replays(run_dir, plans, exact=True)) == {2}
-    rows = batch_rows(run_dir, 2)
-    assert (a.acked, a.lost, a.unseen, a.duplicated, a.extra_copies) == (1500, 0, 0, rows, rows)
 
 
 @pytest.mark.parametrize("offsets, sink", [("checkpoint", "append"), ("sink", "transactional")])

@@ -88,21 +88,6 @@ def test_without_wal_a_driver_crash_loses_what_spark_held(runs_dir, ack):
         assert a.lost >= rows3 - sink_rows_of_batch(run_dir, 3)
 
 
-def test_with_wal_and_stored_acks_a_crash_mid_output_loses_nothing(runs_dir):
-    """WAL + reliable acks: the recovered batch is output again from the log: duplicates, no loss."""
-    result = receiver_run(wal="on", ack="stored", faults="driver-crash@batch=3:mid-output")
-    a, run_dir = result.audit, result.run_dir
-    timeline = by_attempt(run_dir)
-    assert result.restarts == 1 and a.lost == 0
-    assert not [e for _, e in timeline if e["type"] == "batch-lost"]
-    rows3 = batch_rows(run_dir, 3)
-    redone = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == 3]
-    assert len(redone) == 1 and redone[0]["rows"] == rows3
-    # The half written before the crash is in the sink twice (at least).
-    written_before = sink_rows_of_batch(run_dir, 3) - rows3
-    assert written_before > 0 and a.duplicated >= written_before
-
-
 def test_wal_holds_what_the_source_was_not_told(runs_dir):
     """Crash after the batch is in the WAL, before its offsets are committed: both replay it."""
     result = receiver_run(wal="on", ack="stored", faults="driver-crash@batch=3:after-wal-before-ack")

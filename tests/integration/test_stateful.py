@@ -17,7 +17,7 @@ import pytest
 from lab.config import make_config
 from lab.events import read_events
 from lab.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, module_runs_dir, run_pids
+from tests.integration.conftest import module_runs_dir
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -50,53 +50,6 @@ def ledger_events(run_dir) -> list[tuple]:
 
 def owed(events, window_ms: int) -> Counter:
     return Counter((t - t % window_ms, k) for k, t, _, _ in events)
-
-
-def test_window_counts_survive_a_crash_mid_output_with_an_idempotent_sink(lab_env):
-    result = run_scenario(make_config(**COMMON, query="window-count", sink="idempotent",
-                                      faults="driver-crash@batch=3:mid-output"))
-    r, run_dir = result.report, result.run_dir
-    assert result.drained and result.restarts == 1
-    assert [(f["point"], f["batch"]) for f in result.faults_fired] == [("mid-output", 3)]
-    assert r["windows_over"] == 0 and r["windows_under"] == 0 and r["late_dropped"] == 0
-    assert r["windows"] == r["windows_exact"] > 0 and r["guarantee"] == "exactly-once"
-    # The same verdict without the auditor: every (window, key) of the ledger, counted by the sink.
-    assert sink_counts(run_dir, "idempotent") == dict(owed(ledger_events(run_dir), 10_000))
-    # Spark's state store on disk: one version per batch, in each of the state's partitions.
-    versions = {p.name for p in (run_dir / "checkpoint" / "state" / "0").glob("*/*.delta")}
-    assert {"1.delta", "4.delta"} <= versions
-    states = [e for e in read_events(run_dir) if e["type"] == "state-progress"]
-    assert states and all(s["state_rows"] > 0 for s in states)
-    assert_all_gone(run_pids(run_dir))
-
-
-def test_an_append_sink_counts_the_replayed_batch_twice(lab_env):
-    result = run_scenario(make_config(**COMMON, query="window-count", sink="append",
-                                      faults="driver-crash@batch=3:after-output-before-commit"))
-    r, run_dir = result.report, result.run_dir
-    assert result.drained and result.restarts == 1
-    assert r["windows_over"] > 0 and r["windows_under"] == 0 and r["undercount"] == 0
-    timeline = read_events(run_dir)
-    starts = [e for e in timeline if e["type"] == "batch-start" and e["batch"] == 3]
-    assert len(starts) == 2 and starts[0]["ranges"] == starts[1]["ranges"]
-    # The replayed batch's contribution, from the ledger: its events, by the offsets the run logged.
-    ranges = {int(p): tuple(v) for p, v in starts[0]["ranges"].items()}
-    contribution = sum(1 for _, _, p, o in ledger_events(run_dir) if ranges[p][0] <= o < ranges[p][1])
-    (done,) = [e for e in timeline if e["type"] == "batch-done" and e["batch"] == 3]
-    assert r["overcount"] == contribution == done["counted"] > 0
-    # Straight from the sink: the sums exceed what the ledger owes by exactly that.
-    measured, expected = sink_counts(run_dir, "append"), owed(ledger_events(run_dir), 10_000)
-    assert sum(measured.values()) - sum(expected.values()) == contribution
-    assert all(measured[w] >= n for w, n in expected.items())
-
-
-def test_dedupe_in_the_engine_removes_the_producers_duplicates(lab_env):
-    result = run_scenario(make_config(**COMMON, query="dedupe", sink="append", idempotence=False,
-                                      faults="ack-loss@at=2s"))
-    r = result.report
-    assert result.drained
-    assert r["source_duplicates"] > 0 and r["duplicated"] == 0 and r["lost"] == 0 and r["unexpected"] == 0
-    assert r["exactly_once"] == r["acked"] == COMMON["events"]
 
 
 def test_late_events_are_dropped_not_lost_with_rocksdb_and_a_task_failure(lab_env):

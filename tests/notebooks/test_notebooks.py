@@ -23,9 +23,12 @@ SMALL = {
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
     "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"]),
+    # the faults as tests/integration/test_replication.py measured them; two cells of the grid
+    "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500, GRID=[["1", 1, "on"], ["all", 2, "on"]],
+                                EOS_EVENTS=600, EOS_BATCH=100),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
+MIN_PLOTS = {"07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
 
 
 def notebooks():
@@ -62,8 +65,13 @@ def test_notebook_runs_headless(path, runs_dir):
     assert html.count("Plotly.newPlot") >= MIN_PLOTS.get(path.stem, 3)
     if path.stem == "06_stateful_streaming":  # the window chart, with the append run's overcount marked
         assert html.count("Every window: expected vs measured count") >= 3 and "measured: over (" in html
+    if path.stem == "07_kafka_guarantees":  # the grid's table: each row's verdict, none a mismatch
+        assert html.count("as documented") == len(SMALL[path.stem]["GRID"]) and "MISMATCH" not in html
+        assert "Leaders and in-sync replicas, with the faults" in html and "acknowledged, then lost (" in html
     if path.stem != "04_semantics_matrix":
-        reports = [json.loads(p.read_text()) for p in sorted(runs_dir.glob("*/report.json"))]
+        # notebook 07's runs are on its cluster, whose runs directory is <runs>/cluster
+        reports = [json.loads(p.read_text()) for p in sorted([*runs_dir.glob("*/report.json"),
+                                                              *runs_dir.glob("cluster/*/report.json")])]
         assert reports, "the notebook's runs go where LAB_RUNS_DIR says"
         MEASURED[path.stem](reports)
     else:
@@ -107,14 +115,44 @@ def check_01(reports):
         assert no_wal["lost"] > 0, _counts(no_wal)
     wal = _pick(reports, ack="stored", wal="on")
     assert wal["lost"] == 0 and wal["duplicated"] > 0 and wal["unseen"] == 0, _counts(wal)
+    # WAL + reliable acks: the recovered batch is output again from the log, whole; its first half twice
+    from pathlib import Path
+
+    from tests.integration.conftest import independent_counts
+    from tests.integration.test_receiver import by_attempt, sink_rows_of_batch
+
+    run_dir = Path(wal["run_dir"])
+    timeline = by_attempt(run_dir)
+    assert wal["restarts"] == 1 and wal["drained"] and wal["unexpected"] == 0
+    assert not [e for _, e in timeline if e["type"] == "batch-lost"]
+    rows3 = _first_rows(wal, 3)
+    redone = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == 3]
+    assert len(redone) == 1 and redone[0]["rows"] == rows3
+    written_before = sink_rows_of_batch(run_dir, 3) - rows3
+    assert written_before > 0 and wal["duplicated"] >= written_before
+    assert {k: wal[k] for k in independent_counts(run_dir)} == independent_counts(run_dir)
 
 
 def check_02(reports):
+    from pathlib import Path
+
+    from tests.integration.conftest import independent_counts
+    from tests.integration.test_direct import assert_offset_log_contiguous, plan_ranges_of, replays
+
     rows = None
     for offsets, sink in (("checkpoint", "append"), ("kafka", "append")):
         r = _pick(reports, offsets=offsets, sink=sink)
+        run_dir = Path(r["run_dir"])
         rows = _first_rows(r, 2)
         assert (r["lost"], r["duplicated"], r["extra_copies"]) == (0, rows, rows), _counts(r)
+        # The driver's own offset log: contiguous plans, batch 2 and only batch 2 replayed with the same ranges
+        plans = assert_offset_log_contiguous(run_dir, r["settings"]["partitions"])
+        assert set(replays(run_dir, plans, exact=True)) == {2}
+        assert sum(u - f for f, u in plan_ranges_of(plans[2]).values()) == rows > 0
+        assert r["drained"] and r["unseen"] == r["unexpected"] == 0
+        assert {k: r[k] for k in independent_counts(run_dir)} == independent_counts(run_dir)
+        points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
+        assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
     r = _pick(reports, offsets="sink")
     assert r["exactly_once"] == r["acked"] == 1500, _counts(r)
 
@@ -188,21 +226,71 @@ def check_05(reports):
 def check_06(reports):
     from pathlib import Path
 
+    from tests.integration.test_stateful import ledger_events, owed, sink_counts
+
     window = [r for r in reports if r["settings"]["query"] == "window-count"]
     idem = _pick(window, sink="idempotent", faults="driver-crash@batch=3:mid-output")
     txn = _pick(window, sink="transactional")
     for r in (idem, txn):  # the state is exactly once, and these sinks keep it so
         assert r["windows"] == r["windows_exact"] > 0 and r["late_dropped"] == 0 and r["restarts"] == 1, r
+        assert r["drained"] and r["windows_over"] == r["windows_under"] == 0 and r["guarantee"] == "exactly-once", r
+    run_dir = Path(idem["run_dir"])
+    assert [(f["point"], f["batch"]) for f in idem["faults_fired"]] == [("mid-output", 3)]
+    # The same verdict without the auditor: every (window, key) of the ledger, counted by the sink with SQL
+    assert sink_counts(run_dir, "idempotent") == dict(owed(ledger_events(run_dir), 10_000))
+    # Spark's state store on disk: one version per batch, in each of the state's partitions
+    assert {"1.delta", "4.delta"} <= {p.name for p in (run_dir / "checkpoint" / "state" / "0").glob("*/*.delta")}
+    assert all(e["state_rows"] > 0 for e in read_events(run_dir) if e["type"] == "state-progress")
+
     append = _pick(window, sink="append")
-    counted = [e["counted"] for e in read_events(Path(append["run_dir"])) if e["type"] == "batch-done" and e["batch"] == 3]
+    run_dir = Path(append["run_dir"])
+    timeline = read_events(run_dir)
+    counted = [e["counted"] for e in timeline if e["type"] == "batch-done" and e["batch"] == 3]
     assert append["windows_over"] > 0 and append["undercount"] == 0 and append["overcount"] == counted[-1] > 0, append
+    assert append["drained"] and append["restarts"] == 1 and append["windows_under"] == 0
+    starts = [e for e in timeline if e["type"] == "batch-start" and e["batch"] == 3]
+    assert len(starts) == 2 and starts[0]["ranges"] == starts[1]["ranges"]
+    # The replayed batch's contribution, from the ledger: its events, by the offsets the run logged
+    ranges = {int(p): tuple(v) for p, v in starts[0]["ranges"].items()}
+    contribution = sum(1 for _, _, p, o in ledger_events(run_dir) if ranges[p][0] <= o < ranges[p][1])
+    assert append["overcount"] == contribution
+    # Straight from the sink: the sums exceed what the ledger owes by exactly that
+    measured, expected = sink_counts(run_dir, "append"), owed(ledger_events(run_dir), 10_000)
+    assert sum(measured.values()) - sum(expected.values()) == contribution
+    assert all(measured[w] >= n for w, n in expected.items())
     late = _pick(window, late_fraction=0.05)
     assert late["late_dropped"] > 0 and late["lost"] == 0 and late["windows"] == late["windows_exact"], late
     lossy = [r for r in reports if r["settings"]["query"] in ("passthrough", "dedupe")]
     plain, dedupe = _pick(lossy, query="passthrough"), _pick(lossy, query="dedupe")
     assert plain["source_duplicates"] > 0 and plain["duplicated"] > 0, _counts(plain)
     assert dedupe["source_duplicates"] > 0 and dedupe["duplicated"] == 0 and dedupe["lost"] == 0, _counts(dedupe)
+    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == 1500
 
 
-MEASURED = {"06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
+def check_07(reports):
+    plain = [r for r in reports if r["pipeline"] == "plain"]
+    assert all(r["settings"]["nodes"] == 3 and r["restarts"] == 0 and r["drained"] for r in plain), plain
+    lossy = _pick(plain, acks="1")
+    t = lossy["topic"]  # acks=1, unclean election: acknowledged writes gone from the topic, all of partition 0
+    assert t["lost"] > 0 and t["acked"] == 3000 and t["present_once"] + t["duplicated"] + t["lost"] == t["acked"], t
+    import csv
+    from pathlib import Path
+
+    with open(Path(lossy["run_dir"]) / "topic_lost.csv") as f:
+        lost = list(csv.DictReader(f))
+    assert len(lost) == t["lost"] and {row["partition"] for row in lost} == {"0"}, t
+    safe = _pick(plain, acks="all", min_insync=2)
+    assert safe["topic"]["lost"] == 0 and safe["topic"]["acked"] > 0, safe["topic"]
+    # the price: sends refused (not enough replicas in sync) or never answered while the followers lagged
+    assert safe["topic"]["failed_sends"] + safe["topic"]["unknown_sends"] > 0, safe["topic"]
+    # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
+    # the killed attempt's half batch as aborted records
+    eos, spark = _pick(reports, pipeline="kafka-eos"), _pick(reports, pipeline="structured")
+    for r in (eos, spark):
+        assert r["exactly_once"] == r["acked"] == 600 and r["restarts"] == 1, _counts(r)
+    half = (_first_rows(eos, 2) + 1) // 2
+    assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - 600 > 0, eos
+
+
+MEASURED = {"07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
             "03_structured_streaming": check_03, "05_exactly_once_production": check_05}

@@ -98,7 +98,8 @@ def driver(tmp_path, monkeypatch):
     def make(producer, records, batch=2):
         written = []
         ctx = SimpleNamespace(
-            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch), run_id="r1",
+            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, nodes=1, topic_configs={}),
+            run_id="r1",
             bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,
             last_batch=lambda: -1, batch_start=lambda b, ranges, rows, **x: written.append((ev.BATCH_START, b)),
@@ -107,7 +108,7 @@ def driver(tmp_path, monkeypatch):
         ctx.point = lambda name, b: ctx.points.append((name, b))
         ctx.progress = lambda positions, b: ctx.progressed.append((dict(positions), b))
         consumer = FakeConsumer(ctx, records, batches_before_stop=2)
-        monkeypatch.setattr(kafka_eos.kafka_tools, "create_topic", lambda *a: None)
+        monkeypatch.setattr(kafka_eos.kafka_tools, "create_topic", lambda *a, **k: None)
         monkeypatch.setattr(kafka_eos.kafka_tools, "consumer", lambda *a, **k: consumer)
         monkeypatch.setattr(kafka_eos, "_producer", lambda *a: producer)
         return ctx, consumer
@@ -119,7 +120,8 @@ def test_each_batch_is_one_transaction_with_its_offsets_and_points_in_order(driv
     ctx, _ = driver(producer, [Record(0, i, b"k", event(i)) for i in range(4)])
     kafka_eos.run(ctx)
     assert producer.committed == [0, 1, 2, 3] and producer.aborted == []
-    assert producer.calls == ["init", "begin", "flush", "offsets", "commit", "begin", "flush", "offsets", "commit"]
+    # a flush at mid-output and one before the offsets: every record is in the log at after-output-before-commit
+    assert producer.calls == ["init", "begin", "flush", "flush", "offsets", "commit", "begin", "flush", "flush", "offsets", "commit"]
     assert producer.offsets == [({0: (2, "batch=0")}, "lab-r1"), ({0: (4, "batch=1")}, "lab-r1")]
     assert ctx.points == [("mid-output", 0), ("after-output-before-commit", 0),
                           ("mid-output", 1), ("after-output-before-commit", 1)]

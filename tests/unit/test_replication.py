@@ -93,3 +93,20 @@ def test_cluster_faults_need_a_cluster_and_round_trip(monkeypatch):
     with pytest.raises(LabError, match="on a cluster use leader-crash"):
         make_config(nodes=3, faults="broker-crash@at=3s")
     check_plan(parse_fault_plan(plan), make_config(nodes=3))
+
+
+def test_a_poll_that_loses_its_broker_is_empty_and_other_errors_still_raise():
+    from kafka.errors import KafkaConnectionError, UnsupportedVersionError
+
+    from lab.kafka_tools import poll_records
+
+    class Consumer:
+        def __init__(self, error):
+            self.error = error
+
+        def poll(self, timeout_ms, max_records):
+            raise self.error
+
+    assert poll_records(Consumer(KafkaConnectionError("socket disconnected")), 10) == []
+    with pytest.raises(UnsupportedVersionError):
+        poll_records(Consumer(UnsupportedVersionError()), 10)
