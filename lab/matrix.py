@@ -67,6 +67,30 @@ COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", 
            "write_attempts", "stored_rows", "restarts", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
 
 
+#: Expectations judged on the topic's final read (a report's ``topic.lost``, a results row's ``topic_lost``).
+TOPIC_EXPECTATIONS = ("acked-lost", "acked-kept")
+
+
+def _topic_lost(counts) -> int | None:
+    """The final read's acknowledged-and-lost count of a report (``topic.lost``) or a results row (``topic_lost``)."""
+    value = counts.get("topic_lost")
+    if value is None:
+        value = (counts.get("topic") or {}).get("lost")
+    try:
+        return None if value is None or value != value else int(value)  # NaN from a table: no final read
+    except (TypeError, ValueError):
+        return None
+
+
+def measured(expect: str, counts) -> str:
+    """What a run measured, in its expectation's terms: the final read's outcome for ``acked-*``, else the guarantee."""
+    if expect in TOPIC_EXPECTATIONS:
+        lost = _topic_lost(counts)
+        return "error" if lost is None else "acked-lost" if lost > 0 else "acked-kept"
+    guarantee = counts.get("guarantee")
+    return guarantee if isinstance(guarantee, str) and guarantee else "error"
+
+
 def satisfies(expect: str, counts: dict) -> bool:
     """Whether measured ``counts`` satisfy expectation ``expect``."""
     lost, dup = counts.get("lost", 0), counts.get("duplicated", 0) + counts.get("unexpected", 0)
@@ -82,8 +106,8 @@ def satisfies(expect: str, counts: dict) -> bool:
         return lost > 0
     if expect == "source-duplicates":
         return counts.get("source_duplicates", 0) > 0
-    if expect in ("acked-lost", "acked-kept"):  # the final read of the topic, not the sink (lab.topic_audit)
-        topic_lost = (counts.get("topic") or {}).get("lost")
+    if expect in TOPIC_EXPECTATIONS:  # the final read of the topic, not the sink (lab.topic_audit)
+        topic_lost = _topic_lost(counts)
         if topic_lost is None:
             return False
         return topic_lost > 0 if expect == "acked-lost" else topic_lost == 0
@@ -346,16 +370,19 @@ def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
 
 def summary_lines(df) -> list[str]:
     """The matrix as text lines (what ``lab matrix`` and ``make demo`` print)."""
-    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6}  verdict"]
+    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6}  verdict"
+             "   (lost: the sink's; for acked-* rows, the topic's final read)"]
     for _, r in df.iterrows():
-        lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {str(r.get('guarantee') or '-'):<20} "
-                     f"{_n(r.get('lost')):>5} {_n(r.get('duplicated')):>6}  {r['verdict']}")
+        lost = r.get("topic_lost") if r["expect"] in TOPIC_EXPECTATIONS else r.get("lost")
+        lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {measured(r['expect'], r):<20} "
+                     f"{count_text(lost):>5} {count_text(r.get('duplicated')):>6}  {r['verdict']}")
     bad = int((df["verdict"] != "as expected").sum()) if len(df) else 0
     lines.append(f"{len(df)} runs, {bad} not as expected")
     return lines
 
 
-def _n(v) -> str:
+def count_text(v) -> str:
+    """A count as text, ``-`` when there is none."""
     try:
         return str(int(v))
     except (TypeError, ValueError):

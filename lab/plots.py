@@ -105,17 +105,21 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     return fig
 
 
-GUARANTEE_LEVELS = ["exactly-once", "at-least-once", "at-most-once", "loss and duplicates", "incomplete", "error"]
-_GUARANTEE_COLORS = ["#2ca02c", "#ff7f0e", "#d62728", "#8c1c13", "#7f7f7f", "#444444"]
+#: The measured outcomes a matrix row can show: a pipeline's guarantee, or (``acked-*`` rows) the final read's.
+GUARANTEE_LEVELS = ["exactly-once", "at-least-once", "at-most-once", "loss and duplicates", "incomplete", "error",
+                    "acked-kept", "acked-lost"]
+_GUARANTEE_COLORS = ["#2ca02c", "#ff7f0e", "#d62728", "#8c1c13", "#7f7f7f", "#444444", "#2ca02c", "#d62728"]
 
 
 def matrix_heatmap(view, title: str = "Measured guarantee per scenario") -> go.Figure:
     """One row per scenario: the measured guarantee as colour, expected and measured as text, mismatches marked.
 
-    ``view`` is :func:`lab.report.matrix_view`'s table (``name``, ``expect``, ``guarantee``, ``verdict``).
+    ``view`` is :func:`lab.report.matrix_view`'s table (``name``, ``expect``, ``measured``, ``verdict``;
+    ``guarantee`` when it has no ``measured``).
     """
     names = [f"{n} (seed {s})" for n, s in zip(view["name"], view["seed"])]
-    measured = [g if g in GUARANTEE_LEVELS else "error" for g in view["guarantee"].fillna("error")]
+    column = view["measured"] if "measured" in view else view["guarantee"]
+    measured = [g if g in GUARANTEE_LEVELS else "error" for g in column.fillna("error")]
     z = [[GUARANTEE_LEVELS.index(g)] for g in measured]
     text = [[f"{'✔' if v == 'as expected' else '✘'} measured {g} · expected {e}"]
             for g, e, v in zip(measured, view["expect"], view["verdict"])]

@@ -1,7 +1,7 @@
 """Notebook 07's "your turn": pick acks, min.insync.replicas and unclean election, predict, run, compare.
 
 Widgets only; the run is :func:`lab.notebook.run`, the documented claim
-:func:`lab.replication_claims.claim`, the row :func:`lab.notebook.replication_row`.
+:func:`lab.replication_claims.claim`, the row and table :mod:`lab.replication_view`'s.
 The Run button's callback runs inside ``Output.capture`` (an error shows in the
 output, never lost); it blocks the kernel for the run (about 20 s with the
 notebook's defaults), with the run's progress bar live meanwhile.
@@ -47,6 +47,7 @@ class SettingsPicker:
         from IPython.display import display
 
         from lab import notebook as nb
+        from lab import replication_view as rv
 
         if self.prediction.value is None:
             print("predict first: lost or none lost?")
@@ -59,10 +60,10 @@ class SettingsPicker:
         finally:
             self.button.disabled = False
         self.results.append(result)
-        row = nb.replication_row(result)
+        row = rv.row(result)
         said = "lost" if "lost" in self.prediction.value else "kept"
         print(f"you predicted {self.prediction.value}; measured {row['lost']} acknowledged and lost "
               f"({'right' if (row['lost'] > 0) == (said == 'lost') else 'not what you predicted'})")
-        nb.show_replication(result)
-        display(nb.replication_table(self.results))
+        rv.show(result)
+        display(rv.table(self.results))
         self.prediction.value = None

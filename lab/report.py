@@ -9,7 +9,7 @@ import pandas as pd
 
 from lab.config import project_root
 from lab.errors import LabError
-from lab.matrix import EXPECTATIONS, satisfies
+from lab.matrix import EXPECTATIONS, TOPIC_EXPECTATIONS, count_text, measured, satisfies
 from lab.plots import matrix_heatmap
 
 COUNT_COLUMNS = ("lost", "duplicated", "unexpected", "unseen", "source_duplicates")
@@ -62,14 +62,18 @@ def matrix_view(results: pd.DataFrame) -> pd.DataFrame:
     for c in COUNT_COLUMNS:
         if c not in view:
             view[c] = 0
+    if "topic_lost" not in view:
+        view["topic_lost"] = None
     verdicts = []
     for _, r in view.iterrows():
         if pd.isna(r.get("guarantee")) or r.get("guarantee") in ("", "error"):
             verdicts.append("error")
             continue
         counts = {c: (0 if pd.isna(r[c]) else int(r[c])) for c in COUNT_COLUMNS}
+        counts["topic_lost"] = None if pd.isna(r["topic_lost"]) else int(r["topic_lost"])  # no final read: no verdict
         verdicts.append("as expected" if satisfies(r["expect"], counts) else "MISMATCH")
     view["verdict"] = verdicts
+    view["measured"] = [measured(e, r) for e, (_, r) in zip(view["expect"], view.iterrows())]
     return view
 
 
@@ -99,7 +103,8 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None) -> str:
             target = Path(r["html"])
             href = target.relative_to(link_base) if link_base and target.is_relative_to(link_base) else target
             link = f"<a href='{html.escape(str(href))}'>notebook</a>"
-        cells = [r["name"], r["seed"], r["expect"], r.get("guarantee", ""), r["lost"], r["duplicated"], r["unexpected"],
+        lost = f"{r['lost']} (topic: {count_text(r['topic_lost'])})" if r["expect"] in TOPIC_EXPECTATIONS else r["lost"]
+        cells = [r["name"], r["seed"], r["expect"], r["measured"], lost, r["duplicated"], r["unexpected"],
                  r["source_duplicates"], _windows_cell(r), f"<b>{r['verdict']}</b>", link]
         style = " style='background:#fde0dc'" if bad else ""
         rows.append(f"<tr{style}>" + "".join(

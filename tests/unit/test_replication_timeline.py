@@ -87,3 +87,24 @@ def test_the_default_grid_cluster_rows_expect_what_the_documentation_says():
     for s in rows:
         p = s.params
         assert s.expect == claim(p["acks"], p.get("min_insync", 1), p["unclean"]).expect, s.name
+
+
+def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
+    from lab.report import matrix_view, table_html
+
+    rows = pd.DataFrame([
+        # the sink read the events before the truncation: exactly once there, 600 gone from the topic
+        {"name": "acks=1", "seed": 1, "expect": "acked-lost", "guarantee": "exactly-once", "lost": 0, "duplicated": 0,
+         "unexpected": 0, "unseen": 0, "source_duplicates": 0, "topic_lost": 600},
+        {"name": "no final read", "seed": 1, "expect": "acked-kept", "guarantee": "exactly-once", "lost": 0,
+         "duplicated": 0, "unexpected": 0, "unseen": 0, "source_duplicates": 0, "topic_lost": float("nan")},
+        {"name": "direct", "seed": 1, "expect": "exactly-once", "guarantee": "exactly-once", "lost": 0, "duplicated": 0,
+         "unexpected": 0, "unseen": 0, "source_duplicates": 0, "topic_lost": float("nan")},
+    ])
+    view = matrix_view(rows)
+    assert list(view["verdict"]) == ["as expected", "MISMATCH", "as expected"]
+    assert list(view["measured"]) == ["acked-lost", "error", "exactly-once"]
+    assert "0 (topic: 600)" in table_html(view)
+    first, second = matrix.summary_lines(view)[1:3]
+    assert "acked-lost" in first and " 600 " in first and first.endswith("as expected")
+    assert "error" in second and second.endswith("MISMATCH")
