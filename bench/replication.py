@@ -9,7 +9,7 @@ timeline:
 ``lost``          acknowledged sends missing from the final read of the topic
 ``failed``        sends the producer was told failed; ``failed_in_topic`` of them are there anyway
 ``unknown``       sends whose outcome the producer never learnt
-``leaderless_s``  the longest time a partition had no leader
+``leaderless_s``  the most time any partition had no live leader (none elected, or a killed one still named)
 ``documented``    what :func:`lab.replication_claims.claim` says for the cell; ``as_documented`` the verdict
 
 Run with ``python bench/replication.py [--seeds 1 2 3] [--out FILE]``; writes

@@ -17,8 +17,8 @@ def row(result: RunResult) -> dict:
     """One run on the cluster as a row: its settings, the documented claim, the final read's counts, the verdict.
 
     ``lost`` is the final read's (:mod:`lab.topic_audit`): acknowledged sends the
-    topic no longer holds. ``no leader (s)``: the longest time a partition of the
-    run had no leader (:func:`lab.replication_watch.leaderless_s`).
+    topic no longer holds. ``no live leader (s)``: the most time any partition of
+    the run had no live leader (:func:`lab.replication_watch.leaderless_s`).
     """
     from lab.events import read_events
     from lab.matrix import satisfies
@@ -30,7 +30,7 @@ def row(result: RunResult) -> dict:
     return {"acks": s["acks"], "min.insync": s["min_insync"], "unclean": s["unclean"], "seed": result.config.seed,
             "documented": c.expect, "acked": topic["acked"], "lost": topic["lost"],
             "failed sends": topic["failed_sends"], "failed, in topic": topic["failed_in_topic"],
-            "unknown": topic["unknown_sends"], "no leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),
+            "unknown": topic["unknown_sends"], "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),
             "verdict": "as documented" if satisfies(c.expect, result.report) else "MISMATCH", "why": c.why}
 
 
@@ -40,7 +40,7 @@ def table(results: list[RunResult]):
 
     frame = pd.DataFrame([row(r) for r in results])
     return (frame.style.apply(lambda r: ["background-color: #fde0dc" if r["verdict"] == "MISMATCH" else ""] * len(r),
-                              axis=1).format({"no leader (s)": "{:.1f}"})
+                              axis=1).format({"no live leader (s)": "{:.1f}"})
             .set_properties(subset=["why"], **{"text-align": "left", "min-width": "360px"}).hide(axis="index"))
 
 

@@ -156,20 +156,30 @@ def replica_intervals(events: list[dict]) -> list[dict]:
 
 
 def leaderless_s(events: list[dict]) -> dict[int, float]:
-    """Seconds each partition had no leader (Kafka's leader -1: unavailable for reads and writes).
+    """Seconds in all each partition had no live leader: unavailable for reads and writes.
 
-    Measured from ``partition-state`` events, so to the watch's resolution (:data:`POLL_S`).
+    No live leader means Kafka's leader -1 (none elected), or a leader the
+    metadata still names while its broker is killed (``leader-crash`` until
+    ``node-restart``: the controller notices a dead broker only after a while;
+    measured about 1.5 s). From ``partition-state`` events, so to the watch's
+    resolution (:data:`POLL_S`).
     """
     from lab.events import PARTITION_STATE
 
     end = max((e["t"] for e in events), default=0.0)
+    down = node_down_intervals(events)
     seq = sorted((e for e in events if e["type"] == PARTITION_STATE), key=lambda e: e["t"])
     out: dict[int, float] = {}
     for i, s in enumerate(seq):
         out.setdefault(s["partition"], 0.0)
+        later = [n["t"] for n in seq[i + 1:] if n["partition"] == s["partition"]]
+        until = later[0] if later else end
         if s["leader"] is None:
-            later = [n["t"] for n in seq[i + 1:] if n["partition"] == s["partition"]]
-            out[s["partition"]] += (later[0] if later else end) - s["t"]
+            out[s["partition"]] += until - s["t"]
+            continue
+        for d in down:
+            if d["node"] == s["leader"]:
+                out[s["partition"]] += max(0.0, min(until, d["end"]) - max(s["t"], d["start"]))
     return {p: round(s, 2) for p, s in out.items()}
 
 

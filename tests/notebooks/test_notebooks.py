@@ -54,7 +54,14 @@ def execute(path, runs_dir):
 def test_notebook_runs_headless(path, runs_dir):
     from nbconvert import HTMLExporter
 
-    nb = execute(path, runs_dir)
+    try:
+        nb = execute(path, runs_dir)
+    finally:
+        from lab import broker
+
+        # notebook 07's detached cluster: its kernel stops it at exit; stopped here too if the kernel could not
+        left_running = broker.stop_detached(runs_dir / "cluster")
+    assert not left_running, "the kernel must stop the cluster it started"
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     plotly = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
@@ -280,7 +287,7 @@ def check_07(reports):
         lost = list(csv.DictReader(f))
     assert len(lost) == t["lost"] and {row["partition"] for row in lost} == {"0"}, t
     safe = _pick(plain, acks="all", min_insync=2)
-    assert safe["topic"]["lost"] == 0 and safe["topic"]["acked"] > 0, safe["topic"]
+    assert safe["topic"]["lost"] == 0 and safe["topic"]["acked"] > 0 and safe["lost"] == 0, safe["topic"]
     # the price: sends refused (not enough replicas in sync) or never answered while the followers lagged
     assert safe["topic"]["failed_sends"] + safe["topic"]["unknown_sends"] > 0, safe["topic"]
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
