@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: The prediction choices; the first says acknowledged writes will be lost.
+PREDICTIONS = ("acknowledged writes lost", "none lost")
+
+
+def prediction_right(prediction: str, lost: int) -> bool:
+    """Whether ``prediction`` (one of :data:`PREDICTIONS`) matches ``lost`` acknowledged-and-lost sends."""
+    return (lost > 0) == (prediction == PREDICTIONS[0])
+
 
 class SettingsPicker:
     """Three toggles, a prediction, a Run button, and the table of every run made from here.
@@ -31,7 +39,7 @@ class SettingsPicker:
         self.acks = w.ToggleButtons(options=["1", "all"], value="all", description="acks")
         self.min_insync = w.ToggleButtons(options=[1, 2], value=1, description="min.insync")
         self.unclean = w.ToggleButtons(options=["on", "off"], value="on", description="unclean")
-        self.prediction = w.ToggleButtons(options=["acknowledged writes lost", "none lost"], value=None,
+        self.prediction = w.ToggleButtons(options=list(PREDICTIONS), value=None,
                                           description="you predict")
         self.button = w.Button(description="Run on the cluster", button_style="primary", icon="play")
         self.out = w.Output()
@@ -61,9 +69,9 @@ class SettingsPicker:
             self.button.disabled = False
         self.results.append(result)
         row = rv.row(result)
-        said = "lost" if "lost" in self.prediction.value else "kept"
+        right = prediction_right(self.prediction.value, row["lost"])
         print(f"you predicted {self.prediction.value}; measured {row['lost']} acknowledged and lost "
-              f"({'right' if (row['lost'] > 0) == (said == 'lost') else 'not what you predicted'})")
+              f"({'right' if right else 'not what you predicted'})")
         rv.show(result)
         display(rv.table(self.results))
         self.prediction.value = None

@@ -9,8 +9,10 @@ documented outcome from :mod:`lab.replication_claims`; the verdict from
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lab.supervisor import RunResult
+if TYPE_CHECKING:  # annotations only: importing the supervisor is not needed to draw a table
+    from lab.supervisor import RunResult
 
 
 def row(result: RunResult) -> dict:

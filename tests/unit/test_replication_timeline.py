@@ -110,3 +110,11 @@ def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
     first, second = matrix.summary_lines(view)[1:3]
     assert "acked-lost" in first and " 600 " in first and first.endswith("as expected")
     assert "error" in second and second.endswith("MISMATCH")
+
+
+def test_a_prediction_is_right_only_when_it_says_what_the_final_read_measured():
+    from lab.replication_ui import PREDICTIONS, prediction_right
+
+    lost, none = PREDICTIONS  # "none lost" contains the word "lost": the choice itself decides
+    assert prediction_right(lost, 600) and not prediction_right(lost, 0)
+    assert prediction_right(none, 0) and not prediction_right(none, 600)
