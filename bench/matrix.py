@@ -48,7 +48,8 @@ def one(out: Path, env: dict) -> dict:
         "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
-        "rows": df[["name", "expect", "guarantee", "lost", "duplicated", "verdict"]].to_dict(orient="records"),
+        "rows": df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict")
+                    if c in df.columns]].to_dict(orient="records"),
         "results_dir": str(out),
     }
 
@@ -61,7 +62,7 @@ def compare(before: dict, after: dict) -> list[dict]:
         old = b.get(r["name"], {})
         rows.append({"name": r["name"], "expect": r["expect"], "before": old.get("guarantee"),
                      "after": r["guarantee"], "verdict_before": old.get("verdict"), "verdict_after": r["verdict"],
-                     "same": old.get("guarantee") == r["guarantee"]})
+                     "same": old.get("guarantee") == r["guarantee"] and old.get("verdict") == r["verdict"]})
     return rows
 
 

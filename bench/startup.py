@@ -11,15 +11,21 @@ a ``driver-crash``, one restart), read back from the run's timeline:
 ``planned``   the first batch handed to the driver (``batch-start``)
 ``done``      the first batch done (``batch-done``)
 
-each in seconds after the driver process was started (``driver-start``),
-for the first start (``cold``) and the restart after the crash (``warm``),
-plus the crash-to-restart gap, the scenario's wall time (broker start
-included, as a user runs it) and the classification, which no variant may
-change.
+each in seconds after the driver started (``driver-start``), for the first
+start (``cold``) and the restart after the crash (``warm``), plus the
+crash-to-restart gap, the crash to the restarted driver's first batch done
+(``crash_to_done_s``, what a learner waits for after a crash), the
+scenario's wall time (broker start included, as a user runs it) and the
+classification, which no variant may change.
+
+A restart that gave a standby its turn (``LAB_STANDBY``) starts at that
+turn: its process had been started ``started_ahead_s`` earlier, and its
+``jvm``, ``session`` and ``workers`` phases, done while it waited, are
+negative; ``standby`` is when it began to wait, ``turn`` when it had its turn.
 
 Variants (:mod:`lab.start_tuning`; ``all`` is the default start):
 ``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
-``restart-delay-1s`` and ``none`` (every technique off: the start before
+``restart-delay-1s``, ``no-standby`` and ``none`` (every technique off: the start before
 them); by default every variant for ``structured``, ``all`` and ``none``
 for the others (:data:`DEFAULT_VARIANTS`). Rounds interleave the variants, so each before/after pair shares
 the machine's state; the load average is recorded with every run.
@@ -61,11 +67,13 @@ VARIANTS = {
     "no-jvm-flags": {"LAB_DRIVER_JVM_OPTIONS": ""},
     "warm-up-before": {"LAB_WARM_UP": "before"},
     "restart-delay-1s": {"LAB_RESTART_DELAY": "1"},
+    "no-standby": {"LAB_STANDBY": "off"},
     "none": ALL_OFF,
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.
-DEFAULT_VARIANTS = {"structured": tuple(VARIANTS), "direct": ("all", "none"), "receiver": ("all", "none")}
-PHASES = ("imports", "jvm", "session", "query", "workers", "planned", "done")
+DEFAULT_VARIANTS = {"structured": tuple(VARIANTS), "direct": ("all", "no-standby", "none"),
+                    "receiver": ("all", "none")}
+PHASES = ("imports", "jvm", "session", "workers", "standby", "turn", "query", "planned", "done")
 
 
 def attempt_phases(events: list[dict], attempt: int) -> dict | None:
@@ -83,7 +91,9 @@ def attempt_phases(events: list[dict], attempt: int) -> dict | None:
         return None
 
     out["imports"] = first("driver-ready")
-    for name in ("jvm", "session", "query", "workers"):
+    if "started_ahead_s" in starts[0]:
+        out["started_ahead_s"] = starts[0]["started_ahead_s"]
+    for name in ("jvm", "session", "query", "workers", "standby", "turn"):
         out[name] = first("driver-phase", phase=name)
     out["planned"] = first("batch-start")
     out["done"] = first("batch-done")
@@ -112,8 +122,11 @@ def one(pipeline: str, variant: str, runs_dir: Path) -> dict:
     out["warm"] = attempt_phases(events, 2)
     crash = [e["t"] for e in events if e["type"] == "fault-point"]
     restart = [e["t"] for e in events if e["type"] == "driver-start" and e.get("attempt") == 2]
+    done = [e["t"] for e in events if e["type"] == "batch-done" and e.get("attempt") == 2]
     if crash and restart:
         out["crash_to_restart_s"] = round(restart[0] - crash[0], 3)
+    if crash and done:
+        out["crash_to_done_s"] = round(done[0] - crash[0], 3)
     return out
 
 
@@ -136,6 +149,7 @@ def summarise(runs: list[dict]) -> dict:
                 "runs": len(rs), "failed": len(rs) - len(ok),
                 "wall_s": _median([r["wall_s"] for r in ok]),
                 "crash_to_restart_s": _median([r.get("crash_to_restart_s") for r in ok]),
+                "crash_to_done_s": _median([r.get("crash_to_done_s") for r in ok]),
                 "cold": {p: _median([(r.get("cold") or {}).get(p) for r in ok]) for p in PHASES},
                 "warm": {p: _median([(r.get("warm") or {}).get(p) for r in ok]) for p in PHASES},
                 "guarantees": sorted({r.get("guarantee") for r in ok}),
@@ -162,7 +176,8 @@ def main(argv=None) -> int:
                     r = one(pipeline, variant, Path(tmp) / f"{pipeline}-{variant}-{rnd}")
                     runs.append(r)
                     print(json.dumps({k: r.get(k) for k in ("pipeline", "variant", "wall_s", "guarantee", "exit")}
-                                     | {"warm_done": (r.get("warm") or {}).get("done")}), flush=True)
+                                     | {"warm_done": (r.get("warm") or {}).get("done"),
+                                        "crash_to_done_s": r.get("crash_to_done_s")}), flush=True)
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
               "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}

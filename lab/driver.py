@@ -11,6 +11,18 @@ batch. When the fault plan has a crash planned there, the driver writes a
 ``fault-point`` event and waits; the supervisor, watching the timeline,
 SIGKILLs the whole process group. The crash is therefore a real kill at an
 exact place, and the same plan gives the same outcome.
+
+A standby's turn
+----------------
+A driver started with ``LAB_DRIVER_STANDBY=FILE`` is the next attempt's,
+started ahead (:mod:`lab.driver_process`). Its pipeline does what has no
+delivery effect (imports, JVM, SparkSession, Python workers), then calls
+:meth:`DriverContext.await_turn`, which returns once ``FILE`` exists: the
+supervisor creates it after the driver it replaces is dead (for the first
+driver, started while the broker starts: once the topic and the producer are
+there). Only then does the
+standby say ``driver-ready``, read the plan's remaining faults and the broker,
+and touch the checkpoint, the topic or the sink. A SIGTERM while it waits ends it.
 """
 
 from __future__ import annotations
@@ -38,12 +50,44 @@ class DriverContext:
     def __init__(self, run_dir: Path | str) -> None:
         self.run_dir = Path(run_dir)
         self.config = RunConfig.from_json((self.run_dir / "config.json").read_text())
-        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
+        # A first driver started ahead may start before the broker (it reads broker.json at its turn).
+        broker = self.run_dir / "broker.json"
+        self.bootstrap = json.loads(broker.read_text())["bootstrap"] if broker.exists() else None
         self.events = EventLog(self.run_dir, "driver")
-        fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in (ev.FAULT, ev.FAULT_POINT)}
-        self.pending: list[Fault] = [f for f in self.config.fault_plan if f.index not in fired]
+        self.pending: list[Fault] = self._pending_faults()
         self.stopping = False
         self.attempt = int(os.environ.get("LAB_DRIVER_ATTEMPT", "1"))
+        go = os.environ.get("LAB_DRIVER_STANDBY")
+        self.standby_go: Path | None = Path(go) if go else None
+
+    def _pending_faults(self) -> list[Fault]:
+        fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in (ev.FAULT, ev.FAULT_POINT)}
+        return [f for f in self.config.fault_plan if f.index not in fired]
+
+    def ready(self) -> None:
+        """Say ``driver-ready``: from here on faults may target this driver."""
+        self.events.write(ev.DRIVER_READY, pid=os.getpid(), attempt=self.attempt)
+
+    def await_turn(self) -> None:
+        """A standby waits here for its turn (see the module docstring); any other driver goes on at once.
+
+        Call it after the start-up work that has no delivery effect and before
+        anything that reads the checkpoint, the topic or the sink.
+        """
+        if self.standby_go is None:
+            return
+        self.phase("standby")
+        parent = os.getppid()
+        while not self.standby_go.exists():
+            if self.stopping or os.getppid() != parent:
+                os._exit(0)  # the run ended (or its supervisor died) before this standby's turn came
+            time.sleep(0.02)
+        self.standby_go = None
+        # What happened while it waited: faults fired, a broker restarted.
+        self.pending = self._pending_faults()
+        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
+        self.ready()
+        self.phase("turn")
 
     @property
     def run_id(self) -> str:
@@ -66,7 +110,11 @@ class DriverContext:
                 os._exit(70)
 
     def phase(self, name: str) -> None:
-        """Record that this driver's start-up reached ``name`` (``jvm``, ``session``, ``workers``, ``query``)."""
+        """Record that this driver's start-up reached ``name``.
+
+        ``jvm``, ``session``, ``workers``, ``query``; a standby's ``standby``
+        (it waits) and ``turn`` (it has its turn).
+        """
         self.events.write(ev.DRIVER_PHASE, phase=name, attempt=self.attempt)
 
     def task_failure_due(self, batch: int) -> Fault | None:
@@ -110,7 +158,8 @@ def main(argv=None) -> int:
     ctx = DriverContext(argv[0])
     ctx.install_signal_handlers()
     module = importlib.import_module(PIPELINES[ctx.config.pipeline].module)
-    ctx.events.write(ev.DRIVER_READY, pid=os.getpid(), attempt=ctx.attempt)
+    if ctx.standby_go is None:
+        ctx.ready()
     try:
         module.run(ctx)
     except DriverConfigError as e:

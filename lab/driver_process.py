@@ -1,8 +1,16 @@
 """A run's driver process: started, killed and stopped by the PID the lab started, with its Spark children.
 
 One driver at a time (``python -m lab.driver RUN_DIR``, in its own process
-group, ``LAB_DRIVER_ATTEMPT`` = its attempt number). A kill is a real
-``SIGKILL`` of the driver's group; PySpark's Python daemons, which leave
+group, ``LAB_DRIVER_ATTEMPT`` = its attempt number), and at most one standby:
+the next attempt's driver, started ahead (``LAB_DRIVER_STANDBY`` = the file
+that gives it its turn). A standby starts its JVM, its SparkSession and its
+Python workers, then waits (:meth:`lab.driver.DriverContext.await_turn`)
+without reading the checkpoint, the topic or the sink; :meth:`DriverProcess.start`
+promotes it by creating that file, after the driver it replaces is dead
+(the first driver: once the broker, the topic and the producer are up). A
+start then skips the start-up (``LAB_STANDBY``, :mod:`lab.start_tuning`).
+
+A kill is a real ``SIGKILL`` of the driver's group; PySpark's Python daemons, which leave
 that group, are found by scanning the driver's process tree
 (:class:`lab.processes.ChildGroups`) and ended with it. Nothing here writes
 the run's timeline: :class:`lab.supervisor.Run` does, from what these
@@ -33,6 +41,10 @@ class DriverProcess:
         self.lock = threading.RLock()
         self._killed: set[int] = set()
         self._groups = processes.ChildGroups(on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.pid))
+        self.standby = None  # the next attempt's driver, started ahead and waiting for its turn
+        self.standby_started_at = 0.0
+        self._standby_groups = processes.ChildGroups(
+            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.standby_pid))
 
     @property
     def pid(self) -> int | None:
@@ -42,15 +54,65 @@ class DriverProcess:
         proc = self.proc
         return proc is not None and proc.poll() is None
 
-    def start(self) -> int:
-        """Start the next attempt's driver; its PID."""
-        self.attempt += 1
-        env = dict(os.environ, LAB_DRIVER_ATTEMPT=str(self.attempt), PYTHONUNBUFFERED="1")
+    @property
+    def standby_pid(self) -> int | None:
+        return self.standby.pid if self.standby is not None else None
+
+    def _spawn(self, attempt: int, **env):
+        env = dict(os.environ, LAB_DRIVER_ATTEMPT=str(attempt), PYTHONUNBUFFERED="1", **env)
+        return processes.spawn([sys.executable, "-m", "lab.driver", self.run_dir],
+                               log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir)
+
+    def go_file(self, attempt: int) -> Path:
+        """The file whose creation gives standby ``attempt`` its turn."""
+        return self.run_dir / f"driver-{attempt}.go"
+
+    def start_standby(self) -> int:
+        """Start the next attempt's driver ahead, waiting for its turn; its PID."""
         with self.lock:
-            self.proc = processes.spawn([sys.executable, "-m", "lab.driver", self.run_dir],
-                                        log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir)
+            self.standby = self._spawn(self.attempt + 1, LAB_DRIVER_STANDBY=str(self.go_file(self.attempt + 1)))
+            self.standby_started_at = time.monotonic()
+            return self.standby.pid
+
+    def start(self) -> tuple[int, float | None]:
+        """Start the next attempt's driver, or give a live standby its turn.
+
+        Returns its PID, and for a standby the seconds it had been started
+        ahead (None for a driver started now). Call only once the previous
+        driver is dead: a standby reads the checkpoint as soon as it has its turn.
+        """
+        with self.lock:
+            self.attempt += 1
+            standby, self.standby = self.standby, None
+            ahead = None
+            if standby is not None and standby.poll() is None:
+                self.go_file(self.attempt).touch()
+                self.proc, ahead = standby, round(time.monotonic() - self.standby_started_at, 3)
+                self._groups.seen.update(self._standby_groups.seen)
+                self._standby_groups.seen.clear()
+            else:
+                if standby is not None:  # it died waiting: what it left goes, a driver starts now
+                    self._end_standby(standby)
+                self.proc = self._spawn(self.attempt)
         self.started_at = time.monotonic()
-        return self.proc.pid
+        return self.proc.pid, ahead
+
+    def _end_standby(self, standby) -> None:
+        self._standby_groups.scan(standby.pid)
+        processes.kill_group(standby.pid, signal.SIGKILL)
+        try:
+            standby.wait(timeout=5)
+        except Exception:
+            pass
+        self._killed.add(standby.pid)
+        self._standby_groups.kill()
+
+    def stop_standby(self) -> None:
+        """End the standby, if there is one (it never had its turn: nothing of the run's is in flight)."""
+        with self.lock:
+            standby, self.standby = self.standby, None
+            if standby is not None:
+                self._end_standby(standby)
 
     def exited_on_its_own(self) -> bool:
         """The driver has exited and the lab did not kill it."""
@@ -58,9 +120,12 @@ class DriverProcess:
         return proc is not None and proc.poll() is not None and proc.pid not in self._killed
 
     def scan_children(self) -> None:
-        """Look for new process groups of the live driver's children (PySpark's daemons)."""
+        """Look for new process groups of the live driver's and the standby's children (PySpark's daemons)."""
         if self.alive():
             self._groups.scan(self.proc.pid)
+        standby = self.standby
+        if standby is not None and standby.poll() is None:
+            self._standby_groups.scan(standby.pid)
 
     def kill(self) -> int | None:
         """SIGKILL the driver's group and its children's groups, and wait for it; its PID."""
@@ -117,8 +182,9 @@ class DriverProcess:
                     "waited_s": round(time.monotonic() - began, 3)}
 
     def kill_remaining(self) -> None:
-        """End whatever of the driver is still alive (cleanup; safe to call more than once)."""
+        """End whatever of the driver and the standby is still alive (cleanup; safe to call more than once)."""
         with self.lock:
+            self.stop_standby()
             if self.proc is not None:
                 if processes.group_alive(self.proc.pid):
                     self._groups.scan(self.proc.pid)

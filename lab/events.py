@@ -27,7 +27,8 @@ DRAINED = "drained"                      #: every acknowledged offset passed (se
 DEADLINE = "deadline"                    #: the run stopped undrained: no progress for ``LAB_DEADLINE`` s
 FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, killed-after-timeout, gone
 # supervisor: the driver process
-DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid``
+DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid`` (``started_ahead_s``: a standby had its turn)
+STANDBY_START = "standby-start"          #: the next attempt's driver (``attempt``, ``pid``) was started ahead
 DRIVER_EXIT = "driver-exit"              #: a driver exited on its own, ``code``, ``last_log_line``
 DRIVER_CHILD_GROUP = "driver-child-group"  #: a process group a driver's descendant started (PySpark's daemon), ``pid``
 # supervisor and driver: faults
@@ -50,7 +51,7 @@ DRIVER_READY = "driver-ready"            #: the pipeline module is imported; fau
 DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop
 DRIVER_CONFIG_ERROR = "driver-config-error"  #: a setting only the driver can check is unusable; no restart
 CLASS_ARCHIVE = "class-archive"          #: the driver JVM's class archive was built now (``seconds``) or could not be (``error``)
-DRIVER_PHASE = "driver-phase"            #: a driver's start-up reached ``phase`` (jvm, session, workers, query)
+DRIVER_PHASE = "driver-phase"            #: a driver's start-up reached ``phase`` (jvm, session, workers, query, standby, turn)
 WARM_UP_ERROR = "warm-up-error"          #: a driver's Python-worker warm-up failed (``error``); the first batch starts them
 KAFKA_READER = "kafka-reader"            #: which Kafka reader the structured or direct driver chose
 KAFKA_CONNECTOR_MISSING = "kafka-connector-missing"  #: (supervisor) Spark's connector could not be fetched: ``error``

@@ -10,6 +10,14 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             empty for the JVM's own defaults).
 ``LAB_WARM_UP``             ``beside`` (default): Python workers start while the driver
                             plans its first batch; ``before``: the driver waits for them.
+``LAB_STANDBY``             ``planned`` (default): the first driver starts while the broker
+                            starts, and while the fault plan still has a driver crash to
+                            come, the next driver is started ahead as soon as the current
+                            one has its turn; each waits with its JVM, session and workers up
+                            for its turn (:mod:`lab.driver_process`). ``always``: a next
+                            driver also without a planned crash (the panel's default, for
+                            its Crash button); ``off``: every driver starts when needed.
+                            Structured and direct, on a ``local`` master.
 """
 
 from __future__ import annotations
@@ -24,9 +32,13 @@ from lab.errors import choices_error
 #: batch done, medians of 3: 11.0 s → 9.0 s).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 WARM_UPS = ("beside", "before")
+STANDBYS = ("planned", "always", "off")
+#: The pipelines whose driver waits for its turn (``DriverContext.await_turn``) as a standby.
+STANDBY_PIPELINES = ("structured", "direct")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
-ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1"}
+ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
+           "LAB_STANDBY": "off"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -37,10 +49,13 @@ class StartTuning:
     class_archive: bool = True
     jvm_options: str = DRIVER_JVM_OPTIONS
     warm_up: str = "beside"
+    standby: str = "planned"
 
     @classmethod
-    def from_env(cls, env=None) -> "StartTuning":
-        """Read ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS`` and ``LAB_WARM_UP``.
+    def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
+        """Read ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP`` and ``LAB_STANDBY``.
+
+        ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
         Raises
         ------
@@ -54,5 +69,17 @@ class StartTuning:
         warm = env.get("LAB_WARM_UP", "beside").strip().lower()
         if warm not in WARM_UPS:
             raise choices_error("LAB_WARM_UP", warm, WARM_UPS)
+        standby = env.get("LAB_STANDBY", standby_default).strip().lower()
+        if standby not in STANDBYS:
+            raise choices_error("LAB_STANDBY", standby, STANDBYS)
         return cls(class_archive=_SWITCH[archive], jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
-                   warm_up=warm)
+                   warm_up=warm, standby=standby)
+
+    def wants_standby(self, pipeline: str, master: str, crash_planned: bool) -> bool:
+        """Whether a run keeps the next driver started ahead (see ``LAB_STANDBY``).
+
+        Only on a ``local`` master: elsewhere a standby's session would hold executors of its own.
+        """
+        if self.standby == "off" or pipeline not in STANDBY_PIPELINES or not master.startswith("local["):
+            return False
+        return self.standby == "always" or crash_planned

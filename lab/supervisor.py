@@ -6,15 +6,7 @@ creates the topic, starts the ledgered producer and the pipeline driver
 after each crash, stops when the pipeline has drained the topic or at the
 deadline, audits, and writes ``report.json``.
 
-Run directory ``runs/<time>-<name>/``::
-
-    config.json   broker.json   sink.json      the run's inputs
-    events.jsonl                                timeline (supervisor, producer, driver)
-    progress.json                               the pipeline's durable position
-    ledger.sqlite sink.sqlite                   what was acknowledged / stored
-    checkpoint/                                 Spark checkpoints and WAL
-    driver.log                                  the driver's output, all attempts
-    audit.csv     report.json                   the verdict
+The run directory's layout: :mod:`lab.run_dir`.
 
 On failure
 ----------
@@ -31,7 +23,6 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 
 from lab import broker as broker_mod
@@ -47,8 +38,10 @@ from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
 from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
 from lab.replication_watch import ReplicationWatch
+from lab.run_dir import new_run_dir
 from lab.run_report import RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
+from lab.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
@@ -61,18 +54,6 @@ TRUNCATED_SETTLE_S = 3.0
 STOP_GRACE_S = 20.0
 
 
-def new_run_dir(config: RunConfig) -> Path:
-    """Create ``<runs_dir>/<time>-<name>/``; :class:`LabError` naming the directory when it cannot."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")[:-3]
-    path = Path(config.runs_dir).resolve() / f"{stamp}-{config.name}"
-    try:
-        path.mkdir(parents=True, exist_ok=False)
-    except OSError as e:
-        raise LabError(f"cannot create a run directory in {config.runs_dir!r} ({e.strerror or e}); "
-                       "set LAB_RUNS_DIR to a writable directory") from None
-    return path
-
-
 class Run:
     """One scenario run, driven in a background thread.
 
@@ -82,6 +63,8 @@ class Run:
     on_event : callable, optional
         Called with every timeline event (from the monitor thread; it must not
         touch widgets directly).
+    tuning : StartTuning, optional
+        How drivers start (default: from ``LAB_*``, :mod:`lab.start_tuning`).
 
     Examples
     --------
@@ -89,7 +72,7 @@ class Run:
     ...     result = run.wait()
     """
 
-    def __init__(self, config: RunConfig, on_event=None) -> None:
+    def __init__(self, config: RunConfig, on_event=None, tuning: StartTuning | None = None) -> None:
         config.validate()
         self.config = config
         self.on_event = on_event
@@ -119,6 +102,7 @@ class Run:
         self._end_offsets: dict[int, int] = {}
         self._drained = False
         self._times: dict[str, float] = {}
+        self._tuning = tuning or StartTuning.from_env()
 
     # -- public API ------------------------------------------------------
     def start(self) -> "Run":
@@ -144,13 +128,16 @@ class Run:
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
+            spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
+            # The first driver starts its JVM, session and workers while the broker starts, and has its turn
+            # once the topic and the producer are there (lab.driver_process).
+            self._keep_standby(crash_planned=True)
             self.broker = self._stack.enter_context(
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes,
                                      configs=cfg.topic_configs)
-            spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
@@ -260,8 +247,18 @@ class Run:
         return self._driver.proc if self._driver is not None else None
 
     def _start_driver(self) -> None:
-        pid = self._driver.start()
-        self.events.write(ev.DRIVER_START, pid=pid, attempt=self._driver.attempt)
+        pid, ahead = self._driver.start()
+        self.events.write(ev.DRIVER_START, pid=pid, attempt=self._driver.attempt,
+                          **({"started_ahead_s": ahead} if ahead is not None else {}))
+
+    def _keep_standby(self, crash_planned: bool | None = None) -> None:
+        """Start the next driver ahead when the run wants one (:meth:`StartTuning.wants_standby`) and has none."""
+        if crash_planned is None:
+            crash_planned = any(f.kind == "driver-crash" for f in self.faults.pending)
+        if self._driver.standby is None and self._tuning.wants_standby(self.config.pipeline, self.config.spark_master,
+                                                                       crash_planned):
+            pid = self._driver.start_standby()
+            self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 
     def _driver_up(self) -> bool:
         """A driver runs, is not being restarted, and has said it is ready."""
@@ -379,6 +376,8 @@ class Run:
             self._times["producer_s"] = self.elapsed()
         elif kind == ev.DRIVER_READY:
             self._ready_attempt = max(self._ready_attempt, int(event.get("attempt", 1)))
+            if self._ready_attempt == self._driver.attempt:  # the current driver has its turn: the next may start
+                self._keep_standby()
         with self._lock:
             self.faults.on_event(event)
         if self.on_event:
@@ -442,6 +441,7 @@ class Run:
         for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended")
+        self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         timeline = read_events(self.run_dir)  # complete now: read once for the positions and the report

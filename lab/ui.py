@@ -37,6 +37,7 @@ from lab.config import RunConfig
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
+from lab.start_tuning import StartTuning
 from lab.supervisor import Run, RunResult
 
 GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "loss and duplicates")
@@ -184,7 +185,8 @@ class Panel:
             return
         self.start_button.disabled = True
         self.predict.disabled = True
-        self.run = Run(self.config)
+        # A Crash button may be pressed at any time: the next driver waits, started ahead (LAB_STANDBY).
+        self.run = Run(self.config, tuning=StartTuning.from_env(standby_default="always"))
         self.run.start()
         for b in self.fault_buttons.values():
             b.disabled = False

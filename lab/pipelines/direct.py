@@ -315,9 +315,11 @@ def run(ctx: DriverContext) -> None:
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka_read).
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
-    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     # With what the tasks import (lab.spark), beside the driver's planning (see lab.spark.warm_up).
     warm = warm_up(ctx, start_python_workers, sc)
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.driver).
+    ctx.await_turn()
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     try:
         ctx.phase("query")
         earliest = retry(lambda: earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions))

@@ -11,6 +11,7 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,7 +42,10 @@ def postgres_url(tmp_path_factory):
         user = pwd.getpwnam("postgres")
         os.chown(data.parent, user.pw_uid, user.pw_gid)
         os.chmod(data.parent, 0o755)
-        for p in (data.parent.parent, data.parent.parent.parent):
+        # postgres must reach its directory through every parent pytest made private: their number
+        # depends on the runner (pytest-xdist adds one per worker, popen-gwN).
+        top = Path(tempfile.gettempdir()).resolve()
+        for p in [q for q in data.parent.resolve().parents if top in q.parents]:
             os.chmod(p, os.stat(p).st_mode | 0o005)
         prefix = ["runuser", "-u", "postgres", "--"]
     subprocess.run(prefix + [initdb, "-D", str(data), "-U", "lab", "--auth=trust", "-E", "UTF8"],
@@ -123,7 +127,7 @@ def run_pids(run_dir: Path) -> list[int]:
     pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p and p not in SHARED_BROKER_PIDS]
     for line in (run_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
-        if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart"):
+        if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart", "standby-start"):
             pids.append(e["pid"])
     return pids
 

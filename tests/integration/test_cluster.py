@@ -8,7 +8,8 @@ from lab.events import read_events
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone
 
-pytestmark = pytest.mark.integration
+# Its module-scoped runs are made once: its tests stay on one xdist worker.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_cluster")]
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,9 @@ from lab import broker, jars, kafka_broker, kafka_tools, processes, proxy
 from lab.errors import LabError
 from tests.integration.conftest import assert_all_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker, pytest.mark.kafka_only]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker, pytest.mark.kafka_only,
+              # Its module-scoped runs are made once: its tests stay on one xdist worker.
+              pytest.mark.xdist_group("test_kafka_broker")]
 
 MEASURED: dict[str, float] = {}
 

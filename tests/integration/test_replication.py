@@ -23,7 +23,9 @@ from lab.events import read_events
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
+              # Its module-scoped runs are made once: its tests stay on one xdist worker.
+              pytest.mark.xdist_group("test_replication")]
 
 #: Followers held from 2 s to 10 s; the leader of partition 0 killed at 7 s (its followers out of the
 #: ISR by then: they leave it 3 s after their fetches stop) and restarted 3 s later.

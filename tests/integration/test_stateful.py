@@ -19,7 +19,9 @@ from lab.events import read_events
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, module_runs_dir, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),
+              # Its module-scoped runs are made once: its tests stay on one xdist worker.
+              pytest.mark.xdist_group("test_stateful")]
 
 #: All events are in the topic before the first micro-batch, so batches are full and the fault's batch exists;
 #: 5 s of event time, so the 10 s windows are one or two per key.

@@ -17,7 +17,9 @@ from lab.sinks import open_sink
 from lab.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, module_runs_dir, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),
+              # Its module-scoped runs are made once: its tests stay on one xdist worker.
+              pytest.mark.xdist_group("test_structured")]
 
 #: Small runs: all events are in the topic before the first micro-batch (the JVM
 #: takes longer to start than the producer to finish), so batches are full.
@@ -90,6 +92,16 @@ def test_append_crash_after_output_duplicates_exactly_the_rerun_batch(crash_runs
     drivers = [e["pid"] for e in read_events(run_dir) if e["type"] == "driver-start"]
     assert {g["driver_pid"] for g in groups} == set(drivers) and all("pyspark.daemon" in g["cmd"] for g in groups)
     assert_all_gone(run_pids(run_dir))
+    # Both drivers were started ahead (LAB_STANDBY): the first while the broker was made ready, the second as
+    # soon as the first had its turn. The second had its own only after the crash had killed the first.
+    timeline = read_events(run_dir)
+    assert [e["pid"] for e in timeline if e["type"] == "standby-start"] == drivers
+    starts = [e for e in timeline if e["type"] == "driver-start"]
+    assert all(e["started_ahead_s"] > 0 for e in starts)
+    crash = next(e for e in timeline if e["type"] == "fault" and e["kind"] == "driver-crash")
+    ready = next(e for e in timeline if e["type"] == "driver-ready" and e["attempt"] == 2)
+    first_read = next(e for e in timeline if e["type"] == "batch-start" and e["attempt"] == 2)
+    assert crash["t"] < starts[1]["t"] <= ready["t"] <= first_read["t"]
 
 
 def test_named_point_runs_reproduce_their_classification(crash_runs):

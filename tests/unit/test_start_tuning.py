@@ -11,13 +11,14 @@ from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, StartTuning
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     assert StartTuning.from_env({}) == StartTuning(class_archive=True, jvm_options=DRIVER_JVM_OPTIONS,
-                                                   warm_up="beside")
+                                                   warm_up="beside", standby="planned")
     off = StartTuning.from_env(ALL_OFF)
-    assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before")
+    assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off")
 
 
 @pytest.mark.parametrize("env, words", [({"LAB_CLASS_ARCHIVE": "maybe"}, ["'maybe'", "off", "on"]),
-                                        ({"LAB_WARM_UP": "after"}, ["'after'", "before", "beside"])])
+                                        ({"LAB_WARM_UP": "after"}, ["'after'", "before", "beside"]),
+                                        ({"LAB_STANDBY": "yes"}, ["'yes'", "planned", "always", "off"])])
 def test_a_bad_switch_is_named_with_its_choices(env, words):
     with pytest.raises(LabError) as e:
         StartTuning.from_env(env)
@@ -73,3 +74,17 @@ def test_a_new_archive_replaces_only_its_own_installations_older_one(tmp_path):
     archive("driver-other", live)
     class_archive._remove_replaced(tmp_path, "/here/spark")
     assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["driver-other.jsa"]
+
+
+def test_a_standby_is_kept_for_a_planned_crash_of_a_pipeline_that_waits_for_its_turn_on_a_local_master():
+    planned, always, off = (StartTuning.from_env({"LAB_STANDBY": v}) for v in ("planned", "always", "off"))
+    assert planned.wants_standby("structured", "local[2]", crash_planned=True)
+    assert planned.wants_standby("direct", "local[2]", crash_planned=True)
+    assert not planned.wants_standby("structured", "local[2]", crash_planned=False)
+    assert always.wants_standby("structured", "local[2]", crash_planned=False)
+    assert not off.wants_standby("structured", "local[2]", crash_planned=True)
+    # Pipelines whose driver does not wait for its turn, and masters where a session holds executors of its own.
+    for pipeline in ("receiver", "plain", "kafka-eos"):
+        assert not always.wants_standby(pipeline, "local[2]", crash_planned=True)
+    for master in ("local-cluster[2,1,1024]", "spark://127.0.0.1:7077"):
+        assert not always.wants_standby("structured", master, crash_planned=True)
