@@ -3,7 +3,7 @@
 Every measurement is a real ``lab run`` crash scenario (one driver start,
 a ``driver-crash``, one restart), read back from the run's timeline:
 
-``imports``   the pipeline module imported (``driver-ready``)
+``imports``   the pipeline module imported (``driver-ready``; a standby's is its turn)
 ``jvm``       the driver JVM answers (``driver-phase jvm``)
 ``session``   SparkSession ready
 ``query``     the query (structured), the batch loop (direct) or the StreamingContext (receiver) started

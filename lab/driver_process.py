@@ -43,8 +43,10 @@ class DriverProcess:
         self._groups = processes.ChildGroups(on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.pid))
         self.standby = None  # the next attempt's driver, started ahead and waiting for its turn
         self.standby_started_at = 0.0
+        self._standby_owner: int | None = None  # the standby's PID, kept until it is ended (its groups name it)
         self._standby_groups = processes.ChildGroups(
-            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.standby_pid))
+            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self._standby_owner))
+        self.log_path = self.run_dir / "driver.log"  # the current driver's output
 
     @property
     def pid(self) -> int | None:
@@ -58,19 +60,30 @@ class DriverProcess:
     def standby_pid(self) -> int | None:
         return self.standby.pid if self.standby is not None else None
 
-    def _spawn(self, attempt: int, **env):
+    def _spawn(self, attempt: int, log_path: Path, **env):
         env = dict(os.environ, LAB_DRIVER_ATTEMPT=str(attempt), PYTHONUNBUFFERED="1", **env)
         return processes.spawn([sys.executable, "-m", "lab.driver", self.run_dir],
-                               log_path=self.run_dir / "driver.log", env=env, cwd=self.run_dir)
+                               log_path=log_path, env=env, cwd=self.run_dir)
+
+    def standby_log(self, attempt: int) -> Path:
+        """A standby's output (its own file: the running driver's last lines stay in the current log)."""
+        return self.run_dir / f"driver-{attempt}.log"
 
     def go_file(self, attempt: int) -> Path:
         """The file whose creation gives standby ``attempt`` its turn."""
         return self.run_dir / f"driver-{attempt}.go"
 
     def start_standby(self) -> int:
-        """Start the next attempt's driver ahead, waiting for its turn; its PID."""
+        """Start the next attempt's driver ahead, waiting for its turn; its PID (the live standby's, if one is)."""
         with self.lock:
-            self.standby = self._spawn(self.attempt + 1, LAB_DRIVER_STANDBY=str(self.go_file(self.attempt + 1)))
+            if self.standby is not None and self.standby.poll() is None:
+                return self.standby.pid
+            if self.standby is not None:
+                self._end_standby(self.standby)
+            attempt = self.attempt + 1
+            self.standby = self._spawn(attempt, self.standby_log(attempt),
+                                       LAB_DRIVER_STANDBY=str(self.go_file(attempt)))
+            self._standby_owner = self.standby.pid
             self.standby_started_at = time.monotonic()
             return self.standby.pid
 
@@ -88,12 +101,14 @@ class DriverProcess:
             if standby is not None and standby.poll() is None:
                 self.go_file(self.attempt).touch()
                 self.proc, ahead = standby, round(time.monotonic() - self.standby_started_at, 3)
+                self.log_path = self.standby_log(self.attempt)
                 self._groups.seen.update(self._standby_groups.seen)
                 self._standby_groups.seen.clear()
             else:
                 if standby is not None:  # it died waiting: what it left goes, a driver starts now
                     self._end_standby(standby)
-                self.proc = self._spawn(self.attempt)
+                self.log_path = self.run_dir / "driver.log"
+                self.proc = self._spawn(self.attempt, self.log_path)
         self.started_at = time.monotonic()
         return self.proc.pid, ahead
 

@@ -47,7 +47,7 @@ BROKER_RESTART = "broker-restart"        #: (supervisor) the broker JVM restarte
 NODE_RESTART = "node-restart"            #: (supervisor) a cluster's broker restarted on its data after a leader-crash: ``node``, ``pid``
 PARTITION_STATE = "partition-state"      #: (supervisor, cluster) a partition's ``leader``, ``isr``, ``replicas`` or ``epoch`` changed
 # driver: its life and its batches
-DRIVER_READY = "driver-ready"            #: the pipeline module is imported; faults may target this driver
+DRIVER_READY = "driver-ready"            #: faults may target this driver (its module is imported; a standby's: its turn came)
 DRIVER_STOP = "driver-stop"              #: the driver returned after a clean stop
 DRIVER_CONFIG_ERROR = "driver-config-error"  #: a setting only the driver can check is unusable; no restart
 CLASS_ARCHIVE = "class-archive"          #: the driver JVM's class archive was built now (``seconds``) or could not be (``error``)

@@ -7,8 +7,8 @@
     progress.json                               the pipeline's durable position
     ledger.sqlite sink.sqlite                   what was acknowledged / stored
     checkpoint/                                 Spark checkpoints and WAL
-    driver.log                                  the driver's output, all attempts (a standby's too)
-    driver-N.go                                 created when standby attempt N has its turn
+    driver.log                                  the output of each driver started when needed
+    driver-N.log  driver-N.go                   standby attempt N's output; created at its turn
     audit.csv     report.json                   the verdict
 
 Processes never share anything else: drivers read their inputs from here and

@@ -254,7 +254,8 @@ class Run:
     def _keep_standby(self, crash_planned: bool | None = None) -> None:
         """Start the next driver ahead when the run wants one (:meth:`StartTuning.wants_standby`) and has none."""
         if crash_planned is None:
-            crash_planned = any(f.kind == "driver-crash" for f in self.faults.pending)
+            crash_planned = any(f.kind == "driver-crash" for f in [*self.faults.pending,
+                                                                   *(d[0] for d in self.faults.deferred)])
         if self._driver.standby is None and self._tuning.wants_standby(self.config.pipeline, self.config.spark_master,
                                                                        crash_planned):
             pid = self._driver.start_standby()
@@ -389,7 +390,7 @@ class Run:
     def _on_unplanned_exit(self, proc) -> None:
         self._unplanned_exits += 1
         self._driver.reap()
-        last = processes.last_log_line(self.run_dir / "driver.log")
+        last = processes.last_log_line(self._driver.log_path)
         self.events.write(ev.DRIVER_EXIT, pid=proc.pid, code=proc.returncode, last_log_line=last)
         if proc.returncode == DRIVER_CONFIG_EXIT:
             # A setting the driver cannot use (lab.errors.DriverConfigError): a restart would fail the same way.
@@ -398,7 +399,7 @@ class Run:
         if self._unplanned_exits >= MAX_UNPLANNED_EXITS:
             raise LabError(
                 f"the {self.config.pipeline} driver exited {self._unplanned_exits} times on its own "
-                f"(last status {proc.returncode}): {last}; see {self.run_dir / 'driver.log'}"
+                f"(last status {proc.returncode}): {last}; see {self._driver.log_path}"
             )
         self._restart_at = time.monotonic() + self.config.restart_delay_s
 

@@ -45,7 +45,8 @@ def postgres_url(tmp_path_factory):
         # postgres must reach its directory through every parent pytest made private: their number
         # depends on the runner (pytest-xdist adds one per worker, popen-gwN).
         top = Path(tempfile.gettempdir()).resolve()
-        for p in [q for q in data.parent.resolve().parents if top in q.parents]:
+        base = tmp_path_factory.getbasetemp().resolve()  # and, with --basetemp elsewhere, its two levels
+        for p in {*[q for q in data.parent.resolve().parents if top in q.parents], base, base.parent}:
             os.chmod(p, os.stat(p).st_mode | 0o005)
         prefix = ["runuser", "-u", "postgres", "--"]
     subprocess.run(prefix + [initdb, "-D", str(data), "-U", "lab", "--auth=trust", "-E", "UTF8"],
@@ -94,7 +95,7 @@ def module_runs_dir(tmp_path_factory, session_broker, name: str):
 
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
-                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER"):
+                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER", "LAB_STANDBY"):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp(f"{name}-runs")
         broker.save_state(path, session_broker)
