@@ -20,9 +20,9 @@ delivery effect (imports, JVM, SparkSession, Python workers), then calls
 :meth:`DriverContext.await_turn`, which returns once ``FILE`` exists: the
 supervisor creates it after the driver it replaces is dead (for the first
 driver, started while the broker starts: once the topic and the producer are
-there). Only then does the
-standby say ``driver-ready``, read the plan's remaining faults and the broker,
-and touch the checkpoint, the topic or the sink. A SIGTERM while it waits ends it.
+there). Only then does the standby say ``driver-ready``, read the plan's
+remaining faults and the broker, and touch the checkpoint, the topic or the
+sink. A SIGTERM while it waits ends it.
 """
 
 from __future__ import annotations
@@ -50,19 +50,22 @@ class DriverContext:
     def __init__(self, run_dir: Path | str) -> None:
         self.run_dir = Path(run_dir)
         self.config = RunConfig.from_json((self.run_dir / "config.json").read_text())
-        # A first driver started ahead may start before the broker (it reads broker.json at its turn).
-        broker = self.run_dir / "broker.json"
-        self.bootstrap = json.loads(broker.read_text())["bootstrap"] if broker.exists() else None
         self.events = EventLog(self.run_dir, "driver")
-        self.pending: list[Fault] = self._pending_faults()
         self.stopping = False
         self.attempt = int(os.environ.get("LAB_DRIVER_ATTEMPT", "1"))
         go = os.environ.get("LAB_DRIVER_STANDBY")
         self.standby_go: Path | None = Path(go) if go else None
+        # A standby reads them at its turn: a first driver started ahead starts before the broker.
+        self.bootstrap: str | None = None
+        self.pending: list[Fault] = []
+        if self.standby_go is None:
+            self._read_run_state()
 
-    def _pending_faults(self) -> list[Fault]:
+    def _read_run_state(self) -> None:
+        """The broker's address and the plan's faults not yet fired, as the run's files say now."""
+        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
         fired = {e.get("index") for e in read_events(self.run_dir) if e["type"] in (ev.FAULT, ev.FAULT_POINT)}
-        return [f for f in self.config.fault_plan if f.index not in fired]
+        self.pending = [f for f in self.config.fault_plan if f.index not in fired]
 
     def ready(self) -> None:
         """Say ``driver-ready``: from here on faults may target this driver."""
@@ -83,9 +86,7 @@ class DriverContext:
                 os._exit(0)  # the run ended (or its supervisor died) before this standby's turn came
             time.sleep(0.02)
         self.standby_go = None
-        # What happened while it waited: faults fired, a broker restarted.
-        self.pending = self._pending_faults()
-        self.bootstrap = json.loads((self.run_dir / "broker.json").read_text())["bootstrap"]
+        self._read_run_state()  # what happened while it waited: faults fired, a broker restarted
         self.ready()
         self.phase("turn")
 

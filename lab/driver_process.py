@@ -43,9 +43,8 @@ class DriverProcess:
         self._groups = processes.ChildGroups(on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.pid))
         self.standby = None  # the next attempt's driver, started ahead and waiting for its turn
         self.standby_started_at = 0.0
-        self._standby_owner: int | None = None  # the standby's PID, kept until it is ended (its groups name it)
         self._standby_groups = processes.ChildGroups(
-            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self._standby_owner))
+            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.standby_pid))
         self.log_path = self.run_dir / "driver.log"  # the current driver's output
 
     @property
@@ -78,12 +77,10 @@ class DriverProcess:
         with self.lock:
             if self.standby is not None and self.standby.poll() is None:
                 return self.standby.pid
-            if self.standby is not None:
-                self._end_standby(self.standby)
+            self.stop_standby()  # one that died waiting
             attempt = self.attempt + 1
             self.standby = self._spawn(attempt, self.standby_log(attempt),
                                        LAB_DRIVER_STANDBY=str(self.go_file(attempt)))
-            self._standby_owner = self.standby.pid
             self.standby_started_at = time.monotonic()
             return self.standby.pid
 
@@ -96,38 +93,39 @@ class DriverProcess:
         """
         with self.lock:
             self.attempt += 1
-            standby, self.standby = self.standby, None
             ahead = None
-            if standby is not None and standby.poll() is None:
+            if self.standby is not None and self.standby.poll() is None:
                 self.go_file(self.attempt).touch()
-                self.proc, ahead = standby, round(time.monotonic() - self.standby_started_at, 3)
+                self.proc, self.standby = self.standby, None
+                ahead = round(time.monotonic() - self.standby_started_at, 3)
                 self.log_path = self.standby_log(self.attempt)
                 self._groups.seen.update(self._standby_groups.seen)
                 self._standby_groups.seen.clear()
             else:
-                if standby is not None:  # it died waiting: what it left goes, a driver starts now
-                    self._end_standby(standby)
+                self.stop_standby()  # one that died waiting: what it left goes, a driver starts now
                 self.log_path = self.run_dir / "driver.log"
                 self.proc = self._spawn(self.attempt, self.log_path)
         self.started_at = time.monotonic()
         return self.proc.pid, ahead
 
-    def _end_standby(self, standby) -> None:
-        self._standby_groups.scan(standby.pid)
-        processes.kill_group(standby.pid, signal.SIGKILL)
-        try:
-            standby.wait(timeout=5)
-        except Exception:
-            pass
-        self._killed.add(standby.pid)
-        self._standby_groups.kill()
-
     def stop_standby(self) -> None:
-        """End the standby, if there is one (it never had its turn: nothing of the run's is in flight)."""
+        """End the standby, if there is one (it never had its turn: nothing of the run's is in flight).
+
+        It stays :attr:`standby` until it is gone, so the groups its last scan finds name it.
+        """
         with self.lock:
-            standby, self.standby = self.standby, None
-            if standby is not None:
-                self._end_standby(standby)
+            standby = self.standby
+            if standby is None:
+                return
+            self._standby_groups.scan(standby.pid)
+            processes.kill_group(standby.pid, signal.SIGKILL)
+            try:
+                standby.wait(timeout=5)
+            except Exception:
+                pass
+            self._killed.add(standby.pid)
+            self._standby_groups.kill()
+            self.standby = None
 
     def exited_on_its_own(self) -> bool:
         """The driver has exited and the lab did not kill it."""

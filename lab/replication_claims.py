@@ -48,7 +48,7 @@ def claim(acks: str, min_insync: int, unclean: str) -> Claim:
     """
     acks = str(acks)
     alone = acks in ("0", "1") or int(min_insync) < 2
-    how = (f"acks={acks}: the leader alone acknowledges" if acks == "1" else
+    how = ("acks=1: the leader alone acknowledges" if acks == "1" else
            "acks=0: nothing is acknowledged by any broker" if acks == "0" else
            "acks=all with min.insync.replicas=1: once the ISR is the leader alone, the leader alone acknowledges"
            if alone else "acks=all with min.insync.replicas=2: no write is acknowledged by fewer than two replicas")

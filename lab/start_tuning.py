@@ -17,7 +17,8 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             for its turn (:mod:`lab.driver_process`). ``always``: a next
                             driver also without a planned crash (the panel's default, for
                             its Crash button); ``off``: every driver starts when needed.
-                            Structured and direct, on a ``local`` master.
+                            Pipelines whose driver waits for its turn (``waits_for_turn`` in
+                            :mod:`lab.pipelines.registry`), on a ``local`` master.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ from lab.errors import choices_error
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 WARM_UPS = ("beside", "before")
 STANDBYS = ("planned", "always", "off")
-#: The pipelines whose driver waits for its turn (``DriverContext.await_turn``) as a standby.
-STANDBY_PIPELINES = ("structured", "direct")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
@@ -75,11 +74,15 @@ class StartTuning:
         return cls(class_archive=_SWITCH[archive], jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
                    warm_up=warm, standby=standby)
 
-    def wants_standby(self, pipeline: str, master: str, crash_planned: bool) -> bool:
-        """Whether a run keeps the next driver started ahead (see ``LAB_STANDBY``).
+    def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
+        """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).
 
-        Only on a ``local`` master: elsewhere a standby's session would hold executors of its own.
+        ``needed``: that driver will be needed (the first one; the next while a
+        driver crash is planned). Only on a ``local`` master: elsewhere a
+        standby's session would hold executors of its own.
         """
-        if self.standby == "off" or pipeline not in STANDBY_PIPELINES or not master.startswith("local["):
+        from lab.pipelines.registry import PIPELINES
+
+        if self.standby == "off" or not PIPELINES[pipeline].waits_for_turn or not master.startswith("local["):
             return False
-        return self.standby == "always" or crash_planned
+        return self.standby == "always" or needed

@@ -131,7 +131,7 @@ class Run:
             spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
             # The first driver starts its JVM, session and workers while the broker starts, and has its turn
             # once the topic and the producer are there (lab.driver_process).
-            self._keep_standby(crash_planned=True)
+            self._keep_standby(needed=True)
             self.broker = self._stack.enter_context(
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
@@ -251,13 +251,15 @@ class Run:
         self.events.write(ev.DRIVER_START, pid=pid, attempt=self._driver.attempt,
                           **({"started_ahead_s": ahead} if ahead is not None else {}))
 
-    def _keep_standby(self, crash_planned: bool | None = None) -> None:
-        """Start the next driver ahead when the run wants one (:meth:`StartTuning.wants_standby`) and has none."""
-        if crash_planned is None:
-            crash_planned = any(f.kind == "driver-crash" for f in [*self.faults.pending,
-                                                                   *(d[0] for d in self.faults.deferred)])
+    def _keep_standby(self, needed: bool | None = None) -> None:
+        """Start the next driver ahead when the run wants one (:meth:`StartTuning.wants_standby`) and has none.
+
+        ``needed`` defaults to: the plan still has a driver crash to come (pending or deferred).
+        """
+        if needed is None:
+            needed = any(f.kind == "driver-crash" for f in [*self.faults.pending, *(d[0] for d in self.faults.deferred)])
         if self._driver.standby is None and self._tuning.wants_standby(self.config.pipeline, self.config.spark_master,
-                                                                       crash_planned):
+                                                                       needed):
             pid = self._driver.start_standby()
             self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 

@@ -30,6 +30,9 @@ class PipelineSpec:
     options : tuple of str
         The :class:`lab.config.RunConfig` fields that change this pipeline's
         semantics (listed in its reports' settings).
+    waits_for_turn : bool
+        Its driver calls ``DriverContext.await_turn``, so it can be started
+        ahead as a standby (:mod:`lab.driver_process`).
     """
 
     name: str
@@ -37,6 +40,7 @@ class PipelineSpec:
     summary: str
     uses_spark: bool
     options: tuple[str, ...] = ()
+    waits_for_turn: bool = False
 
     @property
     def faults(self) -> tuple[str, ...]:
@@ -67,6 +71,7 @@ PIPELINES: dict[str, PipelineSpec] = {
     "structured": PipelineSpec(
         name="structured",
         module="lab.pipelines.structured",
+        waits_for_turn=True,
         summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
         uses_spark=True,
         options=("kafka_reader",),
@@ -74,6 +79,7 @@ PIPELINES: dict[str, PipelineSpec] = {
     "direct": PipelineSpec(
         name="direct",
         module="lab.pipelines.direct",
+        waits_for_turn=True,
         summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
         uses_spark=True,
         options=("offsets", "kafka_reader"),

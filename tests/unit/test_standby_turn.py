@@ -25,7 +25,7 @@ def test_a_standby_waits_for_its_file_then_says_ready_with_the_faults_and_broker
     monkeypatch.setenv("LAB_DRIVER_STANDBY", str(go))
     monkeypatch.setenv("LAB_DRIVER_ATTEMPT", "2")
     ctx = DriverContext(run_dir)
-    assert len(ctx.pending) == 2
+    assert ctx.pending == [] and ctx.bootstrap is None, "a standby reads the run's state at its turn, not before"
     turn = threading.Thread(target=ctx.await_turn)
     turn.start()
     time.sleep(0.3)
@@ -46,7 +46,8 @@ def test_a_standby_waits_for_its_file_then_says_ready_with_the_faults_and_broker
 
 def test_a_driver_started_now_does_not_wait(runs_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("LAB_DRIVER_STANDBY", raising=False)
-    ctx = DriverContext(make_run(tmp_path, ""))
+    ctx = DriverContext(make_run(tmp_path, "driver-crash@batch=1:mid-output"))
+    assert [f.batch for f in ctx.pending] == [1] and ctx.bootstrap == "127.0.0.1:1"
     began = time.monotonic()
     ctx.await_turn()
     assert time.monotonic() - began < 0.1
