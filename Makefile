@@ -7,8 +7,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: the suite waits on batches, triggers and producers more than it computes
-# (measured on 2 cores: 13.6 CPU-minutes in 28 minutes of wall time).
-TEST_WORKERS ?= 2
+# (measured on 2 cores: 13.6 CPU-minutes in 28 minutes of wall time). TEST_WORKERS=2 takes 15-17.5 minutes,
+# but notebook 01's receiver runs stalled under that load in 2 of 5 runs: one process by default until that is fixed.
+TEST_WORKERS ?= 1
 
 .PHONY: venv demo test test-fast lab bench bench-matrix doctor clean
 
@@ -28,7 +29,7 @@ demo: venv
 	$(BIN)/lab report --out data/results/demo
 
 test: venv
-	$(PYTEST) -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests
+	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 tests
 
 test-fast: venv
 	$(PYTEST) -q tests/unit
