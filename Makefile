@@ -7,11 +7,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: the suite waits on batches, triggers and producers more than it computes
-# (measured on 2 cores: 13.6 CPU-minutes in 28 minutes of wall time). TEST_WORKERS=2 takes 15-17.5 minutes,
-# but notebook 01's receiver runs stalled under that load in 2 of 5 runs: one process by default until that is fixed.
-TEST_WORKERS ?= 1
+# (measured on 2 cores, before the solutions joined: 19 minutes in two processes, 25 in one).
+# TEST_WORKERS=1 runs everything in one process.
+TEST_WORKERS ?= 2
 
-.PHONY: venv demo test test-fast lab bench bench-matrix doctor clean
+.PHONY: venv bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
 
 venv: $(STAMP)
 
@@ -20,6 +20,34 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
+
+# Offline install for workshop rooms. `make bundle` (online, once, on a machine of the laptops' OS, CPU and Python)
+# fills $(BUNDLE): wheels/ holds every pin of constraints.txt and the pip/setuptools/wheel the venv target installs
+# (setuptools is also the build backend of the editable install), cache/ the pinned jar sets. A second run reuses
+# what is there. `make offline BUNDLE=<dir>` builds .venv from wheels/ only (no package index), copies cache/ into
+# the jar cache (lab.jars.cache_dir(): LAB_CACHE_DIR, else ~/.cache/lab; newer files there are kept), then runs
+# `lab fetch` (finds every jar cached, builds the class archive) and `lab doctor`.
+BUNDLE ?= bundle
+
+bundle: venv
+	@mkdir -p "$(BUNDLE)/wheels" "$(BUNDLE)/cache"
+	$(BIN)/python -m pip download --quiet --dest "$(BUNDLE)/wheels" --find-links "$(BUNDLE)/wheels" \
+	  "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0" -r constraints.txt -c constraints.txt
+	LAB_CACHE_DIR="$(abspath $(BUNDLE))/cache" $(BIN)/lab fetch --no-class-archive
+	@echo "bundle: $$(du -sh "$(BUNDLE)" | cut -f1) in $(abspath $(BUNDLE)) ($$(ls "$(BUNDLE)/wheels" | wc -l | tr -d ' ') files in wheels/, jars in cache/)"
+	@echo "install a laptop without internet (copy the bundle and the repository there first): make offline BUNDLE=$(abspath $(BUNDLE))"
+
+offline:
+	$(if $(wildcard $(BUNDLE)/wheels/*),,$(error no wheels in $(BUNDLE)/wheels: make the bundle online first with `make bundle` or name yours: make offline BUNDLE=/path/to/bundle))
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(BUNDLE))/wheels" $(MAKE) --no-print-directory venv
+	@$(BIN)/python -c 'import shutil, sys; from pathlib import Path; from lab.jars import cache_dir; \
+	  src, dst = Path(sys.argv[1]), cache_dir(); \
+	  todo = [(f, dst / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()]; \
+	  todo = [(f, t) for f, t in todo if not t.exists() or t.stat().st_mtime < f.stat().st_mtime]; \
+	  [(t.parent.mkdir(parents=True, exist_ok=True), shutil.copy2(f, t)) for f, t in todo]; \
+	  print(f"jar cache: {len(todo)} files copied from {src} into {dst} (newer files there kept)")' "$(BUNDLE)/cache"
+	$(BIN)/lab fetch
+	$(BIN)/lab doctor
 
 demo: venv
 	$(BIN)/lab fetch
@@ -33,6 +61,12 @@ test: venv
 
 test-fast: venv
 	$(PYTEST) -q tests/unit
+
+# docs/reference: every notebook (and its solutions) executed headless with its small parameters, as HTML.
+# The notebook tests execute and check them; lab.reference copies their HTML and records each notebook's digest.
+reference: venv
+	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
+	$(BIN)/python -m lab.reference
 
 lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \

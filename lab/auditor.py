@@ -38,6 +38,24 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+def classify(lost: int, duplicated: int, unexpected: int, unseen: int) -> str:
+    """The delivery guarantee a run's counts show: the one rule every verdict of the lab uses.
+
+    ``incomplete`` while events are unseen; ``loss and duplicates``,
+    ``at-most-once`` (lost), ``at-least-once`` (duplicated or unexpected rows),
+    else ``exactly-once``.
+    """
+    if unseen:
+        return "incomplete"
+    if lost and (duplicated or unexpected):
+        return "loss and duplicates"
+    if lost:
+        return "at-most-once"
+    if duplicated or unexpected:
+        return "at-least-once"
+    return "exactly-once"
+
+
 @dataclass(frozen=True)
 class Audit:
     """Counts of one audit.
@@ -72,16 +90,8 @@ class Audit:
 
     @property
     def guarantee(self) -> str:
-        """The delivery guarantee these counts show."""
-        if self.unseen:
-            return "incomplete"
-        if self.lost and (self.duplicated or self.unexpected):
-            return "loss and duplicates"
-        if self.lost:
-            return "at-most-once"
-        if self.duplicated or self.unexpected:
-            return "at-least-once"
-        return "exactly-once"
+        """The delivery guarantee these counts show (:func:`classify`)."""
+        return classify(self.lost, self.duplicated, self.unexpected, self.unseen)
 
     def counts(self) -> dict:
         """The counts as a plain dict (no per-event table; a window audit's counts at the top level)."""

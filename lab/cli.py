@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 
 from lab import events as ev
 from lab.errors import LabError
@@ -56,6 +57,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="fraction of events the producer stamps with an old event time (default 0)")
     p.add_argument("--late-by", type=float, default=60.0, help="how many seconds old those late events are (default 60)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
+    p.add_argument("--spark-ui", action="store_true", default=None,
+                   help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
+                        "(default LAB_SPARK_UI, else off)")
     p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
     p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
@@ -163,11 +167,13 @@ def cmd_run(a) -> int:
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
         offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        spark_ui=a.spark_ui,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
-    run = Run(config, on_event=None if a.json else _echo_event)
+    # With --json only the UI's address is echoed (stderr): stdout stays the one report.
+    run = Run(config, on_event=partial(_echo_spark_ui if a.json else _echo_event, pipeline=config.pipeline))
     run.start()
     if not a.json:
         print(f"run {run.run_dir.name}: {config.events} events at {config.rate:g}/s, faults: {config.faults or 'none'}",
@@ -180,12 +186,25 @@ def cmd_run(a) -> int:
     return 0
 
 
-def _echo_event(e: dict) -> None:
+def _echo_event(e: dict, pipeline: str) -> None:
     t = e.get("type")
-    if t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
-             ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED, ev.NODE_RESTART, ev.PARTITION_STATE):
+    if t == ev.SPARK_UI:
+        _echo_spark_ui(e, pipeline)
+    elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
+               ev.DEADLINE, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED,
+               ev.NODE_RESTART, ev.PARTITION_STATE):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
+
+
+def _echo_spark_ui(e: dict, pipeline: str) -> None:
+    """Print a driver's Spark UI address (``spark-ui``) and the tab to watch; other events are not printed."""
+    if e.get("type") != ev.SPARK_UI:
+        return
+    from lab.spark import ui_hint
+
+    print(f"  [{ev.SPARK_UI}] driver attempt {e.get('attempt')}: {e.get('url')}  ({ui_hint(pipeline)})",
+          file=sys.stderr, flush=True)
 
 
 def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:

@@ -15,6 +15,8 @@ Environment variables
 ``LAB_BROKER_NODES``     1 (default) or 3: Apache Kafka as a three-broker cluster (:mod:`lab.kafka_cluster`).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
+``LAB_SPARK_UI``         1 or on: the Spark driver's web UI on 127.0.0.1 (:mod:`lab.spark`; default 0, off: it
+                         costs a driver memory and CPU). Ignored for pipelines without Spark.
 ``LAB_KAFKA_READER``     the structured and direct pipelines' Kafka reader: auto, labkafka, spark (default auto).
 ``LAB_RUNS_DIR``         where run directories go (default ``runs/`` at the project root).
 ``LAB_RESTART_DELAY``    seconds between a driver crash and its restart (default 0.2).
@@ -57,6 +59,8 @@ KAFKA_READERS = {
     "spark": "Spark's kafka format (the spark-sql-kafka-0-10 connector `lab fetch` caches)",
 }
 ON_OFF = ("on", "off")
+#: ``LAB_SPARK_UI``'s values.
+SPARK_UI = {"0": False, "off": False, "1": True, "on": True}
 ISOLATIONS = {
     "auto": "read_committed with a transactional producer, else read_uncommitted",
     "read_committed": "readers skip records of open and aborted transactions",
@@ -153,6 +157,7 @@ class RunConfig:
     unclean: str = "off"
     sink_url: str | None = None
     spark_master: str = "local[2]"
+    spark_ui: bool = False
     offsets: str = "checkpoint"
     kafka_reader: str = "auto"
     isolation: str = "auto"
@@ -311,6 +316,11 @@ class RunConfig:
             raise LabError(f"max_batch_records must be >= 1, got {self.max_batch_records}")
         if self.deadline_s <= 0 or self.restart_delay_s < 0:
             raise LabError("deadline must be > 0 s and restart delay >= 0 s")
+        if not isinstance(self.spark_ui, bool):
+            raise choices_error("spark_ui setting", self.spark_ui, ("True", "False"))
+        if self.spark_ui and not spec.uses_spark:
+            raise LabError(f"--spark-ui (spark_ui=True) is the Spark driver's web UI; pipeline {self.pipeline!r} "
+                           f"runs no Spark; valid pipelines: {', '.join(p for p, s in PIPELINES.items() if s.uses_spark)}")
         if not _MASTER.match(self.spark_master):
             raise LabError(
                 f"bad Spark master {self.spark_master!r}; valid forms: local[N], local-cluster[W,C,M], spark://host:port"
@@ -447,6 +457,7 @@ def make_config(**params) -> RunConfig:
         kafka_proxy=os.environ.get("LAB_KAFKA_PROXY") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
+        spark_ui=SPARK_UI[_env_choice("LAB_SPARK_UI", "0", SPARK_UI)],
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
         broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
         nodes=int(_env_choice("LAB_BROKER_NODES", "1", tuple(map(str, NODE_COUNTS)))),
@@ -467,6 +478,9 @@ def make_config(**params) -> RunConfig:
         # is still reported, and config.json does not claim a proxy the run never talks to.
         check_proxy_address(config.kafka_proxy)
         config = replace(config, kafka_proxy=None)
+    spec = PIPELINES.get(config.pipeline)
+    if config.spark_ui and params.get("spark_ui") is None and spec is not None and not spec.uses_spark:
+        config = replace(config, spark_ui=False)  # LAB_SPARK_UI is for a session's Spark runs; this one has none
     config.validate()
     return config
 

@@ -23,6 +23,15 @@ driver, started while the broker starts: once the topic and the producer are
 there). Only then does the standby say ``driver-ready``, read the plan's
 remaining faults and the broker, and touch the checkpoint, the topic or the
 sink. A SIGTERM while it waits ends it.
+
+The Spark UI
+------------
+With ``spark_ui`` in the run's configuration (``LAB_SPARK_UI``, ``lab run
+--spark-ui``) every Spark driver has its UI up on 127.0.0.1, a standby's too,
+but only the run's driver says where: ``spark-ui`` (URL, attempt, PID, tab)
+once its session is up, or, for a standby, at its turn. A timeline never
+names the UI of a driver that has not had its turn, so its last ``spark-ui``
+is the UI of the driver that runs the pipeline now (or last did).
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ class DriverContext:
         # A standby reads them at its turn: a first driver started ahead starts before the broker.
         self.bootstrap: str | None = None
         self.pending: list[Fault] = []
+        self._ui_said = False
         if self.standby_go is None:
             self._read_run_state()
 
@@ -89,6 +99,7 @@ class DriverContext:
         self._read_run_state()  # what happened while it waited: faults fired, a broker restarted
         self.ready()
         self.phase("turn")
+        self._say_spark_ui()
 
     @property
     def run_id(self) -> str:
@@ -114,9 +125,25 @@ class DriverContext:
         """Record that this driver's start-up reached ``name``.
 
         ``jvm``, ``session``, ``workers``, ``query``; a standby's ``standby``
-        (it waits) and ``turn`` (it has its turn).
+        (it waits) and ``turn`` (it has its turn). At ``session`` a driver
+        that is the run's says where its Spark UI is (see the module docstring).
         """
         self.events.write(ev.DRIVER_PHASE, phase=name, attempt=self.attempt)
+        if name == "session":
+            self._say_spark_ui()
+
+    def _say_spark_ui(self) -> None:
+        """Write ``spark-ui`` once, when the run asked for the UI, this driver has its turn and its UI is up."""
+        if not self.config.spark_ui or self.standby_go is not None or self._ui_said:
+            return
+        from lab.spark import UI_TABS, ui_url
+
+        url = ui_url()
+        if url is None:  # no SparkContext yet: its "session" phase says it
+            return
+        self._ui_said = True
+        self.events.write(ev.SPARK_UI, url=url, attempt=self.attempt, pid=os.getpid(),
+                          tab=UI_TABS.get(self.config.pipeline))
 
     def task_failure_due(self, batch: int) -> Fault | None:
         """The planned task failure for ``batch``, if any (consumed by this call)."""

@@ -52,6 +52,7 @@ DRIVER_STOP = "driver-stop"              #: the driver returned after a clean st
 DRIVER_CONFIG_ERROR = "driver-config-error"  #: a setting only the driver can check is unusable; no restart
 CLASS_ARCHIVE = "class-archive"          #: the driver JVM's class archive was built now (``seconds``) or could not be (``error``)
 DRIVER_PHASE = "driver-phase"            #: a driver's start-up reached ``phase`` (jvm, session, workers, query, standby, turn)
+SPARK_UI = "spark-ui"                    #: the driver's Spark UI (``LAB_SPARK_UI``): ``url`` on 127.0.0.1, ``attempt``, ``pid``, ``tab``; written once it is the run's driver
 WARM_UP_ERROR = "warm-up-error"          #: a driver's Python-worker warm-up failed (``error``); the first batch starts them
 KAFKA_READER = "kafka-reader"            #: which Kafka reader the structured or direct driver chose
 KAFKA_CONNECTOR_MISSING = "kafka-connector-missing"  #: (supervisor) Spark's connector could not be fetched: ``error``

@@ -8,8 +8,10 @@ Syntax, several faults separated by commas::
 ``batch=<n>`` (when the pipeline reaches batch ``n``). ``POINT`` names the
 place inside a batch where a driver crash happens; it makes a run
 reproducible because the crash waits for the pipeline to reach that exact
-place. Options: ``for=<seconds>s`` (how long a broker outage or ack loss
-lasts), ``count=<n>`` (how many produce responses an ack loss drops).
+place. Options: ``for=<seconds>s`` (how long a broker outage, an ack loss or a
+follower lag lasts; how long a crashed broker or leader stays down),
+``count=<n>`` (how many produce responses an ack loss drops; how many
+transactions a txn-abort aborts).
 
 Examples: ``driver-crash@at=5s``,
 ``driver-crash@batch=3:after-output-before-commit``,
@@ -143,6 +145,15 @@ def _needs_one_node(cfg) -> str | None:
     return _needs_durable_broker(cfg)
 
 
+def _needs_commit_before_output(cfg) -> str | None:
+    # Only that commit order has a moment between the commit and the output; with another, a plan
+    # naming it would wait out the deadline and end with the fault not applied.
+    if cfg.commit == "before-output":
+        return None
+    return (f"point after-commit-before-output exists only with --commit before-output "
+            f"(this run: --commit {cfg.commit})")
+
+
 def _needs_wal_and_stored_acks(cfg) -> str | None:
     if cfg.wal == "on" and cfg.ack == "stored":
         return None
@@ -195,7 +206,8 @@ POINTS: dict[str, PointSpec] = {p.name: p for p in (
               ("structured", "direct")),
     PointSpec("mid-output", "part of the batch's rows are written", ALL_PIPELINES),
     PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done", ALL_PIPELINES),
-    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",)),
+    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",),
+              requires=_needs_commit_before_output),
     PointSpec("after-wal-before-ack",
               "the receiver's block is in the write-ahead log; the source is not yet acknowledged",
               ("receiver",), requires=_needs_wal_and_stored_acks),

@@ -161,3 +161,40 @@ class FileSink:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def reader_views(out_dir: Path | str) -> list[dict]:
+    """What two readers of the files sink's directory see: Spark's, through ``_spark_metadata``, and a naive one.
+
+    Spark's reader (``spark.read.parquet(dir)``) lists the files the sink's
+    metadata log names (:func:`committed_files`); a reader that ignores the log
+    (``pandas.read_parquet(dir)``, a Hive table over the directory) takes every
+    Parquet file in it (:func:`data_files`), including those a killed attempt
+    left behind. Each view: ``files``, ``rows``, ``events`` (distinct ids),
+    ``extra copies`` (rows beyond one per event) and ``unreadable`` files
+    (cut short by the kill).
+    """
+    views = []
+    for reader, files in (("Spark's reader (the files _spark_metadata lists)", committed_files(out_dir)),
+                          ("a naive reader (every .parquet file in the directory)", data_files(out_dir))):
+        cols, unreadable = _read_column_arrays(files, ("event_id",))
+        rows = len(cols["event_id"])
+        events = len(set(cols["event_id"].tolist()))
+        views.append({"reader": reader, "files": len(files), "rows": rows, "events": events,
+                      "extra copies": rows - events, "unreadable": unreadable})
+    return views
+
+
+#: What a reader that ignores ``_spark_metadata`` sees after a crash, as choices to predict (:mod:`lab.predictions`).
+NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
+
+
+def naive_reader_outcome(report) -> tuple[str, str]:
+    """A files-sink run's outcome for a naive reader of its directory (:func:`reader_views`), and the counts.
+
+    A ``measure`` for :func:`lab.predictions.judge`: one of :data:`NAIVE_READER_OUTCOMES`.
+    """
+    spark, naive = reader_views(Path(report["run_dir"]) / FILES_DIR)
+    outcome = NAIVE_READER_OUTCOMES[1] if naive["extra copies"] else NAIVE_READER_OUTCOMES[0]
+    return outcome, (f"naive reader: {naive['extra copies']} extra copies in {naive['files']} files; "
+                     f"Spark's reader: {spark['extra copies']} in {spark['files']}")

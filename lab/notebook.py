@@ -12,19 +12,45 @@ from pathlib import Path
 
 from lab import events as ev
 from lab.config import RunConfig, make_config
+from lab.predict_ui import verdicts  # noqa: F401  (notebooks call nb.verdicts)
+from lab.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
+                           read_json, state_store)  # (the notebooks call them as nb.<name>)
+from lab.solve import solve  # noqa: F401  (solutions call nb.solve)
 from lab.supervisor import Run, RunResult
 
+#: The notebook's ``INTERACTIVE`` as :func:`setup` was given it.
+_MODE = {"interactive": True}
 
-def setup() -> None:
+
+def setup(interactive: bool = True) -> None:
     """Prepare the notebook: plotly figures render live in JupyterLab *and* in executed/HTML copies.
 
     ``plotly_mimetype`` is what JupyterLab draws; ``notebook`` embeds plotly.js
     in the output, so a papermill run exported to HTML shows the same figures
     with no network.
+
+    ``interactive`` is the notebook's ``INTERACTIVE``, and means the same in
+    every notebook: ``True``, widgets (progress bars, prediction buttons, the
+    panel) that a person watches and clicks; ``False`` (papermill, CI), nothing
+    waits for a click, predictions come from ``PREDICTIONS`` and progress is
+    printed as text lines.
     """
     import plotly.io as pio
 
     pio.renderers.default = "plotly_mimetype+notebook"
+    _MODE["interactive"] = bool(interactive)
+
+
+def is_interactive() -> bool:
+    """The ``INTERACTIVE`` the notebook gave :func:`setup`."""
+    return _MODE["interactive"]
+
+
+def predict(scenarios, predictions=None, **kwargs):
+    """:func:`lab.predict_ui.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
+    from lab.predict_ui import predict as show_buttons
+
+    return show_buttons(scenarios, predictions, interactive=is_interactive(), **kwargs)
 
 
 def config(**params) -> RunConfig:
@@ -32,8 +58,16 @@ def config(**params) -> RunConfig:
     return make_config(**{k.lower(): v for k, v in params.items()})
 
 
+#: Seconds between two text progress lines of a headless run.
+TEXT_PROGRESS_EVERY_S = 5.0
+
+
 def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
-    """Run one scenario to the end, with a progress bar, and return its result.
+    """Run one scenario to the end, showing its progress, and return its result.
+
+    Progress is a bar interactively and a text line every
+    :data:`TEXT_PROGRESS_EVERY_S` seconds (and at each restart) headless, where a
+    widget would print nothing.
 
     Delivery guarantee: none of its own; it measures the pipeline's. On
     interrupt (the stop button), every process of the run is ended first.
@@ -45,15 +79,28 @@ def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
     r.start()
     bar = w.IntProgress(value=0, min=0, max=max(1, cfg.events), description="read:", bar_style="info")
     label = w.Label(f"run {r.run_dir.name}")
-    if not quiet:
+    text = not quiet and not is_interactive()
+    if not quiet and not text:
         display(w.HBox([bar, label]))
+    if text:
+        print(f"run {r.run_dir.name}: {cfg.events} events, faults: {cfg.faults or 'none'}", flush=True)
+    last_line, last_restarts = 0.0, 0
+    ui = ev.EventTail(r.run_dir) if cfg.spark_ui else None
     try:
         while not r.status().finished:
+            for e in ui.read_new() if ui else ():
+                if e["type"] == ev.SPARK_UI:  # each driver attempt has a UI of its own
+                    from lab.spark import ui_hint
+
+                    print(f"Spark UI of driver attempt {e['attempt']}: {e['url']}  ({ui_hint(cfg.pipeline)})", flush=True)
             st = r.status()
             total = sum(st.end_offsets.values()) or st.acked or 1
             bar.max = max(1, total)
             bar.value = min(sum(st.positions.values()), bar.max)
             label.value = f"batch {st.batches} · restarts {st.restarts} · {st.elapsed_s:.0f}s"
+            if text and (st.elapsed_s - last_line >= TEXT_PROGRESS_EVERY_S or st.restarts != last_restarts):
+                print(f"  {st.elapsed_s:5.1f}s  read {bar.value}/{total}  {label.value}", flush=True)
+                last_line, last_restarts = st.elapsed_s, st.restarts
             time.sleep(0.5)
     except BaseException:  # the stop button: end every process of the run, then stop
         r.stop()
@@ -102,28 +149,6 @@ def compare(results: dict[str, RunResult]):
     return pd.DataFrame(rows).set_index("scenario")
 
 
-def state_store(run_dir: Path | str):
-    """The state store on disk: one row per state file (operator, partition, version, kind, bytes).
-
-    HDFS-backed provider: ``N.delta`` (a batch's changes) and ``N.snapshot``
-    (the whole state, written every few versions); RocksDB: ``N.zip`` and the
-    shared SST files it names.
-    """
-    import pandas as pd
-
-    root = Path(run_dir) / "checkpoint" / "state"
-    rows = []
-    for f in sorted(root.rglob("*")) if root.is_dir() else []:
-        if not f.is_file() or f.name.startswith(".") or f.suffix == ".crc":
-            continue
-        rel = f.relative_to(root).parts
-        stem, kind = (f.name.split(".", 1) + [""])[:2]
-        rows.append({"operator": rel[0], "partition": rel[1] if len(rel) > 2 else "", "version":
-                     int(stem) if stem.isdigit() else None, "kind": kind or f.name, "bytes": f.stat().st_size,
-                     "file": "/".join(rel)})
-    return pd.DataFrame(rows, columns=["operator", "partition", "version", "kind", "bytes", "file"]).astype({"version": "Int64"})
-
-
 def recovery_s(result: RunResult) -> float | None:
     """Seconds from the crash to the restarted driver's first completed batch (``None`` without a crash)."""
     from lab.events import read_events
@@ -134,7 +159,6 @@ def recovery_s(result: RunResult) -> float | None:
         return None
     done = [e["t"] for e in events if e["type"] == ev.BATCH_DONE and e["t"] > crash]
     return round(done[0] - crash, 2) if done else None
-
 
 
 #: The brokers this kernel started: runs directory -> its :class:`lab.broker.BrokerInfo`.
@@ -240,48 +264,6 @@ def group_offsets(result: RunResult) -> dict[int, int | None]:
         c.close()
 
 
-def files_under(path: Path | str, max_files: int = 60) -> str:
-    """A tree listing of ``path`` (checkpoints, WAL) with sizes, for showing what is on disk."""
-    root = Path(path)
-    if not root.exists():
-        return f"{root} (does not exist)"
-    lines = [str(root)]
-    # Hadoop's .crc side files would double the listing without telling anything.
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
-    for p in files[:max_files]:
-        lines.append(f"  {p.relative_to(root)}  ({p.stat().st_size} B)")
-    if len(files) > max_files:
-        lines.append(f"  ... {len(files) - max_files} more files")
-    return "\n".join(lines)
-
-
-def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
-    """Structured Streaming's offset or commit log as a table, with each entry placed against the crash.
-
-    One row per batch id: when the entry was written (seconds since the run
-    started), whether that was before or after the first driver crash, and
-    for the offset log the planned end offsets per partition.
-    """
-    import pandas as pd
-
-    from lab.events import read_events
-
-    run_dir = Path(run_dir)
-    events = read_events(run_dir)
-    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), 0.0)
-    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
-    rows = []
-    for f in sorted((run_dir / "checkpoint" / log).glob("[0-9]*"), key=lambda p: int(p.name)):
-        lines = f.read_text().splitlines()
-        row = {"batch id": int(f.name), "written at (s)": round(f.stat().st_mtime - t0, 2)}
-        if crash is not None:
-            row["written"] = "before the crash" if f.stat().st_mtime < crash else "after the restart"
-        if log == "offsets" and len(lines) >= 3:
-            row["end offsets (the source's own format)"] = lines[2]
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("batch id") if rows else pd.DataFrame()
-
-
 def crash_story(result: RunResult) -> list[str]:
     """The run's own timeline around its faults, in sentences: what was done, what was lost, what ran again."""
     from lab.events import read_events
@@ -305,46 +287,6 @@ def crash_story(result: RunResult) -> list[str]:
     a = result.audit
     lines.append(f"result: {a.exactly_once} exactly once, {a.duplicated} duplicated, {a.lost} lost of {a.acked}")
     return lines
-
-
-def read_json(path: Path | str):
-    """Read a JSON file (a checkpoint entry, a report)."""
-    return json.loads(Path(path).read_text())
-
-
-def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
-    """Structured Streaming's offset-log entry of ``batch``, raw and split into its lines.
-
-    Parameters
-    ----------
-    run_dir : path
-        A structured run's directory (its query's checkpoint is ``checkpoint/``).
-    batch : int
-        The batch id (the entry is the file ``checkpoint/offsets/<batch>``).
-
-    Returns
-    -------
-    dict
-        ``path``; ``raw`` (the file as Spark wrote it); ``version`` (line 1, e.g.
-        ``v1``); ``metadata`` (line 2 parsed: ``batchWatermarkMs``,
-        ``batchTimestampMs``, ``conf``); ``sources`` (each further line parsed:
-        one per source, in the source's own offset format); ``end_offsets``
-        (``{partition: offset}``, read by the pipeline's own rule,
-        :meth:`lab.pipelines.structured.Checkpoint.end_offsets`).
-
-    Raises
-    ------
-    FileNotFoundError
-        When the batch was never logged.
-    """
-    from lab.pipelines.structured import Checkpoint
-
-    checkpoint = Checkpoint(Path(run_dir) / "checkpoint")
-    path = checkpoint.path / "offsets" / str(batch)
-    raw = path.read_text()
-    lines = [line for line in raw.splitlines() if line.strip()]
-    return {"path": path, "raw": raw, "version": lines[0], "metadata": json.loads(lines[1]),
-            "sources": [json.loads(line) for line in lines[2:]], "end_offsets": checkpoint.end_offsets(batch)}
 
 
 def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
@@ -420,4 +362,41 @@ def fencing(records: int = 20, successor_records: int = 10):
     result = fencing_mod.measure(info, work, records=records, successor_records=successor_records)
     display(pd.DataFrame(result.table()).set_index(["case", "producer"]))
     return result
+
+
+def show_code(name: str) -> None:
+    """Show a lesson region of the lab's code (:mod:`lab.code_view`) as the driver runs it, and the guides it illustrates.
+
+    Raises
+    ------
+    lab.errors.LabError
+        When no region has that name, naming the ones there are.
+    """
+    from IPython.display import HTML, Code, display
+
+    from lab.code_view import lesson
+
+    found = lesson(name)
+    display(HTML(f"<p>The code that runs, read from <code>{found.path}</code> (from line {found.first_line}):</p>"))
+    display(Code(found.text, language="python"))
+    if found.links:
+        display(HTML("<p>Read more: " + " · ".join(f'<a href="{url}" target="_blank">{title}</a>'
+                                                   for title, url in found.links) + "</p>"))
+
+
+def choose(options: dict, names, what: str) -> dict:
+    """The entries of ``options`` that ``names`` (a notebook parameter such as ``COMBOS``) lists, in its order.
+
+    Raises
+    ------
+    lab.errors.LabError
+        For a name that is not an option, naming the parameter and the valid ones.
+    """
+    from lab.errors import choices_error
+
+    for n in names:
+        if n not in options:
+            raise choices_error(f"{what} entry", n, options)
+    return {n: options[n] for n in names}
+
 

@@ -109,6 +109,8 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
 GUARANTEE_LEVELS = ["exactly-once", "at-least-once", "at-most-once", "loss and duplicates", "incomplete", "error",
                     "acked-kept", "acked-lost"]
 _GUARANTEE_COLORS = ["#2ca02c", "#ff7f0e", "#d62728", "#8c1c13", "#7f7f7f", "#444444", "#2ca02c", "#d62728"]
+#: Each measured outcome's colour (the matrix's figures and the report's HTML grid share it).
+GUARANTEE_COLORS = dict(zip(GUARANTEE_LEVELS, _GUARANTEE_COLORS))
 
 
 def matrix_heatmap(view, title: str = "Measured guarantee per scenario") -> go.Figure:
@@ -133,6 +135,53 @@ def matrix_heatmap(view, title: str = "Measured guarantee per scenario") -> go.F
     ))
     fig.update_layout(title=title, template="plotly_white", height=max(260, 38 * len(names) + 120),
                       yaxis=dict(autorange="reversed"), xaxis=dict(side="top"), margin=dict(l=20))
+    return fig
+
+
+def semantics_grid(grid, title: str | None = None) -> go.Figure:
+    """Deployments (rows) by failures (columns), as the Spark Streaming guide's fault-tolerance table, measured.
+
+    ``grid`` is a :class:`lab.semantics_grid.Grid`. Each cell is coloured by
+    its measured outcome (the worst of its runs) and says what it measured,
+    what was expected, the lost and duplicated counts and, for several runs, how
+    many were as expected; a ✘ and a black frame mark a cell where a run measured
+    something other than its expectation. Empty cells were not run.
+    """
+    from lab.semantics_grid import GRID_TITLE
+
+    deployments, failures = list(grid.deployments), list(grid.failures)
+    n = len(GUARANTEE_LEVELS)
+    scale = []
+    for i, c in enumerate(_GUARANTEE_COLORS):
+        scale += [[i / n, c], [(i + 1) / n, c]]
+    z, text, hover = [], [], []
+    lines = max((len(c.lines()) for c in grid.cells.values()), default=1)  # the tallest cell sets every row's height
+    for d in deployments:
+        cells = [grid.cell(d, f) for f in failures]
+        z.append([None if c is None else GUARANTEE_LEVELS.index(c.measured) + 0.5 if c.measured in GUARANTEE_LEVELS
+                  else GUARANTEE_LEVELS.index("error") + 0.5 for c in cells])
+        text.append(["" if c is None else f"<b>{c.lines()[0]}</b><br>" + "<br>".join(c.lines()[1:]) for c in cells])
+        hover.append(["not run" if c is None else "<br>".join(
+            f"{r.name} (seed {r.seed}): {r.describe()}" for r in c.runs) for c in cells])
+    fig = go.Figure(go.Heatmap(
+        z=z, x=failures, y=deployments, text=text, texttemplate="%{text}", customdata=hover, colorscale=scale,
+        zmin=0, zmax=n, showscale=False, xgap=3, ygap=3, textfont=dict(size=12, color="white"),
+        hovertemplate="<b>%{y}</b><br>%{x}<br>%{customdata}<extra></extra>"))
+    for i, d in enumerate(deployments):
+        for j, f in enumerate(failures):
+            c = grid.cell(d, f)
+            if c is not None and c.mismatch:
+                fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
+                              line=dict(color="#111111", width=3))
+    for level in dict.fromkeys(c.measured for c in grid.cells.values()):  # a legend of the colours shown
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=level, showlegend=True,
+                                 marker=dict(size=12, symbol="square", color=GUARANTEE_COLORS.get(level, "#444444"))))
+    fig.update_layout(
+        title=title or GRID_TITLE, template="plotly_white", plot_bgcolor="#f4f4f4",
+        height=max(320, len(deployments) * (15 * lines + 14) + 170),
+        xaxis=dict(side="top", showgrid=False, tickfont=dict(size=13)),
+        yaxis=dict(autorange="reversed", showgrid=False, tickfont=dict(size=12)),
+        legend=dict(orientation="h", y=-0.02, yanchor="top", title_text="measured: "), margin=dict(l=20, r=20, t=110, b=40))
     return fig
 
 

@@ -167,6 +167,7 @@ class LedgeredProducer:
             def serialize(self, topic, headers, data):
                 return data.encode()
 
+        # lesson: producer-settings
         p = self.config.producer
         return KafkaProducer(
             bootstrap_servers=self.bootstrap,
@@ -185,6 +186,7 @@ class LedgeredProducer:
             key_serializer=_Utf8(),
             value_serializer=_Json(),
         )
+        # end lesson: producer-settings
 
     def _on_ack(self, seq: int, md) -> None:
         with self._lock:

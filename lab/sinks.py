@@ -320,6 +320,7 @@ class Sink:
                on_midway: Callable[[], None] | None, also: Callable[[], None] | None = None,
                skipped: Callable[[], None] | None = None) -> str:
         """One batch by the mode's protocol: transactional commits rows, key and ``also`` at once; others in halves."""
+        # lesson: transactional-sink
         if self.mode == "transactional":
             if self._exec("SELECT 1 FROM sink_batches WHERE batch_key = ?", (batch_key,)).fetchone():
                 if skipped is not None:
@@ -334,6 +335,7 @@ class Sink:
 
             self._txn(body, before_commit=on_midway)
             return "written"
+        # end lesson: transactional-sink
         half = len(rows) // 2 if on_midway else len(rows)
         self._txn(lambda: insert(rows[:half]))
         if on_midway:

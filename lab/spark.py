@@ -2,22 +2,27 @@
 
 Masters: ``local[N]`` (default ``local[2]``), ``local-cluster[W,C,M]``
 (executors in their own JVMs, so one can be killed for real), or a
-``spark://`` standalone master. The UI is off, logs are quiet, and every
-directory Spark writes (checkpoints, WAL, scratch, warehouse) is inside the
-run directory. The driver binds to 127.0.0.1 unless ``LAB_SPARK_DRIVER_HOST``
-names the address executors reach it by (containers); ``LAB_SPARK_PACKAGES``
-adds Maven packages (``spark.jars.packages``) where Maven is reachable.
+``spark://`` standalone master. The UI is off unless the run asks for it
+(``LAB_SPARK_UI``, ``lab run --spark-ui``: on 127.0.0.1 only, from port
+:data:`UI_BASE_PORT`; :data:`UI_TABS` says where each pipeline shows), logs
+are quiet, and every directory Spark writes (checkpoints, WAL, scratch,
+warehouse) is inside the run directory. The driver binds to 127.0.0.1 unless
+``LAB_SPARK_DRIVER_HOST`` names the address executors reach it by
+(containers); ``LAB_SPARK_PACKAGES`` adds Maven packages
+(``spark.jars.packages``) where Maven is reachable.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import sys
 import threading
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from lab import events as ev
 from lab.java import find_java, java_env
@@ -25,6 +30,23 @@ from lab.java import find_java, java_env
 
 #: The jar set of :mod:`lab.jars` that puts Spark's Kafka connector on every session's classpath.
 SPARK_KAFKA_JARS = "spark-kafka"
+
+#: The driver UI's first port. Spark's own bind retries take the next one when it is taken
+#: (``spark.port.maxRetries``, 16), so a standby and the driver it replaces, or a few runs at
+#: once, each get one of 4040-4056: a range a container can forward (``.devcontainer``).
+UI_BASE_PORT = 4040
+UI_PORT_RETRIES = 16
+#: Where each Spark pipeline's batches show in the driver's UI (:func:`ui_hint`; notebooks use it too).
+UI_TABS = {
+    "structured": "Structured Streaming",
+    "receiver": "Streaming",
+    "direct": "Jobs",
+}
+_UI_WATCH = {
+    "structured": "the query's input and processing rates and each micro-batch's duration",
+    "receiver": "the receiver's input rate and each batch's scheduling delay and processing time",
+    "direct": "the ordinary Spark jobs each batch runs (no streaming tab: the driver plans its own batches)",
+}
 
 
 def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None) -> str:
@@ -46,8 +68,13 @@ def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None) -> s
 
 
 def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | None = None,
-                 kafka_connector: bool = False, archive_at_exit: Path | None = None) -> dict[str, str]:
-    """The Spark configuration the lab uses (a plain dict, so it can be inspected and tested)."""
+                 kafka_connector: bool = False, archive_at_exit: Path | None = None,
+                 ui: bool = False) -> dict[str, str]:
+    """The Spark configuration the lab uses (a plain dict, so it can be inspected and tested).
+
+    ``ui``: the driver's web UI on, from :data:`UI_BASE_PORT` (its address:
+    :func:`spark_session` binds it to 127.0.0.1).
+    """
     run_dir = Path(run_dir).resolve()
     conf = {
         "spark.master": master,
@@ -68,6 +95,12 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
         "spark.log.level": "ERROR",
     }
+    if ui:
+        conf["spark.ui.enabled"] = "true"
+        conf["spark.ui.port"] = str(UI_BASE_PORT)
+        conf["spark.port.maxRetries"] = str(UI_PORT_RETRIES)
+        # A kill link would fail a job or stage outside the fault plan, unrecorded in the timeline.
+        conf["spark.ui.killEnabled"] = "false"
     driver_host = os.environ.get("LAB_SPARK_DRIVER_HOST")
     if driver_host:
         # A driver inside a container with executors in other containers (docker-compose): they
@@ -158,12 +191,17 @@ def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
 
 
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
-                  kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None):
+                  kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None,
+                  ui: bool | None = None):
     """Start (or get) the SparkSession for this process (``kafka_connector``: with Spark's cached Kafka connector).
 
     ``phase``, when given, is called with ``"jvm"`` once the driver JVM answers
     and ``"session"`` once the SparkSession is ready (the start-up phases
-    ``bench/startup.py`` measures).
+    ``bench/startup.py`` measures; a driver announces its UI at ``"session"``,
+    :meth:`lab.driver.DriverContext.phase`).
+
+    ``ui``: the driver's web UI on 127.0.0.1; ``None``: as the run in
+    ``run_dir`` asks (:func:`run_wants_ui`).
 
     Raises
     ------
@@ -176,11 +214,17 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     # unless told otherwise; the lab binds only to loopback.
     if not os.environ.get("LAB_SPARK_DRIVER_HOST"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    ui = run_wants_ui(run_dir) if ui is None else ui
+    if ui:
+        # Spark binds its web UI to SPARK_LOCAL_IP, else to 0.0.0.0 (WebUI.bind), whatever
+        # spark.driver.bindAddress says. The driver's RPC and block manager follow that bind address
+        # and spark.driver.host (session_conf), so loopback here holds in a container too.
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     (Path(run_dir) / "spark-tmp").mkdir(parents=True, exist_ok=True)
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    conf = session_conf(master, run_dir, app_name, extra, kafka_connector, archive_at_exit)
+    conf = session_conf(master, run_dir, app_name, extra, kafka_connector, archive_at_exit, ui=ui)
     if phase is not None:
         # The JVM is launched with the session's configuration (its Java options are fixed at launch);
         # launching it on its own first only splits the timing, the same work is done.
@@ -194,6 +238,51 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     if phase is not None:
         phase("session")
     return spark
+
+
+def run_wants_ui(run_dir: Path | str) -> bool:
+    """Whether the run in ``run_dir`` asked for the driver's UI (``spark_ui`` in its ``config.json``).
+
+    False where there is no run configuration (the class archive's training session).
+    """
+    try:
+        return json.loads((Path(run_dir) / "config.json").read_text()).get("spark_ui") is True
+    except FileNotFoundError:
+        return False
+
+
+def ui_url() -> str | None:
+    """The web UI of this process's SparkContext, as a URL on 127.0.0.1; None without a context or a UI.
+
+    Spark names the UI by the driver's advertised host (``spark.driver.host``:
+    a container's name with ``LAB_SPARK_DRIVER_HOST``); :func:`spark_session`
+    binds it to 127.0.0.1, so that is the host a browser reaches it on.
+    """
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    url = sc.uiWebUrl if sc is not None else None
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{parts.port}"))
+
+
+def ui_hint(pipeline: str) -> str:
+    """Which tab of the driver's UI to watch for ``pipeline``, and what it shows there (one line).
+
+    Raises
+    ------
+    LabError
+        For a pipeline that runs no Spark, naming those that do.
+    """
+    from lab.errors import choices_error
+
+    if pipeline not in UI_TABS:
+        raise choices_error("Spark pipeline", pipeline, UI_TABS)
+    return f'watch the "{UI_TABS[pipeline]}" tab: {_UI_WATCH[pipeline]}'
 
 
 #: Task attempts before Spark fails a stage: one injected task failure must be retried.

@@ -31,7 +31,7 @@ _SHARED_BROKER_DIRS = ("integration", "notebooks")
 def runs_dir(tmp_path, monkeypatch):
     """Each test gets its own runs directory; no LAB_* setting leaks in from the caller's shell."""
     for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_KAFKA_PROXY", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME",
-                "LAB_KAFKA_READER", "LAB_STANDBY"):
+                "LAB_KAFKA_READER", "LAB_STANDBY", "LAB_SPARK_UI"):
         monkeypatch.delenv(var, raising=False)
     path = tmp_path / "runs"
     monkeypatch.setenv("LAB_RUNS_DIR", str(path))

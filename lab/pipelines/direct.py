@@ -347,6 +347,7 @@ def run(ctx: DriverContext) -> None:
             except Exception:
                 # Broker unreachable: no batch this interval; the next one asks again.
                 continue
+            # lesson: direct-ranges
             ranges = plan_ranges(cfg.topic, positions, latest, cfg.max_batch_records)
             if not any(r.count() for r in ranges):
                 ctx.progress(positions, batch - 1)
@@ -355,6 +356,7 @@ def run(ctx: DriverContext) -> None:
             _run_batch(ctx, sc, log, store, batch, ranges, replay=False, reader=reader)
             positions = {r.partition: r.untilOffset for r in ranges}
             batch += 1
+            # end lesson: direct-ranges
     finally:
         store.close()
         warm.join(30.0)

@@ -212,6 +212,7 @@ def run(ctx: DriverContext) -> None:
             for r in records:
                 start, _ = ranges.get(r.partition, (r.offset, r.offset))
                 ranges[r.partition] = (start, r.offset + 1)
+            # lesson: kafka-eos
             ctx.batch_start(batch, ranges, len(records), transactional_id=txn_id)
             try:
                 producer.begin_transaction()
@@ -230,6 +231,7 @@ def run(ctx: DriverContext) -> None:
                     {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}, group)
                 ctx.point("after-output-before-commit", batch)
                 producer.commit_transaction()
+            # end lesson: kafka-eos
             except ProducerFencedError:
                 raise  # a newer driver owns the id: this one must stop writing
             except KafkaError as e:

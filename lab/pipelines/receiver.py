@@ -438,6 +438,7 @@ def run(ctx: DriverContext) -> None:
                           phase=ctx.phase)
     sc = spark.sparkContext
     checkpoint = str((ctx.run_dir / "checkpoint").resolve())
+    # lesson: receiver-wal
     storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.replication == 2 else StorageLevel.MEMORY_AND_DISK
 
     def create() -> StreamingContext:
@@ -452,6 +453,7 @@ def run(ctx: DriverContext) -> None:
 
     recovered = (ctx.run_dir / "checkpoint").is_dir() and any((ctx.run_dir / "checkpoint").glob("checkpoint-*"))
     ssc = StreamingContext.getOrCreate(checkpoint, create)
+    # end lesson: receiver-wal
     runtime.ssc = ssc
     ssc.addStreamingListener(_make_listener(runtime))
     ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.wal, ack=cfg.ack,

@@ -68,6 +68,7 @@ def stateful_query(source, query: str, window_s: float, watermark_s: float):
     """
     from pyspark.sql import functions as F
 
+    # lesson: stateful-query
     timed = (source.withColumn("event_ts", F.timestamp_millis("event_time_ms"))
              .withWatermark("event_ts", f"{int(round(watermark_s * 1000))} milliseconds"))
     if query == "dedupe":
@@ -77,6 +78,7 @@ def stateful_query(source, query: str, window_s: float, watermark_s: float):
         return counts.select(F.unix_millis("window.start").alias("window_start"),
                              F.unix_millis("window.end").alias("window_end"), "key", "count"), "update"
     raise ValueError(f"not a stateful query: {query!r}")
+    # end lesson: stateful-query
 
 
 def previous_counts(spark, checkpoint: str, batch: int) -> dict[tuple[int, str], int]:

@@ -328,6 +328,7 @@ def run(ctx: DriverContext) -> None:
                 log.in_flight = None
 
     # A transactional producer's events are final only once committed: read_committed then.
+    # lesson: structured-query
     source = kafka_event_stream(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
                                 cfg.isolation_level)
     output_mode = "append"
@@ -341,6 +342,7 @@ def run(ctx: DriverContext) -> None:
              .option("checkpointLocation", str(checkpoint.path))
              .trigger(processingTime=f"{cfg.batch_interval_s:g} seconds")
              .start())
+    # end lesson: structured-query
     ctx.phase("query")
     committed = checkpoint.last_committed()
     states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None

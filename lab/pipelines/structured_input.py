@@ -132,11 +132,13 @@ def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partition
     """
     if reader not in READER_OPTIONS:
         raise LabError(f"unknown Kafka reader {reader!r}; valid: labkafka, spark")
+    # lesson: kafka-source
     fmt, options = READER_OPTIONS[reader]
     stream = spark.readStream.format(fmt)
     for key, value in options(bootstrap, topic, partitions, max_batch_records, isolation_level).items():
         stream = stream.option(key, value)
     return stream.load() if reader == "labkafka" else events_from_kafka_rows(stream.load())
+    # end lesson: kafka-source
 
 
 def labkafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,

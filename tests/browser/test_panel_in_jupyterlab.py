@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,18 +26,22 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture
-def jupyterlab(tmp_path, runs_dir):
-    """JupyterLab on 127.0.0.1 with a token, serving a copy of 00_start_here with a shorter scenario."""
+def serve(tmp_path, name: str, params: dict):
+    """JupyterLab on 127.0.0.1 with a token, serving a copy of notebook ``name`` with ``params`` in its parameters cell.
+
+    Yields ``(url, token, server)``; the server is stopped afterwards.
+    """
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
-    nb = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
+    nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
     for cell in nb["cells"]:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             src = "".join(cell["source"])
-            src = re.sub(r"^EVENTS: int = \d+", "EVENTS: int = 9000", src, flags=re.M)
+            for key, value in params.items():
+                src, n = re.subn(rf"^{key}: (\w+) = .*$", lambda m: f"{key}: {m.group(1)} = {value!r}", src, flags=re.M)
+                assert n == 1, f"no parameter {key} in {name}"
             cell["source"] = src
-    (nb_dir / "00_start_here.ipynb").write_text(json.dumps(nb))
+    (nb_dir / f"{name}.ipynb").write_text(json.dumps(nb))
     news = tmp_path / "jset" / "@jupyterlab" / "apputils-extension"
     news.mkdir(parents=True)
     (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
@@ -46,6 +51,18 @@ def jupyterlab(tmp_path, runs_dir):
     server, port = start_jupyterlab(nb_dir, token, env, tmp_path / "jupyter.log")
     yield f"http://127.0.0.1:{port}", token, server
     processes.stop_process(server, grace_s=15)
+
+
+@pytest.fixture
+def jupyterlab(tmp_path, runs_dir):
+    """00_start_here with a shorter scenario."""
+    yield from serve(tmp_path, "00_start_here", {"EVENTS": 9000})
+
+
+@pytest.fixture
+def jupyterlab_01(tmp_path, runs_dir):
+    """01_receiver_wal with one combination of section 1 and no worker failure."""
+    yield from serve(tmp_path, "01_receiver_wal", {"EVENTS": 1500, "COMBOS": ["reliable, WAL"], "WORKER_FAILURE": False})
 
 
 def start_jupyterlab(nb_dir: Path, token: str, env: dict, log: Path, timeout_s: float = 60, attempts: int = 3):
@@ -109,48 +126,63 @@ def wait_until(fn, timeout_s: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
+def open_notebook(page, url: str, token: str, name: str) -> None:
+    page.goto(f"{url}/lab/tree/{name}.ipynb?token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=60_000)
+
+
+def run_menu(page, item: str) -> None:
+    """Run an entry of JupyterLab's Run menu, again while the kernel connection is still settling (it ignores it)."""
+    for _ in range(5):
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
+        try:
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
+                timeout=10_000)
+            return
+        except Exception:
+            continue
+
+
+@contextlib.contextmanager
+def chromium_page(failure_png: str):
+    """A page of headless Chromium; a full-page screenshot to ``failure_png`` when the block fails; closed after."""
     from playwright.sync_api import sync_playwright
 
-    url, token, server = jupyterlab
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:
-            page.goto(f"{url}/lab/tree/00_start_here.ipynb?token={token}")
-            page.wait_for_selector(".jp-Notebook", timeout=60_000)
-            page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=60_000)
-            page.locator(".jp-InputArea-prompt")
-            for _ in range(5):  # "Run All" is ignored while the kernel connection is still settling
-                page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
-                page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).click()
-                try:
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
-                        timeout=10_000)
-                    break
-                except Exception:
-                    continue
-            start = page.locator(".jupyter-widgets button", has_text="Start")
-            start.wait_for(timeout=90_000)
-            page.locator(".jupyter-widgets button", has_text="at-least-once").click()  # the prediction
-            start.click()
-            wait_until(lambda: counter(page, "acknowledged") > 500, 60, "events to flow")
-            before = counter(page, "in sink (rows)")
-            page.locator(".jupyter-widgets button", has_text="Crash driver").click()
-            page.get_by_text(re.compile(r"driver-crash · by ui")).wait_for(timeout=30_000)
-            page.locator(".js-plotly-plot .annotation-text", has_text="driver-crash").first.wait_for(timeout=30_000)
-            wait_until(lambda: counter(page, "in sink (rows)") > before + 200, 60, "the restarted driver to write")
-            assert not page.locator(".jupyter-widgets-output-area .jp-OutputArea-output[data-mime-type*='stderr']").count()
-            panel = page.locator(".jp-OutputArea-output").filter(has=page.locator(".lab-counters")).first
-            panel.scroll_into_view_if_needed()
-            panel.screenshot(path=str(ARTIFACTS / "panel-after-crash.png"))
+            yield page
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "failure.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / failure_png), full_page=True)
             raise
         finally:
-            browser.close()  # the tab goes away; the kernel and its run go on until the run ends
+            browser.close()  # the tab goes away; the kernel and its runs go on until they end
+
+
+def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
+    url, token, server = jupyterlab
+    with chromium_page("failure.png") as page:
+        open_notebook(page, url, token, "00_start_here")
+        run_menu(page, "Run All Cells")
+        start = page.locator(".jupyter-widgets button", has_text="Start")
+        start.wait_for(timeout=90_000)
+        page.locator(".jupyter-widgets button", has_text="at-least-once").click()  # the prediction
+        start.click()
+        wait_until(lambda: counter(page, "acknowledged") > 500, 60, "events to flow")
+        before = counter(page, "in sink (rows)")
+        page.locator(".jupyter-widgets button", has_text="Crash driver").click()
+        page.get_by_text(re.compile(r"driver-crash · by ui")).wait_for(timeout=30_000)
+        page.locator(".js-plotly-plot .annotation-text", has_text="driver-crash").first.wait_for(timeout=30_000)
+        wait_until(lambda: counter(page, "in sink (rows)") > before + 200, 60, "the restarted driver to write")
+        assert not page.locator(".jupyter-widgets-output-area .jp-OutputArea-output[data-mime-type*='stderr']").count()
+        panel = page.locator(".jp-OutputArea-output").filter(has=page.locator(".lab-counters")).first
+        panel.scroll_into_view_if_needed()
+        panel.screenshot(path=str(ARTIFACTS / "panel-after-crash.png"))
     run_dir = next(d for d in runs_dir.iterdir() if d.is_dir())
     faults = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if '"fault"' in l]
     assert [f["by"] for f in faults if f["type"] == "fault"] == ["ui"]
@@ -158,6 +190,33 @@ def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
     wait_until(lambda: '"run-end"' in (run_dir / "events.jsonl").read_text(), 120, "the run to end after the tab closed")
     assert server.poll() is None
     assert_all_gone(run_pids(run_dir), within_s=30)
+    pids = run_pids(run_dir)
+    processes.stop_process(server, grace_s=15)  # server shutdown ends the kernel
+    assert_all_gone(pids, within_s=30)
+
+
+def test_predict_then_see_the_verdict(jupyterlab_01, runs_dir):
+    """Notebook 01: run up to the scenario cell, click a prediction, run the rest, read the verdict."""
+    url, token, server = jupyterlab_01
+    with chromium_page("failure-prediction.png") as page:
+        open_notebook(page, url, token, "01_receiver_wal")
+        scenario = page.locator(".jp-CodeCell").filter(has_text="frozen = guess.freeze()").first
+        scenario.locator(".jp-InputPrompt").click()  # select the cell that freezes the predictions and runs
+        run_menu(page, "Run All Above Selected Cell")
+        row = page.locator(".jupyter-widgets.widget-hbox").filter(has_text="reliable, WAL").first
+        row.locator("button", has_text="at-least-once").click(timeout=90_000)  # the prediction
+        scenario.locator(".jp-InputPrompt").click()
+        run_menu(page, "Run Selected Cell and All Below")
+        verdict = page.get_by_text("Your predictions: 1 of 1 predictions right")
+        verdict.wait_for(timeout=150_000)
+        # the row's buttons were locked when the runs started, with the choice still pressed
+        assert row.locator("button:disabled").count() == 4
+        assert "mod-active" in row.locator("button", has_text="at-least-once").get_attribute("class")
+        verdict.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "prediction-verdict.png"))
+    (run_dir,) = [d for d in runs_dir.iterdir() if d.is_dir() and (d / "prediction.json").exists()]
+    recorded = json.loads((run_dir / "prediction.json").read_text())
+    assert (recorded["source"], recorded["predicted"], recorded["right"]) == ("buttons", "at-least-once", True)
     pids = run_pids(run_dir)
     processes.stop_process(server, grace_s=15)  # server shutdown ends the kernel
     assert_all_gone(pids, within_s=30)

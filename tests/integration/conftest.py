@@ -95,7 +95,7 @@ def module_runs_dir(tmp_path_factory, session_broker, name: str):
 
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
-                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER", "LAB_STANDBY"):
+                    "LAB_RESTART_DELAY", "LAB_KAFKA_READER", "LAB_STANDBY", "LAB_SPARK_UI"):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp(f"{name}-runs")
         broker.save_state(path, session_broker)

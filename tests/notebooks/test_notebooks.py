@@ -16,9 +16,11 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 #: Small parameters per notebook; every notebook must be listed.
 SMALL = {
     "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, CRASH_AT=1.0),
-    "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=1500, RATE=500, WORKER_FAILURE=False),
+    "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=1500, RATE=500, WORKER_FAILURE=False,
+                            PREDICTIONS={"reliable, WAL": "at-least-once", "unreliable, no WAL": "exactly-once"}),
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
-    "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional"]),
+    "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional", "files"],
+                                    PREDICTIONS={"append": "at-least-once", "transactional": "exactly-once"}),
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
@@ -51,7 +53,8 @@ def execute(path, runs_dir):
 
 
 @pytest.mark.parametrize("path", notebooks(), ids=lambda p: p.stem)
-def test_notebook_runs_headless(path, runs_dir):
+def test_notebook_runs_headless(path, shared_runs_dir):
+    runs_dir = shared_runs_dir
     from nbconvert import HTMLExporter
 
     try:
@@ -81,13 +84,49 @@ def test_notebook_runs_headless(path, runs_dir):
                                                               *runs_dir.glob("cluster/*/report.json")])]
         assert reports, "the notebook's runs go where LAB_RUNS_DIR says"
         MEASURED[path.stem](reports)
+        check_predictions(path.stem, reports)
     else:
         flagged = [l for l in html.split("<tr") if "MISMATCH" in l]
         assert len(flagged) == 1 and "deliberately wrong" in flagged[0] and "#fde0dc" in flagged[0]
         assert html.count("as expected</b>") == 3
+        # the semantics grid (figure and HTML): the wrong row's cell is the one marked ✘, with its seeds counted
+        from lab.semantics_grid import GRID_TITLE
+
+        assert html.count(GRID_TITLE) >= 2 and html.count("<b>✘ ") == 1 and "1 of 2 as expected" in html
 
 
 # -- what each notebook's runs must show, measured ------------------------------------
+
+
+def check_predictions(stem, reports):
+    """Every run of a predicting notebook has its verdict next to it, judged on its own measured counts."""
+    from pathlib import Path
+
+    from lab.file_sink import FILES_DIR, NAIVE_READER_OUTCOMES, reader_views
+    from lab.predictions import TOPIC_OUTCOMES
+    from tests.unit.test_notebook_style import PREDICTING
+
+    if stem not in PREDICTING:
+        return
+    given = SMALL[stem].get("PREDICTIONS", {})
+    verdicts = {}
+    for r in reports:
+        path = Path(r["run_dir"]) / "prediction.json"
+        assert path.is_file(), f"no verdict recorded for {r['run_dir']}"
+        v = json.loads(path.read_text())
+        if v["measured"] in TOPIC_OUTCOMES:  # notebook 07: judged on the final read of the topic
+            measured = TOPIC_OUTCOMES[1] if r["topic"]["lost"] else TOPIC_OUTCOMES[0]
+        elif v["measured"] in NAIVE_READER_OUTCOMES:  # notebook 03: the file sink as a naive reader sees it
+            naive = reader_views(Path(r["run_dir"]) / FILES_DIR)[1]
+            measured = NAIVE_READER_OUTCOMES[bool(naive["extra copies"])]
+        else:
+            measured = r["guarantee"]
+        assert v["measured"] == measured and v["predicted"] == given.get(v["scenario"]), v
+        assert v["right"] == (None if v["predicted"] is None else v["predicted"] == measured), v
+        verdicts[v["scenario"]] = v
+    assert set(given) <= set(verdicts), "each PREDICTIONS key names a run of the notebook"
+    if stem == "01_receiver_wal":  # a run that loses events was predicted exactly-once: judged wrong
+        assert verdicts["reliable, WAL"]["right"] is True and verdicts["unreliable, no WAL"]["right"] is False
 
 
 def _pick(reports, **settings):
@@ -172,6 +211,14 @@ def check_03(reports):
     assert rows > 0 and (append["lost"], append["duplicated"], append["extra_copies"]) == (0, rows, rows), _counts(append)
     txn = _pick(reports, sink="transactional")
     assert txn["exactly_once"] == txn["acked"] == 1500, _counts(txn)
+    # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
+    # reader sees every readable file, which is what the audit counts as write attempts.
+    from lab.file_sink import FILES_DIR, reader_views
+
+    files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
+    spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
+    assert files["exactly_once"] == files["acked"] == 1500 and spark_view["extra copies"] == 0, _counts(files)
+    assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
     # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
     # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
     settings = append["settings"]

@@ -14,6 +14,8 @@
   (``lab/jars.json`` set ``kafka-broker``), in compose and in the docs;
 * published ports are on 127.0.0.1 only;
 * ``environment.yml`` pins equal ``pyproject.toml``'s, both ways;
+* ``.devcontainer/devcontainer.json`` parses (comments aside), builds the lab's Dockerfile from the
+  repository root, and forwards the port the lab's JupyterLab listens on (and the Spark UI's range);
 * the stack is wired consistently (listeners, master URL, sink URL, shared runs volume,
   health-gated start order, one image for driver and executors), and the lab reaches
   Kafka through its proxy (``kafka-proxy``), whose listener Kafka advertises.
@@ -844,3 +846,197 @@ def test_lab_dockerfile_installs_the_pinned_lab():
             src = src.strip("/")
             assert (ROOT / src).exists(), f"{rel(LAB_DOCKERFILE)}: COPY source {src!r} does not exist"
             assert src in included, f"{rel(ignore)}: COPY source {src!r} is not re-included (add !{src})"
+
+
+# -- (f) the devcontainer: the lab's image for VS Code and Codespaces ----------------------
+DEVCONTAINER = ROOT / ".devcontainer" / "devcontainer.json"
+
+
+def strip_json_comments(text: str) -> str:
+    """devcontainer.json's JSON-with-comments as plain JSON: ``//`` and ``/* */`` outside strings dropped."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text[i] == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def devcontainer() -> dict:
+    assert DEVCONTAINER.is_file(), f"{rel(DEVCONTAINER)} is missing"
+    try:
+        return json.loads(strip_json_comments(DEVCONTAINER.read_text()))
+    except ValueError as e:
+        pytest.fail(f"{rel(DEVCONTAINER)}: not JSON (comments aside): {e}")
+
+
+def devcontainer_commands(doc: dict) -> list[list[str]]:
+    """Every lifecycle command of ``doc`` as an argument list (string, list and named-object forms)."""
+    out = []
+    for key in ("onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand",
+                "postAttachCommand"):
+        value = doc.get(key)
+        for cmd in (value.values() if isinstance(value, dict) else [value] if value else []):
+            out.append(cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd])
+    return out
+
+
+def test_the_comment_stripper_keeps_strings():
+    text = '{\n  // a comment\n  "url": "http://127.0.0.1:8888", /* another */ "a\\"//b": 1\n}'
+    assert json.loads(strip_json_comments(text)) == {"url": "http://127.0.0.1:8888", 'a"//b': 1}
+
+
+def test_the_devcontainer_builds_the_labs_image():
+    doc, where = devcontainer(), rel(DEVCONTAINER)
+    build = doc.get("build") or {}
+    assert "image" not in doc and build.get("dockerfile"), f"{where}: must build docker/jupyter.Dockerfile, not pull"
+    # Paths in devcontainer.json are relative to the file's own folder.
+    dockerfile = (DEVCONTAINER.parent / build["dockerfile"]).resolve()
+    context = (DEVCONTAINER.parent / build.get("context", ".")).resolve()
+    assert dockerfile.is_file(), f"{where}: build.dockerfile {build['dockerfile']!r} does not exist"
+    assert dockerfile == LAB_DOCKERFILE.resolve(), f"{where}: builds {build['dockerfile']!r}, not {rel(LAB_DOCKERFILE)}"
+    assert context.is_dir(), f"{where}: build.context {build.get('context')!r} does not exist"
+    # The Dockerfile's COPY sources (pyproject.toml, lab/, ...) are relative to the repository root, as in compose.
+    assert context == ROOT.resolve(), f"{where}: build.context {build.get('context')!r} is not the repository root"
+    assert doc.get("init") is True, f"{where}: no init: zombies of PySpark's workers would pile up under PID 1"
+
+
+def test_the_devcontainer_forwards_jupyters_port_and_the_spark_ui():
+    from lab.spark import UI_BASE_PORT, UI_PORT_RETRIES
+
+    doc, where = devcontainer(), rel(DEVCONTAINER)
+    compose_port = option(command(services()["jupyter"]), "--port")
+    assert compose_port, f"{rel(COMPOSE)} service jupyter: no --port in its command"
+    jupyters = [cmd for cmd in devcontainer_commands(doc) if cmd[:2] == ["jupyter", "lab"]]
+    assert len(jupyters) == 1, f"{where}: expected one lifecycle command starting `jupyter lab`, found {jupyters}"
+    port, ip = option(jupyters[0], "--port"), option(jupyters[0], "--ip")
+    assert port == compose_port, (
+        f"{where}: JupyterLab on --port {port}, but the lab's image serves it on {compose_port} ({rel(COMPOSE)})")
+    assert ip == LOOPBACK, f"{where}: JupyterLab binds --ip {ip!r}; forwarding reaches the container's {LOOPBACK}"
+    assert "--ServerApp.port_retries=0" in jupyters[0], (
+        f"{where}: a second JupyterLab would move to another port than the forwarded one")
+    forwarded = [str(p) for p in doc.get("forwardPorts") or []]
+    assert forwarded == [compose_port], f"{where}: forwardPorts {forwarded}, expected [{compose_port}] (JupyterLab)"
+    attrs = doc.get("portsAttributes") or {}
+    assert compose_port in attrs, f"{where}: no portsAttributes for JupyterLab's port {compose_port}"
+    ui_range = f"{UI_BASE_PORT}-{UI_BASE_PORT + UI_PORT_RETRIES}"
+    assert ui_range in attrs, (
+        f"{where}: portsAttributes lacks {ui_range!r}, the ports a driver's Spark UI binds (lab.spark.UI_BASE_PORT "
+        f"and spark.port.maxRetries), has {sorted(attrs)}")
+
+
+def test_the_devcontainer_opens_notebooks_with_the_images_python():
+    doc, where = devcontainer(), rel(DEVCONTAINER)
+    vscode = (doc.get("customizations") or {}).get("vscode") or {}
+    assert "ms-toolsai.jupyter" in (vscode.get("extensions") or []), f"{where}: no Jupyter extension for VS Code"
+    python = [v for _, k, v in dockerfile_env(LAB_DOCKERFILE) if k == "PYSPARK_PYTHON"]
+    assert python, f"{rel(LAB_DOCKERFILE)}: no ENV PYSPARK_PYTHON"
+    interpreter = (vscode.get("settings") or {}).get("python.defaultInterpreterPath")
+    assert interpreter == python[-1], (
+        f"{where}: python.defaultInterpreterPath {interpreter!r}, but the image's lab Python is {python[-1]!r}")
+
+
+# -- (g) the offline bundle: `make bundle` downloads what `make venv` installs -------------------
+MAKEFILE = ROOT / "Makefile"
+GITIGNORE = ROOT / ".gitignore"
+BOOTSTRAP = ("pip", "setuptools", "wheel")
+
+
+def make_recipes(text: str) -> dict[str, list[str]]:
+    """``{target: recipe lines}`` of a Makefile: continuation lines joined, blanks squeezed, variables as written."""
+    recipes, target, cur = {}, None, ""
+    for line in text.splitlines():
+        if cur or line.startswith("\t"):
+            cur += line.lstrip("\t")
+            if cur.endswith("\\"):
+                cur = cur[:-1] + " "
+                continue
+            if target is not None and cur.strip():
+                recipes[target].append(re.sub(r"\s+", " ", cur.strip()))
+            cur = ""
+            continue
+        m = re.match(r"([^\s:#=][^:#=]*?)\s*::?(?!=)", line)
+        target = m.group(1).strip() if m else None
+        if target is not None:
+            recipes.setdefault(target, [])
+    return recipes
+
+
+def quoted_pins(line: str) -> dict[str, str]:
+    """``{canonical name: version}`` of the quoted ``"name==version"`` requirements on a recipe line."""
+    pin = r"[\"'](?P<name>[A-Za-z0-9._-]+)==(?P<version>[^\"'\s]+)[\"']"
+    return {canonical(m["name"]): m["version"] for m in re.finditer(pin, line)}
+
+
+def bootstrap_pins(recipe: list[str], verb: str, where: str) -> tuple[str, dict[str, str]]:
+    """The recipe line running ``pip <verb>`` with pip/setuptools/wheel pins, and those pins."""
+    lines = [l for l in recipe if re.search(rf"-m pip {verb}\b", l) and set(BOOTSTRAP) & set(quoted_pins(l))]
+    assert len(lines) == 1, f"{rel(MAKEFILE)} {where}: expected one `pip {verb}` line pinning {BOOTSTRAP}, found {lines}"
+    return lines[0], quoted_pins(lines[0])
+
+
+def bootstrap_differences(venv: dict[str, str], bundle: dict[str, str]) -> list[str]:
+    out = []
+    for name in BOOTSTRAP:
+        if name not in venv:
+            out.append(f"{rel(MAKEFILE)} venv: does not pin {name}")
+        elif bundle.get(name) != venv[name]:
+            out.append(f"{rel(MAKEFILE)} bundle: downloads {name}=={bundle.get(name)}, venv installs {name}=={venv[name]}")
+    return out
+
+
+def test_the_bundle_downloads_what_the_venv_installs():
+    recipes = make_recipes(MAKEFILE.read_text())
+    assert "bundle" in recipes and "offline" in recipes, f"{rel(MAKEFILE)}: no bundle or offline target"
+    _, venv = bootstrap_pins(recipes["$(STAMP)"], "install", "venv ($(STAMP))")
+    download, bundle = bootstrap_pins(recipes["bundle"], "download", "bundle")
+    problems = bootstrap_differences(venv, bundle)
+    install = [l for l in recipes["$(STAMP)"] if "-e " in l and "pip install" in l]
+    assert install and "-c constraints.txt" in install[0], f"{rel(MAKEFILE)} venv: no `pip install -c constraints.txt -e`"
+    for flag in ("-r constraints.txt", "-c constraints.txt", "--dest"):
+        if flag not in download:
+            problems.append(f"{rel(MAKEFILE)} bundle: `pip download` lacks {flag!r}: not every pin would be in wheels/")
+    fetch = [l for l in recipes["bundle"] if "lab fetch" in l]
+    if not fetch or "LAB_CACHE_DIR=" not in fetch[0]:
+        problems.append(f"{rel(MAKEFILE)} bundle: no `LAB_CACHE_DIR=... lab fetch` into the bundle's cache/")
+    offline = " ".join(recipes["offline"])
+    for needed in ("PIP_NO_INDEX=1", "PIP_FIND_LINKS=", "venv", "lab fetch", "lab doctor"):
+        if needed not in offline:
+            problems.append(f"{rel(MAKEFILE)} offline: lacks {needed!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_bundles_fetch_flag_exists():
+    from lab.cli import _parser
+
+    fetch = [l for l in make_recipes(MAKEFILE.read_text())["bundle"] if "lab fetch" in l]
+    flags = fetch[0].split("lab fetch", 1)[1].split() if fetch else []
+    args = _parser().parse_args(["fetch", *flags])  # an unknown flag exits 2
+    assert args.no_class_archive, f"{rel(MAKEFILE)} bundle: `lab fetch {' '.join(flags)}` builds the class archive"
+
+
+def test_a_bootstrap_pin_difference_is_caught():
+    venv = {"pip": "26.3", "setuptools": "84.2.1", "wheel": "0.48.0"}
+    assert not bootstrap_differences(venv, dict(venv))
+    assert bootstrap_differences(venv, {**venv, "setuptools": "84.2.0"})
+    assert bootstrap_differences(venv, {"pip": "26.3", "wheel": "0.48.0"})
+    recipes = make_recipes("x: y\n\t$(BIN)/python -m pip download \\\n\t  \"pip==1\" -r c.txt\nz:\n\techo\n")
+    assert recipes == {"x": ['$(BIN)/python -m pip download "pip==1" -r c.txt'], "z": ["echo"]}
+
+
+def test_the_bundle_directory_is_ignored():
+    lines = {l.strip() for l in GITIGNORE.read_text().splitlines()}
+    assert lines & {"bundle/", "/bundle/"}, (
+        f"{rel(GITIGNORE)}: no `bundle/` line: `make bundle`'s hundreds of MB would show as untracked")

@@ -64,3 +64,14 @@ def test_plan_text_round_trips(plan):
     plan = [Fault(**{**f.__dict__, "index": i}) for i, f in enumerate(plan)]
     if plan:
         assert list(parse_fault_plan(format_fault_plan(plan))) == plan
+
+
+def test_after_commit_before_output_needs_the_commit_before_the_output():
+    import pytest
+
+    from lab.config import make_config
+    from lab.errors import LabError
+
+    with pytest.raises(LabError, match="only with --commit before-output .this run: --commit auto"):
+        make_config(pipeline="plain", faults="driver-crash@batch=2:after-commit-before-output")
+    make_config(pipeline="plain", commit="before-output", faults="driver-crash@batch=2:after-commit-before-output")

@@ -36,3 +36,49 @@ def test_notebook_house_style(path):
     # papermill can only infer parameters from lines with a single "="
     for line in "".join(tagged[0]["source"]).splitlines():
         assert line.count("=") <= 1, f"papermill cannot parse {line!r}"
+
+
+#: The notebooks whose scenario cells take a recorded prediction (predict, then look).
+PREDICTING = {"01_receiver_wal", "02_direct_kafka", "03_structured_streaming", "05_exactly_once_production",
+              "06_stateful_streaming", "07_kafka_guarantees"}
+
+
+def _code(path):
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_interactive_means_the_same_everywhere(path):
+    cells = json.loads(path.read_text())["cells"]
+    p = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    after = next("".join(c["source"]) for c in cells[p + 1:] if c["cell_type"] == "code")
+    assert after.startswith("nb.setup(interactive=INTERACTIVE)"), "the first cell after the parameters sets the mode"
+    assert sum(src.count("nb.setup(") for src in _code(path)) == 1
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_shown_code_regions_exist(path):
+    import re
+
+    from lab.code_view import lessons
+
+    names = {m for src in _code(path) for m in re.findall(r'nb\.show_code\("([a-z0-9-]+)"\)', src)}
+    assert names <= set(lessons()), names - set(lessons())
+    if path.stem in PREDICTING:
+        assert names, "a pipeline notebook shows the code that runs"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in PREDICTING], ids=lambda p: p.name)
+def test_every_scenario_cell_takes_a_prediction(path):
+    import re
+
+    code = _code(path)
+    sheets = [m for src in code for m in re.findall(r"^(\w+) = nb\.predict\(", src, flags=re.M)]
+    assert sheets, "no prediction cell"
+    for sheet in sheets:
+        frozen = [src for src in code if re.search(rf"^(\w+) = {sheet}\.freeze\(\)", src, flags=re.M)]
+        assert len(frozen) == 1, f"{sheet} is frozen in exactly one cell, before its runs"
+        name = re.search(rf"^(\w+) = {sheet}\.freeze\(\)", frozen[0], flags=re.M).group(1)
+        assert frozen[0].index(f"{sheet}.freeze()") < frozen[0].find("nb.run(") or "nb.run(" not in frozen[0]
+        assert any(f"nb.verdicts({name}," in src for src in code), f"{name}'s runs get a verdict"
+    assert any("PREDICTIONS" in src for src in code)

@@ -41,3 +41,28 @@ def test_a_relative_path_works_from_the_repository_root_or_here(project, monkeyp
     monkeypatch.chdir(project)
     assert report.find_results("mine/table.csv") == mine
     assert report.results_dir("") == project / "data/results"
+
+
+def test_a_fresh_clone_reads_the_committed_reference_last(project):
+    reference = write(project / report.REFERENCE_RESULTS)
+    (project / "docs/reference/matrix.json").write_text('{"date": "2026-01-02", "lab": "0.1.0", "cores": 2}')
+    assert report.find_results("") == reference and report.is_reference(reference)
+    note = report.results_note(reference)
+    assert "committed reference" in note and "2026-01-02" in note and "lab matrix" in note
+    demo = write(project / "data/results/demo/matrix.csv")
+    assert report.find_results("") == demo and not report.is_reference(demo)
+    assert "committed reference" not in report.results_note(demo)
+
+
+def test_the_reference_in_this_checkout_is_a_real_default_matrix():
+    import json
+
+    from lab.matrix import load_grid
+    from lab.report import read_results
+
+    root = report.project_root()
+    table = read_results(root / report.REFERENCE_RESULTS)
+    assert set(table["name"]) == {s.name for s in load_grid(None).scenarios}
+    assert not table.astype(str).apply(lambda c: c.str.contains("/tmp/")).any().any()
+    meta = json.loads((root / "docs/reference/matrix.json").read_text())
+    assert {"lab", "spark", "kafka", "java", "date", "cores", "command"} <= set(meta)

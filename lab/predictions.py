@@ -1,0 +1,201 @@
+"""Predict, then look: a learner's prediction of a scenario's outcome, recorded before the run, and its verdict.
+
+Protocol
+--------
+1. Before a scenario runs, the learner picks one outcome per scenario from a
+   fixed list of choices (:data:`GUARANTEES` for a delivery guarantee,
+   :data:`TOPIC_OUTCOMES` for what the brokers kept). Interactively that is a
+   row of buttons (:mod:`lab.predict_ui`); under papermill it is the notebook's
+   ``PREDICTIONS`` parameter, ``{scenario: outcome}``, checked by
+   :func:`check_given` before anything runs.
+2. When the scenario cell starts, the predictions are frozen: each becomes a
+   :class:`Prediction` with the time it was recorded. Nothing chosen later counts.
+3. After the run, :func:`judge` compares the prediction with the outcome
+   **measured** from the run's own counts (``measure(report)``), never with a
+   stored answer, and :func:`record` writes both to ``prediction.json`` in the
+   run's directory, next to the evidence.
+
+A scenario without a prediction still gets its measured outcome; its verdict is
+``None`` (neither right nor wrong).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lab.errors import LabError, choices_error
+
+#: What a run's counts can show about delivery (:attr:`lab.auditor.Audit.guarantee`), as choices to predict.
+GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "loss and duplicates")
+#: What the brokers kept of the acknowledged sends (a report's ``topic.lost``), as choices to predict.
+TOPIC_OUTCOMES = ("every acked send kept", "acked sends lost")
+#: The file a run's judged prediction is written to.
+PREDICTION_FILE = "prediction.json"
+
+
+def guarantee_of(report: Mapping) -> tuple[str, str]:
+    """The delivery guarantee a run report measured (``exactly-once``, ``at-least-once``, ...), and its counts.
+
+    Like every ``measure`` of this module: ``(outcome, the counts that decided it)``.
+    """
+    return report["guarantee"], (f"{report.get('lost', 0)} lost, {report.get('duplicated', 0)} duplicated "
+                                 f"of {report.get('acked', 0)}")
+
+
+def topic_outcome_of(report: Mapping) -> tuple[str, str]:
+    """Whether every acknowledged send was in the topic's final read (one of :data:`TOPIC_OUTCOMES`), and the count.
+
+    Raises
+    ------
+    LabError
+        When the run made no final read of its topic.
+    """
+    topic = report.get("topic") or {}
+    if topic.get("lost") is None:
+        raise LabError(f"run {report.get('run_dir', '?')} has no final read of its topic (report field topic.lost)")
+    outcome = TOPIC_OUTCOMES[1] if topic["lost"] else TOPIC_OUTCOMES[0]
+    return outcome, f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the topic"
+
+
+def normalise(outcome: str) -> str:
+    """``"exactly once"``, ``"Exactly_Once"`` and ``"exactly-once"`` are one outcome."""
+    words = str(outcome).strip().lower().replace("_", " ").replace("-", " ").split()
+    return " ".join(words)
+
+
+def as_choice(outcome, choices: Sequence[str], scenario: str) -> str | None:
+    """``outcome`` as it is spelled in ``choices`` (``None`` and ``""`` stay ``None``).
+
+    Raises
+    ------
+    LabError
+        One line naming the scenario, the bad value and the valid choices.
+    """
+    if outcome is None or outcome == "":
+        return None
+    by_form = {normalise(c): c for c in choices}
+    found = by_form.get(normalise(outcome))
+    if found is None:
+        raise choices_error(f"prediction for {scenario!r}", outcome, choices)
+    return found
+
+
+def check_given(given: Mapping | None, scenarios: Sequence[str], choices: Sequence[str]) -> dict[str, str | None]:
+    """Validate a ``PREDICTIONS`` parameter against the scenarios a cell will run.
+
+    Parameters
+    ----------
+    given : mapping or None
+        ``{scenario: outcome}``; scenarios left out have no prediction.
+    scenarios : sequence of str
+        The scenarios the cell runs, in order.
+    choices : sequence of str
+        The outcomes one may predict.
+
+    Returns
+    -------
+    dict
+        Every scenario mapped to its outcome as spelled in ``choices``, or ``None``.
+
+    Raises
+    ------
+    LabError
+        For a scenario that the cell does not run (naming the ones it does) or an
+        outcome not among ``choices``, before anything runs.
+    """
+    given = dict(given or {})
+    unknown = [k for k in given if k not in scenarios]
+    if unknown:
+        raise choices_error("PREDICTIONS key", unknown[0], scenarios)
+    return {s: as_choice(given.get(s), choices, s) for s in scenarios}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One scenario's prediction as frozen when its cell started.
+
+    ``outcome`` is ``None`` when none was made; ``source`` says where it came
+    from (``buttons``, ``PREDICTIONS`` or ``none``); ``recorded_at`` is the
+    epoch time it was frozen.
+    """
+
+    scenario: str
+    outcome: str | None
+    source: str
+    recorded_at: float
+
+
+def freeze(outcomes: Mapping[str, str | None], source: str, now: float | None = None) -> dict[str, Prediction]:
+    """The chosen outcomes as :class:`Prediction` records, all stamped with one time."""
+    now = time.time() if now is None else now
+    return {s: Prediction(s, o, source if o is not None else "none", now) for s, o in outcomes.items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A prediction next to the outcome its run measured.
+
+    ``right`` is ``True`` or ``False``, or ``None`` when nothing was predicted.
+    ``detail`` gives the counts that decided the outcome; ``source`` and
+    ``recorded_at`` are the prediction's.
+    """
+
+    scenario: str
+    predicted: str | None
+    measured: str
+    right: bool | None
+    detail: str
+    run_dir: str
+    recorded_at: float
+    source: str = "none"
+
+    @property
+    def mark(self) -> str:
+        return {True: "✔", False: "✘", None: "·"}[self.right]
+
+    def sentence(self) -> str:
+        """One line: what was predicted, what was measured, and the counts that decided it."""
+        counts = self.detail
+        if self.predicted is None:
+            return f"{self.mark} {self.scenario}: no prediction; measured {self.measured} ({counts})"
+        word = "right" if self.right else "not what happened"
+        return (f"{self.mark} {self.scenario}: you predicted {self.predicted}, measured {self.measured} "
+                f"({counts}): {word}")
+
+
+def judge(prediction: Prediction, report: Mapping,
+          measure: Callable[[Mapping], tuple[str, str]] = guarantee_of) -> Verdict:
+    """Compare a frozen prediction with the outcome measured from a run report.
+
+    Parameters
+    ----------
+    prediction : Prediction
+    report : mapping
+        The run's ``report.json`` (:attr:`lab.supervisor.RunResult.report`).
+    measure : callable
+        ``report -> (outcome, detail)``: :func:`guarantee_of` (default),
+        :func:`topic_outcome_of`, :func:`lab.file_sink.naive_reader_outcome`.
+    """
+    measured, detail = measure(report)
+    right = None if prediction.outcome is None else normalise(prediction.outcome) == normalise(measured)
+    return Verdict(prediction.scenario, prediction.outcome, measured, right, detail, str(report.get("run_dir", "")),
+                   prediction.recorded_at, prediction.source)
+
+
+def record(verdict: Verdict, run_dir: Path | str) -> Path:
+    """Write the verdict to ``prediction.json`` in the run's directory and return its path."""
+    path = Path(run_dir) / PREDICTION_FILE
+    path.write_text(json.dumps(asdict(verdict), indent=1, ensure_ascii=False))
+    return path
+
+
+def score(verdicts: Sequence[Verdict]) -> str:
+    """``"3 of 4 predictions right"`` (scenarios without a prediction are not counted)."""
+    made = [v for v in verdicts if v.right is not None]
+    if not made:
+        return f"no predictions recorded for these {len(verdicts)} runs"
+    return f"{sum(v.right for v in made)} of {len(made)} predictions right"

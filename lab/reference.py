@@ -1,0 +1,143 @@
+"""Reference outputs: every notebook as executed with its small parameters, in ``docs/reference/`` ("what you should see").
+
+How they are made (``make reference``): the notebook tests execute every topic
+notebook and every solutions notebook headless with their small parameters
+(``tests/notebooks``), and check what the runs measured; each executed copy is
+exported to HTML in ``test-artifacts/``. :func:`build` then copies those HTML
+files here, with plotly.js kept once in ``plotly.min.js`` (each export would
+otherwise carry its own 4.8 MB copy) and without the saved state of live
+widgets, and writes ``index.json``: per notebook,
+a digest of its source (:func:`source_digest`), when it was executed and with
+which versions. :func:`stale` lists the notebooks whose source changed since,
+which a unit test turns into a failure, so a reference cannot silently
+describe a notebook that no longer exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+from lab.errors import LabError
+
+INDEX = "index.json"
+PLOTLY_JS = "plotly.min.js"
+#: The inline plotly.js bundle an HTML export carries (plotly's "notebook" renderer).
+_PLOTLY_BUNDLE = re.compile(r"<script[^>]*>\s*/\*\*\s*\n\* plotly\.js v[\d.]+.*?</script>", re.S)
+#: The saved state of a run's live widgets (the panel's FigureWidget holds every point it drew: 5 MB for
+#: notebook 00). Headless runs show their results as static HTML and figures, which stay.
+_WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">.*?</script>', re.S)
+
+
+def notebooks(root: Path) -> list[Path]:
+    """The notebooks a reference covers: ``notebooks/*.ipynb`` and ``notebooks/solutions/*.ipynb``."""
+    nb_dir = Path(root) / "notebooks"
+    return sorted(nb_dir.glob("*.ipynb")) + sorted((nb_dir / "solutions").glob("*.ipynb"))
+
+
+def key(path: Path) -> str:
+    """A notebook's name in the reference: ``03_structured_streaming`` or ``solutions/03_structured_streaming``."""
+    return f"solutions/{path.stem}" if path.parent.name == "solutions" else path.stem
+
+
+def html_name(path: Path) -> str:
+    """A notebook's HTML file in the reference directory (flat, so every page finds ``plotly.min.js``)."""
+    return key(path).replace("/", "-") + ".html"
+
+
+def source_digest(path: Path) -> str:
+    """SHA-256 of a notebook's cells (type and source only: ids, outputs and metadata do not count)."""
+    cells = json.loads(Path(path).read_text())["cells"]
+    blob = json.dumps([(c["cell_type"], "".join(c["source"])) for c in cells], ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def share_plotly(html: str) -> tuple[str, bool]:
+    """``html`` with its inline plotly.js bundle replaced by a ``<script src>`` to the shared copy."""
+    out, n = _PLOTLY_BUNDLE.subn(f'<script src="{PLOTLY_JS}"></script>', html, count=1)
+    return out, bool(n)
+
+
+def build(root: Path, artifacts: Path, out: Path) -> dict:
+    """Copy the executed notebooks' HTML from ``artifacts`` into ``out`` and write its index.
+
+    Parameters
+    ----------
+    root : Path
+        The project (its ``notebooks/``).
+    artifacts : Path
+        ``test-artifacts/``: ``notebooks/<stem>.html`` and ``solutions/<stem>.html``.
+    out : Path
+        ``docs/reference/``.
+
+    Returns
+    -------
+    dict
+        The index written to ``out/index.json``.
+
+    Raises
+    ------
+    LabError
+        When a notebook has no executed HTML, or one older than the notebook:
+        the notebook tests must run first (``make reference`` runs them).
+    """
+    import plotly
+
+    from lab.run_report import versions
+
+    out.mkdir(parents=True, exist_ok=True)
+    index = {"made_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": versions(), "notebooks": {}}
+    for path in notebooks(root):
+        exported = Path(artifacts) / ("solutions" if path.parent.name == "solutions" else "notebooks") / f"{path.stem}.html"
+        if not exported.is_file() or exported.stat().st_mtime < path.stat().st_mtime:
+            raise LabError(f"no executed HTML of {key(path)} newer than the notebook at {exported}; "
+                           "run the notebook tests first (`make reference` does)")
+        html, shared = share_plotly(_WIDGET_STATE.sub("", exported.read_text()))
+        (out / html_name(path)).write_text(html)
+        index["notebooks"][key(path)] = {"html": html_name(path), "source_sha256": source_digest(path),
+                                         "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                                      time.localtime(exported.stat().st_mtime)),
+                                         "plots": html.count("Plotly.newPlot"), "plotly_shared": shared}
+    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, out / PLOTLY_JS)
+    (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
+    links = "".join(f'<li><a href="{v["html"]}">{k}</a> (executed {v["executed_at"]})</li>'
+                    for k, v in index["notebooks"].items())
+    (out / "index.html").write_text(f"<!doctype html><meta charset='utf-8'><title>The lab: reference outputs</title>"
+                                    f"<h1>What you should see</h1><p>Every notebook executed headless with its small "
+                                    f"parameters on {index['made_at']} ({', '.join(f'{k} {v}' for k, v in index['versions'].items())}).</p>"
+                                    f"<ul>{links}</ul>")
+    return index
+
+
+def stale(root: Path, out: Path) -> list[str]:
+    """The notebooks whose source differs from their reference (or that have none), as :func:`key` names."""
+    try:
+        recorded = json.loads((Path(out) / INDEX).read_text())["notebooks"]
+    except (OSError, ValueError, KeyError):
+        recorded = {}
+    return [key(p) for p in notebooks(root)
+            if recorded.get(key(p), {}).get("source_sha256") != source_digest(p)
+            or not (Path(out) / recorded[key(p)]["html"]).is_file()]
+
+
+def main() -> int:
+    """``python -m lab.reference``: build ``docs/reference`` from ``test-artifacts`` (after the notebook tests)."""
+    from lab.config import project_root
+
+    root = project_root()
+    if root is None:
+        raise SystemExit("error: the reference is built from a checkout of the lab (no pyproject.toml found)")
+    try:
+        index = build(root, root / "test-artifacts", root / "docs" / "reference")
+    except LabError as e:
+        raise SystemExit(f"error: {e}") from None
+    print(f"docs/reference: {len(index['notebooks'])} notebooks, executed {index['made_at']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

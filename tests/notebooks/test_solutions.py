@@ -1,0 +1,41 @@
+"""Every exercise's solution runs headless and its measured result bears out the answer it states."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.exercises import for_notebook
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.notebook
+
+ARTIFACTS = ROOT / "test-artifacts" / "solutions"
+SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_solution_holds(path, shared_runs_dir):
+    runs_dir = shared_runs_dir
+    import nbformat
+    import papermill
+
+    from lab import broker
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    out = ARTIFACTS / path.name
+    try:
+        # nb.solve raises when a run disagrees with the stated answer: papermill then fails the test
+        papermill.execute_notebook(str(path), str(out), parameters=dict(INTERACTIVE=False, EVENTS=1500),
+                                   cwd=str(path.parent), kernel_name="python3", progress_bar=False)
+    finally:
+        left_running = broker.stop_detached(runs_dir / "cluster")
+    assert not left_running, "the kernel must stop the cluster it started"
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(out, as_version=4)
+    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                if o.get("output_type") == "error"]
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    (ARTIFACTS / f"{path.stem}.html").write_text(html)  # docs/reference is made from it (lab.reference)
+    for ex in for_notebook(path.stem):
+        assert f"✔ <b>{ex.id}</b>: measured <b>" in html, f"exercise {ex.id} was not checked"

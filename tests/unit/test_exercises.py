@@ -1,0 +1,48 @@
+"""Exercises: each topic notebook ends with its tasks, each has a solution cell, each scenario is valid."""
+
+import json
+
+import pytest
+
+from lab.config import make_config
+from lab.errors import LabError
+from lab.exercises import EXERCISES, exercise, for_notebook, markdown
+from lab.matrix import EXPECTATIONS
+from tests.conftest import ROOT
+
+TOPICS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+@pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)
+def test_every_notebook_ends_with_its_exercises(path):
+    exs = for_notebook(path.stem)
+    assert 2 <= len(exs) <= 3
+    last_md = [c for c in cells(path) if c["cell_type"] == "markdown"][-1]
+    assert "".join(last_md["source"]) == markdown(path.stem), "regenerate the Exercises cell from lab.exercises"
+
+
+@pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)
+def test_every_exercise_has_a_checked_solution(path):
+    solution = ROOT / "notebooks" / "solutions" / path.name
+    code = "".join("".join(c["source"]) for c in cells(solution) if c["cell_type"] == "code")
+    for ex in for_notebook(path.stem):
+        assert f'nb.solve("{ex.id}"' in code
+    tagged = [c for c in cells(solution) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and "INTERACTIVE" in "".join(tagged[0]["source"])
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_each_exercise_is_a_valid_scenario(ex, tmp_path):
+    assert ex.expect in EXPECTATIONS
+    params = dict(ex.params, runs_dir=str(tmp_path))
+    make_config(**params)  # validates pipeline, sink, faults against the catalogue
+
+
+def test_ids_are_unique_and_unknown_ids_are_refused():
+    assert len({e.id for e in EXERCISES}) == len(EXERCISES)
+    with pytest.raises(LabError, match="unknown exercise '9.9'.*01.1"):
+        exercise("9.9")

@@ -1,0 +1,43 @@
+"""docs/reference: an executed HTML per notebook, made from the notebook as it is now."""
+
+from lab.reference import INDEX, PLOTLY_JS, key, notebooks, share_plotly, source_digest, stale
+from tests.conftest import ROOT
+
+REFERENCE = ROOT / "docs" / "reference"
+
+
+def test_every_notebook_has_a_current_reference():
+    changed = stale(ROOT, REFERENCE)
+    assert not changed, f"changed since docs/reference was made: {', '.join(changed)}; run `make reference`"
+    assert (REFERENCE / PLOTLY_JS).is_file() and (REFERENCE / INDEX).is_file()
+
+
+def test_a_changed_cell_makes_a_reference_stale(tmp_path):
+    import json
+    import shutil
+
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    shutil.copy(ROOT / "notebooks" / "00_start_here.ipynb", nb_dir)
+    out = tmp_path / "ref"
+    out.mkdir()
+    (out / "00_start_here.html").write_text("<html></html>")
+    path = nb_dir / "00_start_here.ipynb"
+    (out / INDEX).write_text(json.dumps({"notebooks": {key(path): {"html": "00_start_here.html",
+                                                                    "source_sha256": source_digest(path)}}}))
+    assert stale(tmp_path, out) == []
+    nb = json.loads(path.read_text())
+    nb["cells"][0]["id"] = "another-id"  # ids and outputs do not count
+    path.write_text(json.dumps(nb))
+    assert stale(tmp_path, out) == []
+    nb["cells"][-1]["source"].append("\n# a learner's note")
+    path.write_text(json.dumps(nb))
+    assert stale(tmp_path, out) == ["00_start_here"]
+    assert [key(p) for p in notebooks(ROOT)][-1].startswith("solutions/")
+
+
+def test_plotly_is_shared_not_copied_per_page():
+    html = "<p>x</p><script>/**\n* plotly.js v3.3.1\n* Copyright\n*/\n(function(){})</script><script>Plotly.newPlot()</script>"
+    out, shared = share_plotly(html)
+    assert shared and out == f'<p>x</p><script src="{PLOTLY_JS}"></script><script>Plotly.newPlot()</script>'
+    assert share_plotly("<p>no plots</p>") == ("<p>no plots</p>", False)
