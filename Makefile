@@ -7,8 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: the suite waits on batches, triggers and producers more than it computes
-# (measured on 2 cores, before the solutions joined: 19 minutes in two processes, 25 in one).
-# TEST_WORKERS=1 runs everything in one process.
+# (measured on 2 cores: 20:38 for 564 tests in two processes, .ci/run from a fresh clone; one process took
+# 25 minutes before the solutions and the second browser test joined). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
 
 .PHONY: venv bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
