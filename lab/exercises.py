@@ -42,16 +42,18 @@ class Exercise:
 
 EXERCISES = (
     Exercise("00.1", "00_start_here", "Commit first",
-             "Set `COMMIT = \"before-output\"`: the consumer commits its offsets, then writes the batch. Kill the "
-             "driver right after a commit, before its write (`FAULTS = \"driver-crash@batch=2:after-commit-before-output\"`, "
-             "`INTERACTIVE = False`). Exactly once, duplicates, or loss?",
+             "`nb.run(nb.config(pipeline=\"plain\", commit=\"before-output\", "
+             "faults=\"driver-crash@batch=2:after-commit-before-output\"))`: the consumer commits its offsets, then "
+             "writes the batch, and the driver is killed right after a commit, before its write. Exactly once, "
+             "duplicates, or loss?",
              dict(pipeline="plain", sink="append", commit="before-output", max_batch_records=300,
                   faults="driver-crash@batch=2:after-commit-before-output"), "loss",
              "The restarted consumer starts at the committed offset, after the batch it never wrote: that batch is "
              "lost. Committing before the output trades duplicates for loss (at most once)."),
     Exercise("00.2", "00_start_here", "A sink keyed on the event id",
-             "Keep `COMMIT = \"auto\"` and set `SINK = \"idempotent\"`, then kill the driver in the middle of a "
-             "batch's output (`FAULTS = \"driver-crash@batch=2:mid-output\"`). What happens to the replayed records?",
+             "`nb.run(nb.config(pipeline=\"plain\", sink=\"idempotent\", faults=\"driver-crash@batch=2:mid-output\"))`: "
+             "the timer commit of the scenario above, a sink keyed on the event id, and the driver killed in the "
+             "middle of a batch's output. What happens to the replayed records?",
              dict(pipeline="plain", sink="idempotent", max_batch_records=300, faults="driver-crash@batch=2:mid-output"), "exactly-once",
              "The restart reads again from the last commit and writes those events again; the sink upserts on the "
              "event id, so they are written twice and stored once: write attempts exceed stored rows."),
@@ -62,14 +64,15 @@ EXERCISES = (
                   faults="driver-crash@batch=3:mid-output"), "exactly-once",
              "The WAL and reliable acknowledgements still replay the recovered batches and re-send uncommitted "
              "records, but every copy carries its event id and the sink stores each id once."),
-    Exercise("01.2", "01_receiver_wal", "A second copy of every block",
-             "Kill the receiver's executor instead of the driver (`executor-crash@batch=3` on "
-             "`spark_master=\"local-cluster[2,1,1024]\"`), reliable acknowledgements, no WAL, with `replication=2`.",
-             dict(pipeline="receiver", ack="stored", wal="off", replication=2, spark_master="local-cluster[2,1,1024]",
-                  max_batch_records=300,
-                  faults="executor-crash@batch=3"), "no-loss",
-             "Each block was stored on two executors before it was reported; losing one executor leaves the other "
-             "copy, so every batch can still be computed."),
+    Exercise("01.2", "01_receiver_wal", "The WAL against a worker failure",
+             "Section 2 killed the receiver's executor without a WAL. Turn the WAL on and keep replication 1: "
+             "`ack=\"stored\"`, `wal=\"on\"`, `spark_master=\"local-cluster[2,1,1024]\"`, "
+             "`faults=\"executor-crash@batch=3\"`. Does the log help when a worker dies, not the driver?",
+             dict(pipeline="receiver", ack="stored", wal="on", spark_master="local-cluster[2,1,1024]",
+                  max_batch_records=300, faults="executor-crash@batch=3"), "no-loss",
+             "Yes: every block was written to the log in the checkpoint before it was reported, so a batch whose "
+             "only in-memory copy died with the executor is read back from the log. Without the WAL and with one "
+             "copy, the same kill loses those blocks (section 2)."),
     Exercise("02.1", "02_direct_kafka", "Half a batch",
              "Offsets in the checkpoint, an append sink, but the crash comes in the middle of the output "
              "(`driver-crash@batch=2:mid-output`). Predict.",
@@ -123,8 +126,10 @@ EXERCISES = (
              "`isolation=\"read_uncommitted\"`, and `sink=\"idempotent\"`. Does the event-id sink help?",
              dict(pipeline="structured", sink="idempotent", transactional=True, isolation="read_uncommitted", max_batch_records=300,
                   faults="txn-abort@at=1s:count=3"), "at-least-once",
-             "No: each aborted event is read once and stored once, but it was never acknowledged, so it is an "
-             "unexpected row. Only `read_committed` readers keep aborted records out."),
+             "No. Nothing is duplicated here: the matrix's at-least-once counts unexpected rows with duplicates. "
+             "Each aborted event is read once and stored once, but it was never acknowledged, so it is an "
+             "unexpected row, and an event-id sink cannot tell. Only `read_committed` readers keep aborted "
+             "records out."),
     Exercise("06.1", "06_stateful_streaming", "Window counts in one transaction",
              "The window-count query with `sink=\"transactional\"` and the crash in the middle of the output "
              "(`driver-crash@batch=3:mid-output`).",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from lab.errors import LabError
+from lab.predictions import NAIVE_READER_OUTCOMES  # noqa: F401  (notebook 03 offers them as choices)
 from lab.sinks import FILES_MODE, SinkSpec
 
 FILES_DIR = "sink-files"
@@ -185,8 +186,6 @@ def reader_views(out_dir: Path | str) -> list[dict]:
     return views
 
 
-#: What a reader that ignores ``_spark_metadata`` sees after a crash, as choices to predict (:mod:`lab.predictions`).
-NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
 
 
 def naive_reader_outcome(report) -> tuple[str, str]:

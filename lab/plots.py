@@ -113,31 +113,6 @@ _GUARANTEE_COLORS = ["#2ca02c", "#ff7f0e", "#d62728", "#8c1c13", "#7f7f7f", "#44
 GUARANTEE_COLORS = dict(zip(GUARANTEE_LEVELS, _GUARANTEE_COLORS))
 
 
-def matrix_heatmap(view, title: str = "Measured guarantee per scenario") -> go.Figure:
-    """One row per scenario: the measured guarantee as colour, expected and measured as text, mismatches marked.
-
-    ``view`` is :func:`lab.report.matrix_view`'s table (``name``, ``expect``, ``measured``, ``verdict``;
-    ``guarantee`` when it has no ``measured``).
-    """
-    names = [f"{n} (seed {s})" for n, s in zip(view["name"], view["seed"])]
-    column = view["measured"] if "measured" in view else view["guarantee"]
-    measured = [g if g in GUARANTEE_LEVELS else "error" for g in column.fillna("error")]
-    z = [[GUARANTEE_LEVELS.index(g)] for g in measured]
-    text = [[f"{'✔' if v == 'as expected' else '✘'} measured {g} · expected {e}"]
-            for g, e, v in zip(measured, view["expect"], view["verdict"])]
-    n = len(GUARANTEE_LEVELS)
-    scale = []
-    for i, c in enumerate(_GUARANTEE_COLORS):
-        scale += [[i / n, c], [(i + 1) / n, c]]
-    fig = go.Figure(go.Heatmap(
-        z=z, y=names, x=["measured"], text=text, texttemplate="%{text}", colorscale=scale, zmin=0, zmax=n,
-        showscale=False, hovertemplate="%{y}<br>%{text}<extra></extra>", xgap=2, ygap=2,
-    ))
-    fig.update_layout(title=title, template="plotly_white", height=max(260, 38 * len(names) + 120),
-                      yaxis=dict(autorange="reversed"), xaxis=dict(side="top"), margin=dict(l=20))
-    return fig
-
-
 def semantics_grid(grid, title: str | None = None) -> go.Figure:
     """Deployments (rows) by failures (columns), as the Spark Streaming guide's fault-tolerance table, measured.
 

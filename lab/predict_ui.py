@@ -12,7 +12,8 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from lab.predictions import GUARANTEES, Prediction, check_given, freeze, guarantee_of, judge, record, score
+from lab.predictions import (GUARANTEES, Prediction, check_given, check_mapping, freeze, judge, measured_guarantee,
+                             record, score)
 
 
 class PredictionSheet:
@@ -61,7 +62,7 @@ class PredictionSheet:
             made = sum(p.outcome is not None for p in self._frozen.values())
             note = f"{made} of {len(self.scenarios)} predictions recorded at {time.strftime('%H:%M:%S')}"
             if self._status is not None:
-                self._status.value = f"<i>{note}; the runs have started.</i>"
+                self._status.value = f"<i>{note}; later clicks do not count.</i>"
             else:
                 print(f"{note} (from {source}): " + "; ".join(
                     f"{s}: {p.outcome or '-'}" for s, p in self._frozen.items()))
@@ -89,11 +90,16 @@ def predict(scenarios: Sequence[str], predictions: Mapping | None = None, *, int
     Raises
     ------
     lab.errors.LabError
-        For an outcome of one of ``scenarios`` that is not among ``choices``,
-        naming the valid ones, before anything runs.
+        When ``predictions`` is not a mapping, or holds an outcome no question
+        has (every value is checked, whichever cell it is for), or an outcome of
+        one of ``scenarios`` that is not among ``choices``, naming the valid ones.
+        A key that names no run of the notebook is not an error: that run's
+        verdict says "no prediction".
     """
-    # PREDICTIONS holds the answers for every cell of the notebook: this cell takes its own runs' keys.
-    mine = {k: v for k, v in (predictions or {}).items() if k in scenarios}
+    # PREDICTIONS holds the answers for every cell of the notebook: each value is checked here, at the
+    # first prediction cell, against every outcome one may predict; this cell takes its own runs' keys.
+    given = check_mapping(predictions)
+    mine = {k: v for k, v in given.items() if k in scenarios}
     sheet = PredictionSheet(scenarios, check_given(mine, scenarios, choices), choices, interactive, question)
     if interactive:
         from IPython.display import display
@@ -108,7 +114,7 @@ def _scenario_of(key: str, predicted: Mapping) -> str:
 
 
 def verdicts(frozen: Mapping[str, Prediction] | PredictionSheet, results: Mapping,
-             measure: Callable[[Mapping], tuple[str, str]] = guarantee_of) -> None:
+             measure: Callable[[Mapping], tuple[str, str]] = measured_guarantee) -> None:
     """Judge each run against its frozen prediction, record it in the run's directory, and show the verdicts.
 
     Parameters

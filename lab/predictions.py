@@ -6,8 +6,9 @@ Protocol
    fixed list of choices (:data:`GUARANTEES` for a delivery guarantee,
    :data:`TOPIC_OUTCOMES` for what the brokers kept). Interactively that is a
    row of buttons (:mod:`lab.predict_ui`); under papermill it is the notebook's
-   ``PREDICTIONS`` parameter, ``{scenario: outcome}``, checked by
-   :func:`check_given` before anything runs.
+   ``PREDICTIONS`` parameter, ``{scenario: outcome}``: every value is checked
+   at the notebook's first prediction cell (:func:`check_mapping`), before its
+   first run; a key that names no run is ignored (that run gets no prediction).
 2. When the scenario cell starts, the predictions are frozen: each becomes a
    :class:`Prediction` with the time it was recorded. Nothing chosen later counts.
 3. After the run, :func:`judge` compares the prediction with the outcome
@@ -37,7 +38,7 @@ TOPIC_OUTCOMES = ("every acked send kept", "acked sends lost")
 PREDICTION_FILE = "prediction.json"
 
 
-def guarantee_of(report: Mapping) -> tuple[str, str]:
+def measured_guarantee(report: Mapping) -> tuple[str, str]:
     """The delivery guarantee a run report measured (``exactly-once``, ``at-least-once``, ...), and its counts.
 
     Like every ``measure`` of this module: ``(outcome, the counts that decided it)``.
@@ -59,6 +60,32 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
         raise LabError(f"run {report.get('run_dir', '?')} has no final read of its topic (report field topic.lost)")
     outcome = TOPIC_OUTCOMES[1] if topic["lost"] else TOPIC_OUTCOMES[0]
     return outcome, f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the topic"
+
+
+#: What a reader that ignores the file sink's ``_spark_metadata`` sees (:func:`lab.file_sink.naive_reader_outcome`).
+NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
+#: Every outcome a notebook may ask to predict (:func:`check_mapping` checks a whole ``PREDICTIONS`` against it).
+ALL_OUTCOMES = GUARANTEES + TOPIC_OUTCOMES + NAIVE_READER_OUTCOMES
+
+
+def check_mapping(given) -> dict:
+    """A ``PREDICTIONS`` parameter as a dict, every value an outcome some question has (or empty).
+
+    Raises
+    ------
+    LabError
+        For a value that is not a mapping (papermill's ``-p`` passes a string:
+        use ``-y 'PREDICTIONS: {...}'``), or an outcome no question has, naming
+        its key and the outcomes there are.
+    """
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise LabError(f"PREDICTIONS must be a mapping {{run label: outcome}}, got {type(given).__name__} "
+                       f"{str(given)[:60]!r}; with papermill pass it as YAML: -y 'PREDICTIONS: {{\"reliable, WAL\": at-least-once}}'")
+    for key, value in given.items():
+        as_choice(value, ALL_OUTCOMES, key)
+    return dict(given)
 
 
 def normalise(outcome: str) -> str:
@@ -168,7 +195,7 @@ class Verdict:
 
 
 def judge(prediction: Prediction, report: Mapping,
-          measure: Callable[[Mapping], tuple[str, str]] = guarantee_of) -> Verdict:
+          measure: Callable[[Mapping], tuple[str, str]] = measured_guarantee) -> Verdict:
     """Compare a frozen prediction with the outcome measured from a run report.
 
     Parameters
@@ -177,7 +204,7 @@ def judge(prediction: Prediction, report: Mapping,
     report : mapping
         The run's ``report.json`` (:attr:`lab.supervisor.RunResult.report`).
     measure : callable
-        ``report -> (outcome, detail)``: :func:`guarantee_of` (default),
+        ``report -> (outcome, detail)``: :func:`measured_guarantee` (default),
         :func:`topic_outcome_of`, :func:`lab.file_sink.naive_reader_outcome`.
     """
     measured, detail = measure(report)

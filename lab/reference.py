@@ -50,8 +50,13 @@ def html_name(path: Path) -> str:
 
 
 def source_digest(path: Path) -> str:
-    """SHA-256 of a notebook's cells (type and source only: ids, outputs and metadata do not count)."""
-    cells = json.loads(Path(path).read_text())["cells"]
+    """SHA-256 of a notebook's cells (type and source only: ids, outputs and metadata do not count).
+
+    The cell papermill injects with the run's parameters (tag ``injected-parameters``)
+    does not count either, so an executed copy has the digest of its notebook.
+    """
+    cells = [c for c in json.loads(Path(path).read_text())["cells"]
+             if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
     blob = json.dumps([(c["cell_type"], "".join(c["source"])) for c in cells], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -82,8 +87,9 @@ def build(root: Path, artifacts: Path, out: Path) -> dict:
     Raises
     ------
     LabError
-        When a notebook has no executed HTML, or one older than the notebook:
-        the notebook tests must run first (``make reference`` runs them).
+        When a notebook has no executed HTML, or one made from another version
+        of it (the executed copy's cells differ): the notebook tests must run
+        first (``make reference`` runs them).
     """
     import plotly
 
@@ -93,8 +99,9 @@ def build(root: Path, artifacts: Path, out: Path) -> dict:
     index = {"made_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": versions(), "notebooks": {}}
     for path in notebooks(root):
         exported = Path(artifacts) / ("solutions" if path.parent.name == "solutions" else "notebooks") / f"{path.stem}.html"
-        if not exported.is_file() or exported.stat().st_mtime < path.stat().st_mtime:
-            raise LabError(f"no executed HTML of {key(path)} newer than the notebook at {exported}; "
+        executed = exported.with_suffix(".ipynb")  # the executed copy the HTML was exported from
+        if not exported.is_file() or not executed.is_file() or source_digest(executed) != source_digest(path):
+            raise LabError(f"no executed HTML of {key(path)} as it is now at {exported}; "
                            "run the notebook tests first (`make reference` does)")
         html, shared = share_plotly(_WIDGET_STATE.sub("", exported.read_text()))
         (out / html_name(path)).write_text(html)

@@ -231,7 +231,6 @@ def run(ctx: DriverContext) -> None:
                     {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}, group)
                 ctx.point("after-output-before-commit", batch)
                 producer.commit_transaction()
-            # end lesson: kafka-eos
             except ProducerFencedError:
                 raise  # a newer driver owns the id: this one must stop writing
             except KafkaError as e:
@@ -241,6 +240,7 @@ def run(ctx: DriverContext) -> None:
                 for tp in tps:
                     consumer.seek(tp, committed[tp.partition])
                 continue
+            # end lesson: kafka-eos
             committed = done
             ctx.batch_done(batch, len(records))
             ctx.progress(done, batch)

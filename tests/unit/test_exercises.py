@@ -46,3 +46,12 @@ def test_ids_are_unique_and_unknown_ids_are_refused():
     assert len({e.id for e in EXERCISES}) == len(EXERCISES)
     with pytest.raises(LabError, match="unknown exercise '9.9'.*01.1"):
         exercise("9.9")
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=lambda e: e.id)
+def test_each_solution_states_the_answer_the_exercise_holds(ex):
+    """The answer a solutions notebook shows is the one nb.solve checks, word for word."""
+    solution = ROOT / "notebooks" / "solutions" / f"{ex.notebook}.ipynb"
+    text = "".join("".join(c["source"]) for c in cells(solution) if c["cell_type"] == "markdown")
+    assert f"## {ex.id} {ex.title}" in text and ex.task in text
+    assert f"**{ex.expect}** ({EXPECTATIONS[ex.expect]}). {ex.why}" in text

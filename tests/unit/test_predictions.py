@@ -79,3 +79,13 @@ def test_buttons_lock_when_frozen():
     assert frozen["a"].outcome == "at-most-once" and frozen["a"].source == "buttons"
     assert sheet._buttons["a"].disabled and "recorded" in sheet._status.value
     assert box is not None
+
+
+def test_predictions_must_be_a_mapping_of_known_outcomes():
+    from lab.predictions import check_mapping
+
+    with pytest.raises(LabError, match=r"must be a mapping.*got str.*-y 'PREDICTIONS"):
+        check_mapping('{"reliable, WAL": "at-least-once"}')  # what papermill's -p passes
+    with pytest.raises(LabError, match=r"prediction for 'later cell' 'twice'.*acked sends lost"):
+        check_mapping({"later cell": "twice"})  # checked at the first prediction cell, whichever cell it is for
+    assert check_mapping(None) == {} and check_mapping({"x": "acked sends lost"}) == {"x": "acked sends lost"}

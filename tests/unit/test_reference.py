@@ -30,6 +30,11 @@ def test_a_changed_cell_makes_a_reference_stale(tmp_path):
     nb["cells"][0]["id"] = "another-id"  # ids and outputs do not count
     path.write_text(json.dumps(nb))
     assert stale(tmp_path, out) == []
+    injected = {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": ["EVENTS = 1500\n"],
+                "outputs": [], "execution_count": None}
+    executed = tmp_path / "executed.ipynb"  # papermill's copy: the injected parameters do not count
+    executed.write_text(json.dumps(dict(nb, cells=[*nb["cells"][:4], injected, *nb["cells"][4:]])))
+    assert source_digest(executed) == source_digest(path)
     nb["cells"][-1]["source"].append("\n# a learner's note")
     path.write_text(json.dumps(nb))
     assert stale(tmp_path, out) == ["00_start_here"]
