@@ -37,10 +37,9 @@ from lab.config import RunConfig
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
+from lab.predictions import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.start_tuning import StartTuning
 from lab.supervisor import Run, RunResult
-
-GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "loss and duplicates")
 
 
 @dataclass(frozen=True)
