@@ -19,6 +19,7 @@ from lab.errors import LabError
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
+    from lab.flink_settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.pipelines.registry import PIPELINES
     from lab.sinks import SINK_MODES
 
@@ -56,11 +57,18 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--late-fraction", type=float, default=0.0,
                    help="fraction of events the producer stamps with an old event time (default 0)")
     p.add_argument("--late-by", type=float, default=60.0, help="how many seconds old those late events are (default 60)")
+    p.add_argument("--checkpointing", default="aligned", help=f"flink pipeline's checkpoint barriers: "
+                   f"{', '.join(CHECKPOINTING)} (default aligned)")
+    p.add_argument("--flink-delivery", default="auto", help=f"flink pipeline's KafkaSink guarantee: "
+                   f"{', '.join(FLINK_DELIVERIES)} (default auto: at-least-once with --checkpointing at-least-once, "
+                   "else exactly-once)")
+    p.add_argument("--slow-sink", action="store_true", default=None,
+                   help="flink pipeline: the KafkaSink sends one record per request, so back-pressure builds up")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
                         "(default LAB_SPARK_UI, else off)")
-    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 1)")
+    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches; flink: between checkpoints (default 1)")
     p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
@@ -79,10 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("doctor", help="check Python, Java, PySpark, the cached jars, the broker and disk space")
-    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's Kafka connector, the Kafka broker) into the cache, "
-                                                  "then build the driver JVM's class archive")
+    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's and Flink's Kafka connectors, the Kafka broker) "
+                                     "into the cache, then build the driver JVM's class archive")
     f.add_argument("--set", dest="jar_set", default=None, metavar="NAME",
-                   help="one jar set: spark-kafka or kafka-broker (default: all)")
+                   help="one jar set: spark-kafka, kafka-broker or flink-kafka (default: all)")
     f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
     f.add_argument("--no-class-archive", action="store_true",
                    help="skip building the driver JVM's class archive (lab.class_archive; made once, after the jars)")
@@ -136,7 +144,11 @@ def _print_table(report: dict) -> None:
     if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
         rows.insert(6, ("output read_uncommitted", f"{report['read_uncommitted_records']} records, "
                                                    f"{report['read_uncommitted_duplicated']} events more than once "
-                                                   f"(+{report['read_uncommitted_extra_copies']}: aborted copies)"))
+                                                   f"(+{report['read_uncommitted_extra_copies']} extra copies)"))
+    replays = report.get("flink_replays")
+    if replays and replays["restarts"]:  # flink: what its restarts wrote again, predicted from the timeline
+        rows.insert(4, ("rewritten after restore", f"{replays['predicted_extra_copies']} predicted (records past the "
+                                                   "restored checkpoint that were in the output before the crash)"))
     if report.get("aborted_sends"):
         rows.insert(6, ("aborted (txn-abort)", f"{report['aborted_sends']}  ({report.get('aborted_in_topic', '?')} of "
                                                "them in the topic, read uncommitted)"))
@@ -170,6 +182,7 @@ def cmd_run(a) -> int:
         spark_ui=a.spark_ui,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
+        checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.

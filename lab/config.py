@@ -31,6 +31,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from lab import flink_settings
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.kafka_cluster import NODE_COUNTS
@@ -170,6 +171,9 @@ class RunConfig:
     state_store: str = "hdfs"
     late_fraction: float = 0.0
     late_by_s: float = 60.0
+    checkpointing: str = "aligned"
+    flink_delivery: str = "auto"
+    slow_sink: bool = False
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -272,7 +276,7 @@ class RunConfig:
             raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
                            f"topic (<topic>.out) in Kafka transactions; valid choices: {TOPIC_MODE}")
         if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_PIPELINES:
-            raise LabError(f"sink {TOPIC_MODE!r} is the kafka-eos pipeline's output topic; valid pipelines for it: "
+            raise LabError(f"sink {TOPIC_MODE!r} is an output topic written in Kafka transactions; valid pipelines for it: "
                            f"{', '.join(TOPIC_SINK_PIPELINES)}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
@@ -303,6 +307,7 @@ class RunConfig:
         if self.ack not in RECEIVER_ACKS:
             raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
         self._validate_query()
+        flink_settings.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
@@ -481,6 +486,8 @@ def make_config(**params) -> RunConfig:
     spec = PIPELINES.get(config.pipeline)
     if config.spark_ui and params.get("spark_ui") is None and spec is not None and not spec.uses_spark:
         config = replace(config, spark_ui=False)  # LAB_SPARK_UI is for a session's Spark runs; this one has none
+    if config.pipeline == "flink" and config.flink_delivery == "auto" and config.checkpointing in flink_settings.CHECKPOINTING:
+        config = replace(config, flink_delivery=flink_settings.delivery(config))  # config.json states the sink's guarantee
     config.validate()
     return config
 

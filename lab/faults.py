@@ -36,7 +36,7 @@ from lab.errors import LabError, choices_error
 # its implementation (the injector, or the pipeline that stops at the point).
 
 SPARK_PIPELINES = ("structured", "direct", "receiver")
-ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES)
+ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink")
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,10 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
 POINTS: dict[str, PointSpec] = {p.name: p for p in (
     PointSpec("after-offset-log", "the batch is planned and its offsets logged; output has not started",
               ("structured", "direct")),
-    PointSpec("mid-output", "part of the batch's rows are written", ALL_PIPELINES),
-    PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done", ALL_PIPELINES),
+    PointSpec("mid-output", "part of the batch's rows are written (flink: half a checkpoint interval after the "
+              "checkpoint before the batch completed)", ALL_PIPELINES),
+    PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done",
+              tuple(p for p in ALL_PIPELINES if p != "flink")),
     PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",),
               requires=_needs_commit_before_output),
     PointSpec("after-wal-before-ack",

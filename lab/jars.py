@@ -13,6 +13,10 @@ file name, size in bytes and SHA-1:
 ``kafka-broker``
     Apache Kafka 4.1.1's runtime closure plus ``slf4j-simple`` (46 jars, 44.2 MB):
     everything ``java -cp ... kafka.Kafka`` needs (:mod:`lab.broker`).
+``flink-kafka``
+    Flink's Kafka connector for apache-flink 2.2.0 (``flink-sql-connector-kafka``
+    5.0.0-2.2, Kafka's client shaded in; 1 jar, 10.7 MB), for the flink pipeline
+    (:mod:`lab.flink_env`). Central has no release for Flink 2.3.
 
 Cache
 -----

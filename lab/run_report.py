@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lab import events as ev
 from lab import kafka_tools
+from lab.events import read_events
 from lab.auditor import Audit, audit_run
 from lab.ledger import LEDGER_FILE, place_acks
 from lab.sinks import open_sink
@@ -123,6 +124,12 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
               "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version))),
               **views}
     source["topic"] = asdict(audit_topic(run_dir, run_dir / LEDGER_FILE, copies))
+    if config.pipeline == "flink":  # what its restarts replay, predicted from its timeline (lab.flink_audit)
+        from lab.flink_audit import replay_report
+        from lab.topic_sink import output_topic
+
+        source["flink_replays"] = replay_report(run_dir, read_events(run_dir), bootstrap, output_topic(config.topic),
+                                                config.partitions)
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)

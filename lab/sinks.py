@@ -38,8 +38,8 @@ commits as it goes, so a crash at ``mid-output`` leaves the first half
 stored. ``transactional`` commits once, so the same crash stores nothing.
 
 Two more modes are no database: ``files`` (Spark's file sink, read by
-:mod:`lab.file_sink`) and ``topic`` (the kafka-eos pipeline's output topic,
-written in Kafka transactions, read by :class:`lab.topic_sink.TopicSink`);
+:mod:`lab.file_sink`) and ``topic`` (the output topic ``<topic>.out`` of the kafka-eos and flink
+pipelines, read by :class:`lab.topic_sink.TopicSink`);
 :func:`open_sink` opens every mode as a :class:`SinkReader`.
 """
 
@@ -67,15 +67,15 @@ SINK_MODES = {
     "idempotent": "upsert on the event id: writing twice stores once",
     "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
     FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)",
-    TOPIC_MODE: "a Kafka output topic written in transactions with the consumed offsets, audited read_committed "
-                "(kafka-eos only)",
+    TOPIC_MODE: "a Kafka output topic, audited read_committed: kafka-eos writes it in transactions with the "
+                "consumed offsets, flink with its KafkaSink (kafka-eos and flink only)",
 }
-#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by kafka-eos.
+#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by kafka-eos and flink.
 DATABASE_MODES = tuple(m for m in SINK_MODES if m not in (FILES_MODE, TOPIC_MODE))
 #: Pipelines that can write the files sink (Spark SQL's file sink needs a Spark SQL query).
 FILES_SINK_PIPELINES = ("structured",)
 #: Pipelines whose sink is an output topic (:mod:`lab.topic_sink`), and the only sink they write.
-TOPIC_SINK_PIPELINES = ("kafka-eos",)
+TOPIC_SINK_PIPELINES = ("kafka-eos", "flink")
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)

@@ -173,10 +173,16 @@ def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
     Raises
     ------
     LabError
-        Only with ``--kafka-reader spark`` and a connector that cannot be fetched.
+        With ``--kafka-reader spark`` and a connector that cannot be fetched; for the
+        flink pipeline, when its environment or connector is missing (it names ``make flink``).
     """
     from lab import class_archive
     from lab.start_tuning import StartTuning
+
+    if cfg.pipeline == "flink":
+        from lab import flink_env
+
+        flink_env.check_ready()  # the flink pipeline's environment and connector: built by `make flink`, never here
 
     if cfg.may_use_connector:
         missing = ensure_connector(required=cfg.kafka_reader == "spark")

@@ -68,6 +68,14 @@ PIPELINES: dict[str, PipelineSpec] = {
                 "transaction per batch",
         uses_spark=False,
     ),
+    "flink": PipelineSpec(
+        name="flink",
+        module="lab.pipelines.flink",
+        summary="Apache Flink (PyFlink, a local mini-cluster): checkpoint barriers, Kafka source and KafkaSink, "
+                "restarts from the newest retained checkpoint",
+        uses_spark=False,
+        options=("checkpointing", "flink_delivery", "slow_sink"),
+    ),
     "structured": PipelineSpec(
         name="structured",
         module="lab.pipelines.structured",

@@ -23,7 +23,15 @@ def test_environment_is_read(runs_dir, monkeypatch):
 @pytest.mark.parametrize(
     "params, words",
     [
-        (dict(pipeline="flink"), ["'flink'", "plain"]),
+        (dict(pipeline="spark"), ["'spark'", "plain", "flink"]),
+        (dict(pipeline="flink", checkpointing="exactly"), ["'exactly'", "aligned", "unaligned", "at-least-once"]),
+        (dict(pipeline="flink", flink_delivery="twice"), ["'twice'", "exactly-once", "at-least-once"]),
+        (dict(pipeline="flink", sink="append"), ["'append'", "topic"]),
+        (dict(pipeline="flink", query="window-count"), ["window-count", "'flink'"]),
+        (dict(pipeline="flink", batch_interval_s=0.05), ["0.05", "0.2 s or more"]),
+        (dict(pipeline="flink", faults="driver-crash@batch=2:after-output-before-commit"),
+         ["after-output-before-commit", "mid-output"]),
+        (dict(pipeline="structured", checkpointing="unaligned"), ["--checkpointing", "flink", "'structured'"]),
         (dict(sink="upsert"), ["'upsert'", "append", "idempotent", "transactional"]),
         (dict(faults="driver-crash@batch=1:after-wal-before-ack"), ["after-wal-before-ack", "mid-output"]),
         (dict(faults="executor-crash@at=1s"), ["executor-crash", "plain", "driver-crash"]),
