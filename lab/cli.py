@@ -49,7 +49,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
     p.add_argument("--query", default="passthrough", help=f"what a Spark pipeline computes: {', '.join(QUERIES)} "
-                                                         "(default passthrough)")
+                                                         "(key-count: kafka-eos only; default passthrough)")
     p.add_argument("--window", type=float, default=10.0, help="window-count: tumbling window in seconds of event time (default 10)")
     p.add_argument("--watermark", type=float, default=10.0,
                    help="window-count and dedupe: watermark delay in seconds of event time (default 10)")

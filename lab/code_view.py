@@ -20,7 +20,8 @@ PACKAGE = Path(__file__).resolve().parent
 
 #: Where the lesson regions live (relative to the ``lab`` package).
 LESSON_FILES = ("pipelines/structured.py", "pipelines/structured_input.py", "pipelines/receiver.py",
-                "pipelines/direct.py", "pipelines/stateful.py", "pipelines/kafka_eos.py", "sinks.py", "producer.py")
+                "pipelines/direct.py", "pipelines/stateful.py", "pipelines/kafka_eos.py", "sinks.py", "producer.py",
+                "flink_job.py")
 
 _BEGIN = re.compile(r"^\s*# lesson: (?P<name>[a-z0-9-]+)\s*$")
 _END = "# end lesson: {name}"
@@ -55,6 +56,11 @@ DOCS = {
     "kafka-eos": [("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging"),
                   ("KIP-447: Producer scalability for exactly once semantics", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-447%3A+Producer+scalability+for+exactly+once+semantics"),
                   ("Flink: checkpointing and exactly-once", "https://nightlies.apache.org/flink/flink-docs-stable/docs/concepts/stateful-stream-processing/")],
+    "flink-job": [("Flink: Stateful Stream Processing (checkpoints, barriers, alignment)", "https://nightlies.apache.org/flink/flink-docs-release-2.2/docs/concepts/stateful-stream-processing/"),
+                  ("Flink: Checkpointing under back pressure (unaligned checkpoints)", "https://nightlies.apache.org/flink/flink-docs-release-2.2/docs/ops/state/checkpointing_under_backpressure/"),
+                  ("Flink Kafka connector: KafkaSink fault tolerance", "https://nightlies.apache.org/flink/flink-docs-release-2.2/docs/connectors/datastream/kafka/#fault-tolerance")],
+    "flink-sink": [("Flink Kafka connector: Kafka Sink (delivery guarantees)", "https://nightlies.apache.org/flink/flink-docs-release-2.2/docs/connectors/datastream/kafka/#kafka-sink"),
+                   ("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging")],
 }
 
 

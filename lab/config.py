@@ -73,9 +73,11 @@ QUERIES = {
     "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode); "
                     "receiver: running counts per key with updateStateByKey",
     "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
+    "key-count": "kafka-eos: running counts per key, a local store and its compacted changelog (Samza's)",
 }
 #: Pipelines that run each stateful query.
-QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",)}
+QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",),
+                   "key-count": ("kafka-eos",)}
 #: Spark's state store providers (``--state-store``).
 STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -247,7 +249,7 @@ class RunConfig:
         """The query and, for a stateful one, what decides its state and its late events."""
         out = {"query": self.query}
         if self.query != "passthrough":
-            if self.pipeline == "receiver":  # updateStateByKey: running counts per key, no window, no watermark
+            if self.pipeline in ("receiver", "kafka-eos"):  # running counts per key: no window, no watermark
                 return out
             out.update(window_s=self.window_s if self.query == "window-count" else None,
                        watermark_s=self.watermark_s, state_store=self.state_store)

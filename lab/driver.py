@@ -185,8 +185,9 @@ def main(argv=None) -> int:
 
     ctx = DriverContext(argv[0])
     ctx.install_signal_handlers()
-    module = importlib.import_module(PIPELINES[ctx.config.pipeline].module)
-    if ctx.standby_go is None:
+    spec = PIPELINES[ctx.config.pipeline]
+    module = importlib.import_module(spec.module)
+    if ctx.standby_go is None and not spec.ready_when_running:
         ctx.ready()
     try:
         module.run(ctx)

@@ -65,6 +65,7 @@ OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named dif
 QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
 STATE_PROGRESS = "state-progress"        #: (structured, stateful query) a batch's state: rows, bytes, rows dropped by the watermark
 EOS_INIT = "eos-init"                    #: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``producer_id``, ``epoch``, ``took_s``, ``same_id_as_attempt``
+CHANGELOG_RESTORE = "changelog-restore"  #: (kafka-eos, key-count) the new store restored from the committed changelog: ``attempt``, ``records``, ``keys``, ``bytes``, ``took_s``, ``topic``
 FLINK_START = "flink-start"              #: (flink) a job is being started: ``attempt``, ``restore`` (checkpoint path or null), ``restore_checkpoint``, ``out_end_offsets`` (what earlier attempts left in the output topic), ``checkpointing``, ``delivery``
 FLINK_JOB = "flink-job"                  #: (flink) the job runs: ``job_id``, ``rest`` (its REST API on 127.0.0.1), ``took_s`` since its start
 FLINK_SOURCE = "flink-source"            #: (flink) the offsets the job's Kafka source started from (``offsets``, per partition), from its log

@@ -159,6 +159,23 @@ EXERCISES = (
              "The transaction holding the batch's output and its offsets never committed; the restarted driver's "
              "producer aborts it and the batch is consumed and produced again, once, for read_committed readers.",
              cluster=True),
+    Exercise("08.1", "08_other_engines", "A crash before the first checkpoint",
+             "The aligned run of section 1, but the job is killed half an interval after it started, before any "
+             "checkpoint completed (`faults=\"driver-crash@batch=0:mid-output\"`). With nothing to restore, "
+             "what does the restart do, and what does a `read_committed` reader get?",
+             dict(pipeline="flink", partitions=2, events=3000, rate=500, faults="driver-crash@batch=0:mid-output"),
+             "exactly-once",
+             "No checkpoint completed, so no transaction of the dead job was committed and no offset of the run's "
+             "group was either: the restart starts from the group's committed offsets (none: the earliest) and "
+             "its sink aborts the dead job's open transaction. Everything is read again and committed once."),
+    Exercise("08.2", "08_other_engines", "At-least-once barriers without a failure",
+             "`checkpointing=\"at-least-once\"` as in section 2, but no fault at all (`faults=\"\"`). Are there "
+             "duplicates?",
+             dict(pipeline="flink", partitions=2, events=3000, rate=500, checkpointing="at-least-once"),
+             "exactly-once",
+             "No. A delivery guarantee is about what happens on a failure: records behind an early barrier are "
+             "only replayed after a restore. Without a failure every record is read, processed and written once; "
+             "at-least-once is what the run promises, not what it must show."),
 )
 
 

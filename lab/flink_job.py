@@ -53,6 +53,7 @@ def configuration(spec: dict):
     from pyflink.common import Configuration
 
     conf = Configuration()
+    # lesson: flink-job
     settings = {
         "execution.runtime-mode": "STREAMING",
         "parallelism.default": str(spec["parallelism"]),
@@ -71,6 +72,7 @@ def configuration(spec: dict):
         # Measured without it: after an aligned checkpoint that took 1.4 s, the overdue ones followed 0.2 s apart.
         "execution.checkpointing.min-pause": f"{spec['interval_ms']} ms",
         "execution.checkpointing.max-concurrent-checkpoints": "1",
+        # end lesson: flink-job
         "state.backend.type": "hashmap",
         # The Kafka source's offsets stay inline in each checkpoint's _metadata, where the driver reads them
         # (lab.flink_settings.checkpoint_offsets); the source's whole state is under 3 KB.
@@ -115,6 +117,7 @@ def build(env, spec: dict) -> None:
               .set_property("commit.offsets.on.checkpoint", "true")
               .set_property("partition.discovery.interval.ms", "-1")
               .build())
+    # lesson: flink-sink
     guarantee = DeliveryGuarantee.EXACTLY_ONCE if spec["delivery"] == "exactly-once" else DeliveryGuarantee.AT_LEAST_ONCE
     sink = (KafkaSink.builder()
             .set_bootstrap_servers(spec["bootstrap"])
@@ -138,6 +141,7 @@ def build(env, spec: dict) -> None:
                            ("buffer.memory", "32768"), ("max.block.ms", "60000")):
             sink = sink.set_property(key, value)
     sink = sink.build()
+    # end lesson: flink-sink
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka-source") \
         .set_parallelism(spec["partitions"])
     stream.rebalance().sink_to(sink).name("kafka-sink").set_parallelism(spec["parallelism"])

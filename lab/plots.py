@@ -358,3 +358,39 @@ def acked_outcomes(rows: dict[str, dict],
     fig.update_layout(barmode="group", title=title, yaxis_title="sends", template="plotly_white", height=440,
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def flink_checkpoints(runs: dict[str, list[dict]],
+                      title: str = "Flink's checkpoints: size and duration, with the crash") -> go.Figure:
+    """Each completed checkpoint of each run (``label -> timeline events``): its size over time, its duration.
+
+    Top: the checkpoint's size in KB (log scale; an unaligned checkpoint's in-flight records make it hundreds
+    of times an aligned one's); bottom: its duration (an aligned one under back-pressure waits for its
+    barriers). A crash is a dashed line in the run's colour.
+    """
+    from plotly.subplots import make_subplots
+
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("checkpointed size (KB)", "duration (ms)"))
+    for i, (label, events) in enumerate(runs.items()):
+        color = palette[i % len(palette)]
+        t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+        done = [e for e in events if e["type"] == ev.FLINK_CHECKPOINT and e.get("status") == "completed"
+                and not e.get("savepoint") and e.get("ack_ms")]
+        x = [e["ack_ms"] / 1000 - t0 for e in done]
+        hover = [f"checkpoint {e['checkpoint']} (driver #{e.get('attempt', 1)})<br>{(e.get('checkpointed_size') or 0) / 1024:.1f} KB, "
+                 f"in flight {(e.get('persisted_data') or 0) / 1024:.1f} KB<br>{e.get('duration_ms')} ms" for e in done]
+        fig.add_trace(go.Scatter(x=x, y=[max(e.get("checkpointed_size") or 0, 1) / 1024 for e in done], mode="markers+lines",
+                                 name=label, legendgroup=label, marker=dict(color=color, size=8), line=dict(width=1),
+                                 hovertext=hover, hoverinfo="text"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=[e.get("duration_ms") or 0 for e in done], mode="markers+lines", name=label,
+                                 legendgroup=label, showlegend=False, marker=dict(color=color, size=8),
+                                 line=dict(width=1), hovertext=hover, hoverinfo="text"), row=2, col=1)
+        for e in events:
+            if e["type"] == ev.FAULT:
+                fig.add_vline(x=e["t"] - t0, line=dict(color=color, width=2, dash="dash"))
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_xaxes(title_text="seconds since the run started", row=2, col=1)
+    fig.update_layout(title=title, template="plotly_white", height=520, legend=dict(orientation="h", y=-0.15))
+    return fig

@@ -121,8 +121,10 @@ class LedgeredProducer:
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
-        self._thread = threading.Thread(target=self._run, name="lab-producer", daemon=True)
-        self._thread.start()
+        """Start sending (once: a second call does nothing)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="lab-producer", daemon=True)
+            self._thread.start()
         return self
 
     def join(self, timeout: float | None = None) -> bool:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def share_plotly(html: str) -> tuple[str, bool]:
     return out, bool(n)
 
 
-def build(root: Path, artifacts: Path, out: Path) -> dict:
+def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None) -> dict:
     """Copy the executed notebooks' HTML from ``artifacts`` into ``out`` and write its index.
 
     Parameters
@@ -78,6 +79,10 @@ def build(root: Path, artifacts: Path, out: Path) -> dict:
         ``test-artifacts/``: ``notebooks/<stem>.html`` and ``solutions/<stem>.html``.
     out : Path
         ``docs/reference/``.
+    only : list of str, optional
+        :func:`key` names (``08_other_engines``, ``solutions/08_other_engines``): rebuild
+        only their pages and keep the index's other entries as they are (after the
+        tests of one notebook ran). Default: every notebook.
 
     Returns
     -------
@@ -97,7 +102,17 @@ def build(root: Path, artifacts: Path, out: Path) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     index = {"made_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": versions(), "notebooks": {}}
-    for path in notebooks(root):
+    todo = notebooks(root)
+    if only:
+        unknown = sorted(set(only) - {key(p) for p in todo})
+        if unknown:
+            raise LabError(f"no notebook {unknown[0]!r}; valid: {', '.join(key(p) for p in todo)}")
+        try:
+            index["notebooks"] = json.loads((out / INDEX).read_text())["notebooks"]
+        except (OSError, ValueError, KeyError):
+            pass
+        todo = [p for p in todo if key(p) in only]
+    for path in todo:
         exported = Path(artifacts) / ("solutions" if path.parent.name == "solutions" else "notebooks") / f"{path.stem}.html"
         executed = exported.with_suffix(".ipynb")  # the executed copy the HTML was exported from
         if not exported.is_file() or not executed.is_file() or source_digest(executed) != source_digest(path):
@@ -111,7 +126,8 @@ def build(root: Path, artifacts: Path, out: Path) -> dict:
                                          "plots": html.count("Plotly.newPlot"), "plotly_shared": shared}
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, out / PLOTLY_JS)
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
-    links = "".join(f'<li><a href="{v["html"]}">{k}</a> (executed {v["executed_at"]})</li>'
+    index["notebooks"] = {key(p): index["notebooks"][key(p)] for p in notebooks(root) if key(p) in index["notebooks"]}
+    links = "".join(f'<li><a href="{v["html"]}">{k}</a> (executed {v.get("executed_at", "?")})</li>'
                     for k, v in index["notebooks"].items())
     (out / "index.html").write_text(f"<!doctype html><meta charset='utf-8'><title>The lab: reference outputs</title>"
                                     f"<h1>What you should see</h1><p>Every notebook executed headless with its small "
@@ -132,14 +148,17 @@ def stale(root: Path, out: Path) -> list[str]:
 
 
 def main() -> int:
-    """``python -m lab.reference``: build ``docs/reference`` from ``test-artifacts`` (after the notebook tests)."""
+    """``python -m lab.reference [KEY ...]``: build ``docs/reference`` from ``test-artifacts`` (after the notebook tests).
+
+    With keys (``08_other_engines solutions/08_other_engines``), only those pages are rebuilt.
+    """
     from lab.config import project_root
 
     root = project_root()
     if root is None:
         raise SystemExit("error: the reference is built from a checkout of the lab (no pyproject.toml found)")
     try:
-        index = build(root, root / "test-artifacts", root / "docs" / "reference")
+        index = build(root, root / "test-artifacts", root / "docs" / "reference", only=sys.argv[1:] or None)
     except LabError as e:
         raise SystemExit(f"error: {e}") from None
     print(f"docs/reference: {len(index['notebooks'])} notebooks, executed {index['made_at']}")

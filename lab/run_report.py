@@ -130,6 +130,10 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
 
         source["flink_replays"] = replay_report(run_dir, read_events(run_dir), bootstrap, output_topic(config.topic),
                                                 config.partitions)
+    if config.query == "key-count":  # the driver's changelog-backed counts per key (lab.changelog_state)
+        from lab.changelog_state import changelog_report
+
+        source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, read_events(run_dir))
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)

@@ -59,7 +59,7 @@ _SINKS = {"append": "append sink", "idempotent": "idempotent sink", "transaction
 _COMMITS = {"after-output": "commit after output", "before-output": "commit before output"}
 _OFFSETS = {"checkpoint": "offsets in checkpoint", "kafka": "offsets in Kafka"}
 # Rows are grouped by family in the guide's order (receivers first, Kafka's own last), then by first appearance.
-_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "plain", "cluster")
+_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "flink", "plain", "cluster")
 
 
 def _present(value) -> bool:
@@ -105,7 +105,14 @@ def _pipeline_label(pipeline: str, sink, s: dict) -> str:
     if pipeline == "structured":
         return f"structured{stateful}, {_sink(sink)}"
     if pipeline == "kafka-eos":
-        return "kafka-eos, offsets in the producer's transaction" + ("" if sink in ("topic", None) else f", {_sink(sink)}")
+        return f"kafka-eos{stateful}, offsets in the producer's transaction" + ("" if sink in ("topic", None) else f", {_sink(sink)}")
+    if pipeline == "flink":
+        parts = [f"flink, {s['checkpointing']} barriers" if _present(s.get("checkpointing")) else "flink"]
+        if _present(s.get("flink_delivery")):
+            parts.append(f"{s['flink_delivery']} KafkaSink")
+        if s.get("slow_sink") is True:
+            parts.append("back-pressured")
+        return ", ".join(parts)
     if pipeline == "plain":
         commit = _COMMITS.get(s.get("commit"))
         return ", ".join(["plain consumer", *([commit] if commit else []), _sink(sink)])

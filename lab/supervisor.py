@@ -152,7 +152,9 @@ class Run:
             self._t0 = time.monotonic()
             self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
-                                             EventLog(self.run_dir, "producer")).start()
+                                             EventLog(self.run_dir, "producer"))
+            if not PIPELINES[cfg.pipeline].ready_when_running:  # else at the first driver-ready (registry)
+                self.producer.start()
             self._start_driver()
             self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
             self._thread.start()
@@ -378,6 +380,7 @@ class Run:
         elif kind == ev.PRODUCER_DONE:
             self._times["producer_s"] = self.elapsed()
         elif kind == ev.DRIVER_READY:
+            self.producer.start()  # once; for a pipeline ready when its job runs, this is the producer's start
             self._ready_attempt = max(self._ready_attempt, int(event.get("attempt", 1)))
             if self._ready_attempt == self._driver.attempt:  # the current driver has its turn: the next may start
                 self._keep_standby()

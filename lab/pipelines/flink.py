@@ -17,9 +17,11 @@ Protocol
    and the output topic's end offsets, i.e. what earlier attempts left there.
 2. Start the job (``flink/attempt-N.json`` is its spec; its log goes to
    ``flink/logs-N/``). Once it is submitted: ``flink-job`` with its REST address
-   (Flink logs ``Rest endpoint listening at``; bound to 127.0.0.1, port 0) and,
-   once its source subtasks have their partitions, ``flink-source`` with the
-   offsets they start from (from the log: after a restore, the checkpoint's).
+   (Flink logs ``Rest endpoint listening at``; bound to 127.0.0.1, port 0), then
+   ``driver-ready`` (the registry's ``ready_when_running``: the run's producer starts
+   at the first one, so events arrive while the job runs) and, once its source
+   subtasks have their partitions, ``flink-source`` with the offsets they start
+   from (from the log: after a restore, the checkpoint's).
 3. Every :data:`POLL_S`: each checkpoint that ended (REST history) becomes a
    ``flink-checkpoint`` event; each completed one ends a lab batch
    (``batch-done``, its ranges from the group's committed offsets, which the source
@@ -198,6 +200,7 @@ def run(ctx: DriverContext) -> None:
             return
         ctx.events.write(ev.FLINK_JOB, job_id=job_id, rest=rest, took_s=round(time.monotonic() - began, 3),
                          attempt=ctx.attempt)
+        ctx.ready()  # faults may target it from now on; the first one's also starts the run's producer
         ctx.phase("query")
         _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begin)
     finally:

@@ -33,6 +33,12 @@ class PipelineSpec:
     waits_for_turn : bool
         Its driver calls ``DriverContext.await_turn``, so it can be started
         ahead as a standby (:mod:`lab.driver_process`).
+    ready_when_running : bool
+        Its driver says ``driver-ready`` itself, once its job runs, and the run's
+        producer starts then. Measured for flink: the job runs 4-12 s after its
+        driver starts (more on a loaded machine) and its first checkpoint takes up
+        to 8 s more; a producer started with the run had sent everything by then,
+        leaving no epoch with events in flight for a crash to land in.
     """
 
     name: str
@@ -41,6 +47,7 @@ class PipelineSpec:
     uses_spark: bool
     options: tuple[str, ...] = ()
     waits_for_turn: bool = False
+    ready_when_running: bool = False
 
     @property
     def faults(self) -> tuple[str, ...]:
@@ -75,6 +82,7 @@ PIPELINES: dict[str, PipelineSpec] = {
                 "restarts from the newest retained checkpoint",
         uses_spark=False,
         options=("checkpointing", "flink_delivery", "slow_sink"),
+        ready_when_running=True,
     ),
     "structured": PipelineSpec(
         name="structured",

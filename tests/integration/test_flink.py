@@ -6,8 +6,6 @@ and the duplicates a restart should write from the run's own timeline
 (:mod:`lab.flink_audit`), never from a stored figure.
 """
 
-import json
-
 import pytest
 
 from lab import events as ev
@@ -18,6 +16,8 @@ from tests.integration.conftest import assert_all_gone, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.flink]
 
+#: Half a checkpoint interval into the fourth epoch: the job is up 4-8 s after the run starts and checkpoints
+#: every second or so, so the crash comes 8-12 s in, while the producer (6,000 events at 400/s: 15 s) still sends.
 CRASH = "driver-crash@batch=3:mid-output"
 
 
@@ -37,13 +37,8 @@ def _run(**params):
     return result, events
 
 
-def _checkpoints(events, attempt=1):
-    return [e for e in events if e["type"] == ev.FLINK_CHECKPOINT and e["attempt"] == attempt
-            and e["status"] == "completed" and not e["savepoint"]]
-
-
 def test_aligned_checkpoints_and_a_transactional_sink_are_exactly_once_across_a_crash(runs_dir):
-    result, events = _run(events=6000, rate=500, checkpointing="aligned")
+    result, events = _run(events=6000, rate=400, checkpointing="aligned")
     r = result.report
     assert (r["acked"], r["exactly_once"], r["lost"], r["duplicated"], r["unseen"]) == (6000, 6000, 0, 0, 0), r
     assert r["guarantee"] == "exactly-once" and r["settings"]["flink_delivery"] == "exactly-once"
@@ -53,7 +48,7 @@ def test_aligned_checkpoints_and_a_transactional_sink_are_exactly_once_across_a_
 
 
 def test_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(runs_dir):
-    result, events = _run(events=6000, rate=500, checkpointing="at-least-once")
+    result, events = _run(events=6000, rate=400, checkpointing="at-least-once")
     r = result.report
     replays = r["flink_replays"]
     assert r["settings"]["flink_delivery"] == "at-least-once" and r["lost"] == 0 and r["unseen"] == 0, r
@@ -64,16 +59,5 @@ def test_at_least_once_duplicates_exactly_what_was_written_after_the_restored_ch
     assert replays["restarts"][0]["start_offsets"] == start["start_offsets"]
 
 
-def test_unaligned_checkpoints_store_the_in_flight_records_under_back_pressure(runs_dir):
-    aligned, a_events = _run(events=12000, rate=0, checkpointing="aligned", slow_sink=True)
-    unaligned, u_events = _run(events=12000, rate=0, checkpointing="unaligned", slow_sink=True)
-    for result in (aligned, unaligned):
-        r = result.report
-        assert (r["exactly_once"], r["lost"], r["duplicated"]) == (12000, 0, 0), r
-    # the same back-pressure: aligned checkpoints store no records, unaligned ones store what was in the buffers
-    a, u = _checkpoints(a_events), _checkpoints(u_events)
-    assert a and u and all(c["persisted_data"] == 0 for c in a)
-    assert max(c["persisted_data"] for c in u) > 100_000, [c["persisted_data"] for c in u]
-    assert max(c["checkpointed_size"] for c in u) > 50 * max(c["checkpointed_size"] for c in a)
-    spec = json.loads((unaligned.run_dir / "flink" / "attempt-1.json").read_text())
-    assert spec["checkpointing"] == "unaligned" and spec["slow_sink"] is True
+# Aligned vs unaligned checkpoints under back-pressure (sizes, in-flight records) are measured by notebook 08's
+# test (tests/notebooks/test_notebooks.py, check_08), which runs both: a third pair here would add 45 s.

@@ -28,9 +28,12 @@ SMALL = {
     # the faults as tests/integration/test_replication.py measured them; two cells of the grid
     "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500, GRID=[["1", 1, "on"], ["all", 2, "on"]],
                                 EOS_EVENTS=600, EOS_BATCH=100),
+    "08_other_engines": dict(INTERACTIVE=False, EVENTS=4500, RATE=300, SLOW_EVENTS=8000,
+                             PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
+                                          "at-least-once barriers": "exactly-once"}),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
+MIN_PLOTS = {"08_other_engines": 4, "07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
 
 
 def notebooks():
@@ -346,5 +349,29 @@ def check_07(reports):
     assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - 600 > 0, eos
 
 
-MEASURED = {"07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
+def check_08(reports):
+    flink = [r for r in reports if r["pipeline"] == "flink"]
+    assert len(flink) == 4 and all(r["restarts"] == 1 and r["drained"] and r["lost"] == 0 for r in flink), flink
+    aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
+    assert aligned["exactly_once"] == aligned["acked"] == 4500 and aligned["read_uncommitted_records"] > 4500, _counts(aligned)
+    alo = _pick(flink, checkpointing="at-least-once")
+    # the duplicates the timeline predicts are the ones the audit measures
+    assert alo["duplicated"] > 0 and alo["extra_copies"] == alo["flink_replays"]["predicted_extra_copies"], alo["flink_replays"]
+    from pathlib import Path
+
+    stored = {}
+    for mode in ("aligned", "unaligned"):
+        r = _pick(flink, checkpointing=mode, slow_sink=True)
+        assert r["exactly_once"] == r["acked"] == 8000, _counts(r)
+        stored[mode] = max(e.get("persisted_data") or 0 for e in read_events(Path(r["run_dir"]))
+                           if e["type"] == "flink-checkpoint" and e["status"] == "completed")
+    assert stored["aligned"] == 0 < 100_000 < stored["unaligned"], stored  # in-flight records, only unaligned
+    eos = _pick(reports, pipeline="kafka-eos")
+    assert eos["exactly_once"] == eos["acked"] == 4500 and eos["restarts"] == 1, _counts(eos)
+    state = eos["changelog"]  # Samza's changelog: every key's restored count exact
+    assert state["keys"] > 0 and state["keys_exact"] == state["keys"], state
+    assert [r["attempt"] for r in state["restores"]] == [1, 2] and state["restores"][1]["records"] > 0, state
+
+
+MEASURED = {"08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
             "03_structured_streaming": check_03, "05_exactly_once_production": check_05}

@@ -96,3 +96,14 @@ def test_a_missing_flink_environment_names_the_command_that_makes_it(tmp_path, m
     with pytest.raises(LabError, match=r"make flink") as e:
         flink_env.check_ready()
     assert "\n" not in str(e.value)
+
+
+def test_the_engines_grid_is_valid_and_each_row_has_its_own_label(runs_dir):
+    from lab.matrix import load_grid
+    from lab.semantics_grid import deployment
+
+    grid = load_grid(Path(flink_env.__file__).parent / "templates" / "engines_grid.yaml")
+    assert [s.expect for s in grid.scenarios] == ["exactly-once", "exactly-once", "at-least-once", "exactly-once",
+                                                  "exactly-once"]
+    labels = [deployment(s.params["pipeline"], "topic", make_config(**s.params).settings) for s in grid.scenarios]
+    assert len(set(labels)) == 5 and labels[1] == "flink, unaligned barriers, exactly-once KafkaSink, back-pressured"

@@ -46,3 +46,30 @@ def test_plotly_is_shared_not_copied_per_page():
     out, shared = share_plotly(html)
     assert shared and out == f'<p>x</p><script src="{PLOTLY_JS}"></script><script>Plotly.newPlot()</script>'
     assert share_plotly("<p>no plots</p>") == ("<p>no plots</p>", False)
+
+
+def test_one_notebook_is_rebuilt_and_the_others_kept(tmp_path):
+    import json
+    import shutil
+
+    import pytest
+
+    from lab.errors import LabError
+    from lab.reference import build
+
+    nb_dir, artifacts, out = tmp_path / "notebooks", tmp_path / "artifacts" / "notebooks", tmp_path / "ref"
+    nb_dir.mkdir()
+    artifacts.mkdir(parents=True)
+    out.mkdir()
+    for stem in ("00_start_here", "02_direct_kafka"):
+        shutil.copy(ROOT / "notebooks" / f"{stem}.ipynb", nb_dir)
+    shutil.copy(nb_dir / "02_direct_kafka.ipynb", artifacts)  # only 02 was executed now
+    (artifacts / "02_direct_kafka.html").write_text("<p>02, executed</p>")
+    kept = {"html": "00_start_here.html", "source_sha256": "from an earlier build"}
+    (out / INDEX).write_text(json.dumps({"notebooks": {"00_start_here": kept}}))
+    index = build(tmp_path, tmp_path / "artifacts", out, only=["02_direct_kafka"])
+    assert list(index["notebooks"]) == ["00_start_here", "02_direct_kafka"]  # notebook order, the old entry kept
+    assert index["notebooks"]["00_start_here"] == kept
+    assert (out / "02_direct_kafka.html").read_text() == "<p>02, executed</p>"
+    with pytest.raises(LabError, match="no notebook '09_x'; valid: 00_start_here, 02_direct_kafka"):
+        build(tmp_path, tmp_path / "artifacts", out, only=["09_x"])

@@ -1,0 +1,90 @@
+"""Notebook 08's tables: a flink run's checkpoints and restarts, a changelog's restore, the engines side by side.
+
+Plain data in, DataFrames out; the notebook displays them. Every figure is read
+from a finished run (its timeline and ``report.json``), never restated.
+"""
+
+from __future__ import annotations
+
+from lab import events as ev
+from lab.events import read_events
+
+#: What each pipeline's recovery rests on, in the words of the engine's documentation.
+MECHANISMS = {
+    "flink": "checkpoint barriers (Chandy-Lamport snapshots); source offsets restored from the checkpoint",
+    "kafka-eos": "offsets (and, with key-count, the state's changelog) sent inside the output's Kafka transaction",
+    "structured": "offset log before the batch, commit log after it; the sink decides what is stored",
+    "direct": "driver-planned offset ranges logged in the checkpoint",
+    "receiver": "received blocks in the write-ahead log; offsets committed when stored",
+    "plain": "the consumer group's committed offsets",
+}
+
+
+def events(result) -> list[dict]:
+    """A run's timeline (``events.jsonl``)."""
+    return read_events(result.run_dir)
+
+
+def checkpoints(result) -> "pandas.DataFrame":  # noqa: F821
+    """One row per checkpoint that ended in ``result``'s run: when, how long, how big, how much was in flight."""
+    import pandas as pd
+
+    events = read_events(result.run_dir)
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), 0.0)
+    rows = [{"driver": e.get("attempt"), "checkpoint": e.get("checkpoint"), "status": e.get("status"),
+             "completed at (s)": round(e["ack_ms"] / 1000 - t0, 2) if e.get("ack_ms") else None,
+             "duration (ms)": e.get("duration_ms"), "size (KB)": round((e.get("checkpointed_size") or 0) / 1024, 1),
+             "in-flight records stored (KB)": round((e.get("persisted_data") or 0) / 1024, 1),
+             "savepoint": bool(e.get("savepoint"))}
+            for e in events if e["type"] == ev.FLINK_CHECKPOINT]
+    return pd.DataFrame(rows)
+
+
+def restarts(result) -> "pandas.DataFrame":  # noqa: F821
+    """Per restart: the checkpoint restored, where it started reading, and the duplicates predicted vs measured."""
+    import pandas as pd
+
+    report = result.report
+    rows = [{"driver": r["attempt"], "restored checkpoint": r["checkpoint"],
+             "reads from (partition: offset)": ", ".join(f"{p}: {o}" for p, o in r["start_offsets"].items()),
+             "dead job's records in the output": r["written_before"],
+             "of them past the checkpoint (written again)": r["replayed"]}
+            for r in (report.get("flink_replays") or {}).get("restarts", [])]
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table.attrs["measured extra copies"] = report["extra_copies"]
+    return table
+
+
+def changelog(result) -> "pandas.DataFrame":  # noqa: F821
+    """A ``key-count`` run's state (the report's ``changelog``): keys exact, over and under, and each restore."""
+    import pandas as pd
+
+    c = result.report.get("changelog") or {}
+    rows = [{"driver": r.get("attempt"), "changelog records read": r.get("records"), "keys restored": r.get("keys"),
+             "restore (s)": r.get("took_s")} for r in c.get("restores", [])]
+    table = pd.DataFrame(rows)
+    table.attrs.update({k: c.get(k) for k in ("keys", "keys_exact", "keys_over", "keys_under")})
+    table.index.name = (f"{c.get('keys_exact')} of {c.get('keys')} keys exact ({c.get('keys_over')} over, "
+                        f"{c.get('keys_under')} under)")
+    return table
+
+
+def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+    """The engines side by side: label -> run result; mechanism, settings, the fault, and the measured guarantee."""
+    import pandas as pd
+
+    rows = []
+    for label, result in results.items():
+        r, cfg = result.report, result.config
+        settings = {k: v for k, v in r["settings"].items() if k in ("checkpointing", "flink_delivery", "sink", "query",
+                                                                      "offsets", "wal", "commit")}
+        rows.append({"run": label, "engine": "Apache Flink" if cfg.pipeline == "flink" else
+                     "Kafka (no engine)" if cfg.pipeline in ("kafka-eos", "plain") else "Apache Spark",
+                     "pipeline": cfg.pipeline, "mechanism": MECHANISMS.get(cfg.pipeline, ""),
+                     "settings": ", ".join(f"{k}={v}" for k, v in settings.items()), "faults": cfg.faults or "none",
+                     "acknowledged": r["acked"], "exactly once": r["exactly_once"], "duplicated": r["duplicated"],
+                     "lost": r["lost"], "measured": r["guarantee"],
+                     "state": (f"{r['changelog']['keys_exact']} of {r['changelog']['keys']} keys exact"
+                               if r.get("changelog") else "")})
+    return pd.DataFrame(rows).set_index("run")
