@@ -67,7 +67,7 @@ import urllib.request
 from pathlib import Path
 
 from lab import events as ev
-from lab import flink_env, flink_settings, kafka_tools
+from lab import flink_env, flink_settings, jars, kafka_tools
 from lab.driver import DriverContext
 from lab.errors import DriverConfigError, LabError
 from lab.topic_sink import output_topic
@@ -177,34 +177,33 @@ def run(ctx: DriverContext) -> None:
     kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)
     restore = flink_settings.newest_checkpoint(completed_checkpoints(checkpoint_dir))
     out_ends = kafka_tools.end_offsets(ctx.bootstrap, out, cfg.partitions)
-    from lab import jars
-
     spec = flink_settings.job_spec(cfg, run_id=ctx.run_id, bootstrap=ctx.bootstrap,
                                    checkpoint_dir=str(checkpoint_dir), savepoint_dir=str(run_dir / "savepoints"),
                                    restore=restore and restore[0], connector_jar=str(jars.ensure(flink_env.JAR_SET)[0]))
     tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
     consumer = kafka_tools.consumer(ctx.bootstrap, group_id=f"lab-{ctx.run_id}", enable_auto_commit=False)
-    # Where the job will read from: the restored checkpoint's offsets, else the group's (else the earliest).
-    restored = _offsets_in(Path(restore[0]), cfg.topic) if restore else {}
-    begin = {tp.partition: 0 for tp in tps} | _committed(consumer, tps) | restored
-    ctx.events.write(ev.FLINK_START, attempt=ctx.attempt, restore=restore and restore[0],
-                     restore_checkpoint=restore and restore[1], start_offsets={str(p): o for p, o in begin.items()},
-                     out_end_offsets={str(p): o for p, o in out_ends.items()},
-                     checkpointing=cfg.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
-    began = time.monotonic()
-    child, spec_path = _start_job(ctx, spec, attempt_dir)
     try:
+        # Where the job will read from: the restored checkpoint's offsets, else the group's (else the earliest).
+        restored = _offsets_in(Path(restore[0]), cfg.topic) if restore else {}
+        begin = {tp.partition: 0 for tp in tps} | _committed(consumer, tps) | restored
+        ctx.events.write(ev.FLINK_START, attempt=ctx.attempt, restore=restore and restore[0],
+                         restore_checkpoint=restore and restore[1], start_offsets={str(p): o for p, o in begin.items()},
+                         out_end_offsets={str(p): o for p, o in out_ends.items()},
+                         checkpointing=cfg.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
+        began = time.monotonic()
+        child, spec_path = _start_job(ctx, spec, attempt_dir)
         try:
             job_id, rest = _await_job(ctx, child, spec_path, attempt_dir)
+            ctx.events.write(ev.FLINK_JOB, job_id=job_id, rest=rest, took_s=round(time.monotonic() - began, 3),
+                             attempt=ctx.attempt)
+            ctx.ready()  # faults may target it from now on; the first one's also starts the run's producer
+            ctx.phase("query")
+            _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begin)
         except _Stopped:
             return
-        ctx.events.write(ev.FLINK_JOB, job_id=job_id, rest=rest, took_s=round(time.monotonic() - began, 3),
-                         attempt=ctx.attempt)
-        ctx.ready()  # faults may target it from now on; the first one's also starts the run's producer
-        ctx.phase("query")
-        _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begin)
+        finally:
+            _stop(child)
     finally:
-        _stop(child)
         consumer.close(autocommit=False)
 
 
