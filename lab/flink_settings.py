@@ -81,19 +81,15 @@ def job_spec(cfg, *, run_id: str, bootstrap: str, checkpoint_dir: str, savepoint
 _SPLIT = re.compile(r"\[Partition: (?P<topic>.+?)-(?P<partition>\d+), StartingOffset: (?P<offset>-?\d+)")
 
 
-def starting_offsets(log_text: str, topic: str) -> dict[int, int]:
-    """The offsets the job's Kafka source started from, per partition, read from its TaskManager log lines.
+def split_offsets(log_text: str, topic: str) -> dict[int, int]:
+    """The offset each of the job's Kafka source subtasks was told to start ``topic``'s partitions at, from its log.
 
     Flink's ``SourceReaderBase`` logs ``Adding split(s) to reader: [[Partition: <topic>-<p>,
     StartingOffset: <offset>, ...]]`` when a source subtask is given its partitions: after a restore, the
     offsets of the checkpoint it restored; on a first start, the group's committed offsets or a marker
-    (negative: "earliest", "committed") that the reader resolves later. Only non-negative offsets are returned.
+    (negative: "earliest", "committed") that the reader resolves later. Markers are kept here.
     """
-    out: dict[int, int] = {}
-    for m in _SPLIT.finditer(log_text):
-        if m["topic"] == topic and int(m["offset"]) >= 0:
-            out[int(m["partition"])] = int(m["offset"])
-    return out
+    return {int(m["partition"]): int(m["offset"]) for m in _SPLIT.finditer(log_text) if m["topic"] == topic}
 
 
 def checkpoint_offsets(metadata: bytes, topic: str) -> dict[int, int]:

@@ -220,12 +220,13 @@ def _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begi
     while not ctx.stopping:
         if child.poll() is not None:
             raise RuntimeError(f"the Flink job ended on its own (exit {child.returncode}): {_last_line(spec_path)}")
-        if not source_said:
-            offsets = flink_settings.starting_offsets(_log_text(attempt_dir), cfg.topic)
-            if len(offsets) == len(tps):
-                ctx.events.write(ev.FLINK_SOURCE, offsets={str(p): o for p, o in sorted(offsets.items())},
-                                 attempt=ctx.attempt)
+        if not source_said:  # the log is read until every partition's split is in it, then never again
+            splits = flink_settings.split_offsets(_log_text(attempt_dir), cfg.topic)
+            if len(splits) == len(tps):
                 source_said = True
+                if all(o >= 0 for o in splits.values()):  # markers (a first start) are resolved by the reader later
+                    ctx.events.write(ev.FLINK_SOURCE, offsets={str(p): o for p, o in sorted(splits.items())},
+                                     attempt=ctx.attempt)
         _report_checkpoints(ctx, rest, job_id, reported)
         new = sorted((cid, path) for path, cid, _ in completed_checkpoints(job_dir.parent)
                      if Path(path).parent == job_dir and cid not in done)

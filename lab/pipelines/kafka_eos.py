@@ -215,11 +215,6 @@ def _init(ctx: DriverContext, producer, txn_id: str) -> None:
                      previous_epoch=before[-1].get("epoch") if before else None)
 
 
-def keeps_counts(cfg) -> bool:
-    """Whether the run's query is ``key-count`` (a config that names no query is ``passthrough``)."""
-    return getattr(cfg, "query", "passthrough") == KEY_COUNT
-
-
 def _restore(ctx: DriverContext, changelog: str) -> changelog_state.LocalStore:
     """This attempt's new, empty store, restored from the committed changelog; the ``changelog-restore`` event."""
     store = changelog_state.LocalStore(changelog_state.store_path(ctx.run_dir, ctx.attempt))
@@ -235,7 +230,7 @@ def run(ctx: DriverContext) -> None:
 
     cfg = ctx.config
     group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
-    changelog = changelog_state.changelog_topic(cfg.topic) if keeps_counts(cfg) else None
+    changelog = changelog_state.changelog_topic(cfg.topic) if cfg.query == KEY_COUNT else None
     # On a cluster the output is replicated and configured as the input is: what the audit reads must
     # not be less durable than what was read.
     kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)

@@ -51,12 +51,13 @@ def test_checkpoint_offsets_skip_markers_and_truncated_records():
     assert flink_settings.checkpoint_offsets(split("t", 0, 5)[:-3], "t") == {}
 
 
-def test_starting_offsets_from_the_task_managers_log():
+def test_split_offsets_from_the_task_managers_log():
     log = ("... SourceReaderBase [] - Adding split(s) to reader: [[Partition: ev.r-1, StartingOffset: 2189, "
            "StoppingOffset: -9223372036854775808]]\n"
            "... Adding split(s) to reader: [[Partition: ev.r-0, StartingOffset: -3, StoppingOffset: -1]]\n"
            "... Adding split(s) to reader: [[Partition: other-0, StartingOffset: 5, StoppingOffset: -1]]\n")
-    assert flink_settings.starting_offsets(log, "ev.r") == {1: 2189}
+    # partition 0 starts at a marker (-3: the group's committed offsets), resolved later by the reader
+    assert flink_settings.split_offsets(log, "ev.r") == {1: 2189, 0: -3}
 
 
 def test_the_newest_checkpoint_is_the_highest_id():

@@ -98,7 +98,8 @@ def driver(tmp_path, monkeypatch):
     def make(producer, records, batch=2):
         written = []
         ctx = SimpleNamespace(
-            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, nodes=1, topic_configs={}),
+            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, nodes=1, topic_configs={},
+                                   query="passthrough"),
             run_id="r1",
             bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,
