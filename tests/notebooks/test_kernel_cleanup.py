@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
 import time
 
 import pytest
@@ -33,10 +36,13 @@ def kernel(runs_dir):
     from jupyter_client import KernelManager
 
     km = KernelManager(kernel_name="python3")
-    km.start_kernel(env=__import__("os").environ.copy())
+    km.start_kernel(env=os.environ.copy())
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=60)
+    # A kernel that stops answering dumps its threads' stacks (to this test's captured stderr) on SIGUSR1.
+    kc.execute_interactive("import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)",
+                           timeout=60)
     yield km, kc
     kc.stop_channels()
     if km.is_alive():
@@ -49,21 +55,29 @@ def test_kernel_interrupt_mid_run(kernel, runs_dir):
     run_dir = wait_for_run(runs_dir)
     pids = run_pids(run_dir)
     km.interrupt_kernel()
-    reply = kc.get_shell_msg(timeout=60)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=60)
-    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    reply = shell_reply(km, kc, msg_id)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt"
     assert_all_gone(pids)
-    # and the kernel's own threads of the run are gone
-    kc.execute("import threading; print(sorted(t.name for t in threading.enumerate() if t.name.startswith('lab-')))")
-    out = ""
-    deadline = time.monotonic() + 30
+    # and the kernel's own threads of the run are gone. Read from the shell reply, which the kernel sends
+    # once the code ran: ipykernel 7 can drop IOPub messages (stream output) after an interrupt.
+    names = "sorted(t.name for t in threading.enumerate() if t.name.startswith('lab-'))"
+    probe = kc.execute("import threading", user_expressions={"lab_threads": names})
+    assert shell_reply(km, kc, probe)["user_expressions"]["lab_threads"]["data"]["text/plain"] == "[]"
+
+
+def shell_reply(km, kc, msg_id, timeout=60):
+    """The shell reply to ``msg_id``; a kernel that sends none in ``timeout`` s dumps its stacks, then fails."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        m = kc.get_iopub_msg(timeout=30)
-        if m["msg_type"] == "stream":
-            out += m["content"]["text"]
+        try:
+            reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
             break
-    assert out.strip() == "[]"
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]
+    os.kill(km.provisioner.pid, signal.SIGUSR1)
+    time.sleep(1)
+    raise AssertionError(f"the kernel sent no reply in {timeout} s after the interrupt (its stacks are above)")
 
 
 def test_kernel_restart_mid_run(kernel, runs_dir):
