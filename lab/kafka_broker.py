@@ -9,9 +9,11 @@ Protocol
 --------
 1. :func:`prerequisites`: the JVM (:func:`lab.java.find_java`), the cached jars'
    classpath and the Kafka version.
-2. :func:`format_data_dir` once per data directory (``kafka.tools.StorageTool
-   format --standalone``, into a temporary directory renamed when done, so a
-   half-formatted directory cannot exist); a restart reuses the data.
+2. A new data directory is a copy of one formatted once per Kafka version
+   (:mod:`lab.kafka_template`), else :func:`format_data_dir` formats it
+   (``kafka.tools.StorageTool format --standalone``, into a temporary directory
+   renamed when done, so a half-formatted directory cannot exist); a restart
+   reuses the data.
 3. :func:`start`: ``kafka.Kafka server.properties`` with every listener on
    ``127.0.0.1:0`` (the OS picks the ports; Kafka logs them) and the client
    listener advertised as the proxy's port; ready when the log says
@@ -304,13 +306,29 @@ def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: boo
     """
     log = log_dir / "kafka.log"
     data_dir = log_dir / "kafka-data"
-    if not data_dir.exists():
+    if not data_dir.exists() and not copy_formatted(java, classpath, log_dir, data_dir, proxy_port, log):
         format_data_dir(java, classpath, log_dir, data_dir, proxy_port, log)
     proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log, detach)
     if "PLAINTEXT" not in ports:
         processes.stop_process(proc, 2)
         raise LabError(f"Apache Kafka's client listener port is not in its log (it says {ports}); see {log}")
     return proc, ports["PLAINTEXT"]
+
+
+def copy_formatted(java: str, classpath: str, log_dir: Path, data_dir: Path, proxy_port: int, log: Path) -> bool:
+    """Give ``data_dir`` a copy of the formatted template (:mod:`lab.kafka_template`), made on first use.
+
+    False under ``LAB_KAFKA_FORMAT=each`` or when the template cannot be made or
+    copied: the caller then formats ``data_dir`` itself.
+    """
+    from lab import jars, kafka_template
+
+    if kafka_template.format_mode() != "template":
+        return False
+    template = kafka_template.template_dir(jars.jar_set(KAFKA_JARS).version, properties(Path("<data>"), 0))
+    made = kafka_template.ensure_template(
+        template, lambda target: format_data_dir(java, classpath, log_dir, target, proxy_port, log))
+    return made and kafka_template.copy_into(template, data_dir, cluster_id())
 
 
 def prerequisites() -> tuple[str, str, str]:

@@ -101,6 +101,33 @@ def test_kafka_starts_behind_the_proxy(kafka):
     assert MEASURED["start_s"] < 30, f"start took {MEASURED['start_s']:.1f} s"
 
 
+def test_its_data_directory_is_the_formatted_template_with_a_cluster_id_of_its_own(kafka):
+    from lab import kafka_template
+
+    data = Path(kafka.info.log_dir) / "kafka-data"
+    template = kafka_template.template_dir(jars.jar_set(kafka_broker.KAFKA_JARS).version,
+                                           kafka_broker.properties(Path("<data>"), 0))
+    assert "Formatting" not in (Path(kafka.info.log_dir) / "kafka.log").read_text()  # no StorageTool JVM of its own
+    meta, template_meta = (d / "meta.properties" for d in (data, template))
+    ids = dict(line.split("=", 1) for line in meta.read_text().splitlines() if "=" in line)
+    template_ids = dict(line.split("=", 1) for line in template_meta.read_text().splitlines() if "=" in line)
+    assert ids["cluster.id"] != template_ids["cluster.id"] and ids["directory.id"] == template_ids["directory.id"]
+    voters = "__cluster_metadata-0/00000000000000000000-0000000000.checkpoint"
+    assert (data / voters).read_bytes() == (template / voters).read_bytes()
+
+
+def test_lab_kafka_format_each_formats_with_kafka_s_storage_tool(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_KAFKA_FORMAT", "each")
+    info = broker.start_embedded(tmp_path / "logs", product="kafka")
+    try:
+        assert "Formatting dynamic metadata voter directory" in (tmp_path / "logs" / "kafka.log").read_text()
+        kafka_tools.create_topic(info.bootstrap, "formatted.each", 2)
+        assert kafka_tools.partition_count(info.bootstrap, "formatted.each") == 2
+    finally:
+        broker.stop_embedded(info)
+    assert_all_gone([info.broker_pid, info.proxy_pid])
+
+
 def test_idempotent_produce_and_consume_through_the_proxy(kafka):
     bootstrap = kafka.info.bootstrap
     kafka_tools.create_topic(bootstrap, "events", 3)

@@ -1,0 +1,92 @@
+"""The formatted one-node template and its copies (lab.kafka_template), without a JVM."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lab import kafka_template
+from lab.errors import LabError
+
+META = "#\n#Tue Nov 24 05:59:43 UTC 2026\nnode.id=1\ndirectory.id=B7jVW9S8TJu7pkpQNA7ZAQ\nversion=1\ncluster.id=OLD\n"
+
+
+def fake_format(target, calls=None, delay=0.0):
+    """What format_data_dir leaves: the directory appears whole (staging renamed)."""
+    if calls is not None:
+        calls.append(target)
+    time.sleep(delay)
+    staging = target.with_name(target.name + ".staging")
+    (staging / "__cluster_metadata-0").mkdir(parents=True)
+    (staging / "meta.properties").write_text(META)
+    (staging / "bootstrap.checkpoint").write_bytes(b"\x00\x01features")
+    (staging / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").write_bytes(b"\x00voters")
+    staging.rename(target)
+
+
+def test_a_copy_has_its_own_cluster_id_and_the_template_s_other_bytes(tmp_path):
+    template = tmp_path / "cache" / "kafka-data"
+    assert kafka_template.ensure_template(template, fake_format)
+    a, b = tmp_path / "a" / "kafka-data", tmp_path / "b" / "kafka-data"
+    a.parent.mkdir(), b.parent.mkdir()
+    assert kafka_template.copy_into(template, a, "CLUSTER-A") and kafka_template.copy_into(template, b, "CLUSTER-B")
+    assert "cluster.id=CLUSTER-A\n" in (a / "meta.properties").read_text()
+    assert "cluster.id=CLUSTER-B\n" in (b / "meta.properties").read_text()
+    assert "cluster.id=OLD\n" in (template / "meta.properties").read_text()  # the template is never changed
+    for name in ("bootstrap.checkpoint", "__cluster_metadata-0/00000000000000000000-0000000000.checkpoint"):
+        assert (a / name).read_bytes() == (template / name).read_bytes()
+    assert "directory.id=B7jVW9S8TJu7pkpQNA7ZAQ" in (a / "meta.properties").read_text()
+    assert sorted(p.name for p in a.parent.iterdir()) == ["kafka-data"]  # no staging left beside it
+
+
+def test_a_missing_or_odd_template_is_no_copy_and_leaves_nothing(tmp_path):
+    data = tmp_path / "run" / "kafka-data"
+    data.parent.mkdir()
+    assert not kafka_template.copy_into(tmp_path / "absent", data, "C")
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "meta.properties").write_text("node.id=1\n")  # no cluster.id line to replace
+    assert not kafka_template.copy_into(odd, data, "C")
+    assert list(data.parent.iterdir()) == []
+
+
+def test_a_template_that_cannot_be_made_is_reported_as_absent(tmp_path):
+    def failing(target):
+        raise LabError("Apache Kafka's StorageTool format failed with status 1")
+
+    assert not kafka_template.ensure_template(tmp_path / "k" / "kafka-data", failing)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    assert not kafka_template.ensure_template(blocked / "k" / "kafka-data", fake_format)
+
+
+def test_brokers_starting_together_format_the_template_once(tmp_path):
+    template = tmp_path / "cache" / "kafka-data"
+    calls, results = [], []
+    threads = [threading.Thread(target=lambda: results.append(
+        kafka_template.ensure_template(template, lambda t: fake_format(t, calls, delay=0.3)))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True, True, True] and len(calls) == 1
+
+
+def test_the_template_s_place_changes_with_the_version_and_the_properties(tmp_path):
+    base = kafka_template.template_dir("4.1.1", "node.id=1\n", cache=tmp_path)
+    assert base.parent.parent == tmp_path / "kafka-format" and base.name == "kafka-data"
+    assert kafka_template.template_dir("4.1.1", "node.id=1\n", cache=tmp_path) == base
+    assert kafka_template.template_dir("4.2.0", "node.id=1\n", cache=tmp_path) != base
+    assert kafka_template.template_dir("4.1.1", "node.id=2\n", cache=tmp_path) != base
+
+
+def test_lab_kafka_format_names_its_choices(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_FORMAT", raising=False)
+    assert kafka_template.format_mode() == "template"
+    monkeypatch.setenv("LAB_KAFKA_FORMAT", "each")
+    assert kafka_template.format_mode() == "each"
+    monkeypatch.setenv("LAB_KAFKA_FORMAT", "once")
+    with pytest.raises(LabError, match="'once'.*each, template"):
+        kafka_template.format_mode()
