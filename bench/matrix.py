@@ -7,7 +7,9 @@ twice, back to back: first with every start-up technique off (the start as it
 was before them: no class archive, the JVM's default flags, the worker
 warm-up before the query, a 1 s restart delay; :data:`lab.start_tuning.ALL_OFF`),
 then with the defaults, and compares the two row by row: a technique may
-change the time, never a classification.
+change the time, never a classification. ``--jobs-pair`` runs it with one
+scenario at a time (one shared broker), then two at once (a broker each), and
+compares them the same way, into ``bench/results/matrix_jobs.json``.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_MINUTES = 4
 
 
-def one(out: Path, env: dict) -> dict:
-    """Run the default grid into ``out`` with ``env`` set; its time, verdicts and rows."""
+def one(out: Path, env: dict, jobs: int = 1) -> dict:
+    """Run the default grid into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
     from lab.matrix import load_grid, run_matrix, summary_lines
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         t0 = time.monotonic()
-        df = run_matrix(load_grid(None), out)
+        df = run_matrix(load_grid(None), out, jobs=jobs)
         took = time.monotonic() - t0
     finally:
         for k, v in saved.items():
@@ -44,7 +46,7 @@ def one(out: Path, env: dict) -> dict:
                 os.environ[k] = v
     print("\n".join(summary_lines(df)))
     return {
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "env": env, "cpus": os.cpu_count(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "env": env, "jobs": jobs, "cpus": os.cpu_count(),
         "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
@@ -66,28 +68,40 @@ def compare(before: dict, after: dict) -> list[dict]:
     return rows
 
 
+def paired(before: dict, after: dict) -> dict:
+    """The record of two runs of the grid: both, compared row by row, and the speed-up (pure)."""
+    rows = compare(before, after)
+    return {"before": before, "after": after, "compared": rows,
+            "classifications_unchanged": all(r["same"] for r in rows),
+            "verdicts_unchanged": all(r["verdict_before"] == r["verdict_after"] for r in rows),
+            "speed_up": round(before["seconds"] / after["seconds"], 2)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None, help="results directory (default: a fresh temporary one)")
     p.add_argument("--pair", action="store_true", help="run with the start-up techniques off, then on; compare")
+    p.add_argument("--jobs-pair", action="store_true", help="run with --jobs 1, then --jobs 2; compare")
     a = p.parse_args(argv)
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
-    if a.pair:
-        before = one(out / "techniques-off", ALL_OFF)
-        after = one(out / "defaults", {})
-        rows = compare(before, after)
-        record = {"before": before, "after": after, "compared": rows,
-                  "classifications_unchanged": all(r["same"] for r in rows),
-                  "speed_up": round(before["seconds"] / after["seconds"], 2)}
-        took = after["seconds"]
+    target = RESULTS / "matrix.json"
+    if a.jobs_pair:
+        before, after = one(out / "jobs-1", {}, jobs=1), one(out / "jobs-2", {}, jobs=2)
+        record, took = paired(before, after), after["seconds"]
+        target = RESULTS / "matrix_jobs.json"
+        print(f"--jobs 1 {before['minutes']} min, --jobs 2 {after['minutes']} min; "
+              f"classifications unchanged: {record['classifications_unchanged']}")
+    elif a.pair:
+        before, after = one(out / "techniques-off", ALL_OFF), one(out / "defaults", {})
+        record, took = paired(before, after), after["seconds"]
         print(f"before {before['minutes']} min, after {after['minutes']} min; "
               f"classifications unchanged: {record['classifications_unchanged']}")
     else:
         record = one(out, {})
         took = record["seconds"]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "matrix.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
-    print(f"{took / 60:.1f} minutes (defaults); written {RESULTS / 'matrix.json'}")
+    target.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    print(f"{took / 60:.1f} minutes (the last run); written {target}")
     return 0
 
 

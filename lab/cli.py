@@ -317,9 +317,9 @@ def cmd_doctor(a) -> int:
 
     ok = True
     for check in run_checks():
-        print(f"{'PASS' if check.ok else 'FAIL'}  {check.name:<8} {check.detail}")
+        print(f"{'PASS' if check.ok else 'SKIP' if check.optional else 'FAIL'}  {check.name:<8} {check.detail}")
         if not check.ok:
-            ok = False
+            ok = ok and check.optional
             if check.fix:
                 print(f"      fix: {check.fix}")
     return 0 if ok else 1

@@ -12,10 +12,13 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Check:
+    """One line of ``lab doctor``; a failed ``optional`` check is shown (``SKIP``) but fails nothing."""
+
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    optional: bool = False
 
 
 def check_python() -> Check:
@@ -123,6 +126,23 @@ def check_broker() -> Check:
         return Check("broker", False, str(e), "unset LAB_KAFKA_BOOTSTRAP, or start that Kafka")
 
 
+def check_flink() -> Check:
+    """The flink pipeline's PyFlink environment and Kafka connector (:mod:`lab.flink_env`); optional.
+
+    Only ``--pipeline flink`` and notebook 08's Flink section use them; they are
+    made by ``make flink``, not by ``make setup``.
+    """
+    from lab import flink_env
+
+    found = flink_env.problems()
+    if found:
+        return Check("flink", False, "; ".join(found) + " (optional: only the flink pipeline needs it)",
+                     "make flink (online, once: PyFlink in its own environment and its Kafka connector)",
+                     optional=True)
+    return Check("flink", True, f"PyFlink {flink_env.FLINK_VERSION} at {flink_env.env_dir()}, "
+                                f"its Kafka connector ({flink_env.JAR_SET}) cached")
+
+
 def check_disk(path: str = ".") -> Check:
     free_gb = shutil.disk_usage(path).free / 1e9
     ok = free_gb >= 2
@@ -133,7 +153,8 @@ def check_disk(path: str = ".") -> Check:
 def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
-    for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker, check_disk):
+    for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker, check_flink,
+               check_disk):
         try:
             result = fn()
             checks.extend(result if isinstance(result, list) else [result])

@@ -81,22 +81,31 @@ def env_problem() -> str | None:
     return None
 
 
+def problems() -> list[str]:
+    """What keeps the flink pipeline from starting: the environment's and the connector's problems (none: ready).
+
+    Never uses the network and builds nothing.
+    """
+    from lab import jars
+
+    found = []
+    why = env_problem()
+    if why:
+        found.append(why)
+    missing = jars.missing(JAR_SET)
+    if missing:
+        found.append(f"Flink's Kafka connector is not in the jar cache ({missing[0].coord})")
+    return found
+
+
 def check_ready() -> None:
     """Raise :class:`LabError` unless the environment and the connector are both ready (no network, no build).
 
     The message names what is missing and the command that makes it.
     """
-    from lab import jars
-
-    problems = []
-    why = env_problem()
-    if why:
-        problems.append(why)
-    missing = jars.missing(JAR_SET)
-    if missing:
-        problems.append(f"Flink's Kafka connector is not in the jar cache ({missing[0].coord})")
-    if problems:
-        raise LabError("the flink pipeline needs PyFlink and its Kafka connector: " + "; ".join(problems)
+    found = problems()
+    if found:
+        raise LabError("the flink pipeline needs PyFlink and its Kafka connector: " + "; ".join(found)
                        + ". Make them once, online: make flink (or python -m lab.flink_env)")
 
 

@@ -99,6 +99,21 @@ def test_a_missing_flink_environment_names_the_command_that_makes_it(tmp_path, m
     assert "\n" not in str(e.value)
 
 
+def test_lab_doctor_shows_a_missing_flink_environment_as_optional(tmp_path, monkeypatch, capsys):
+    from lab import cli, doctor
+
+    monkeypatch.setenv("LAB_FLINK_ENV", str(tmp_path / "none"))
+    check = doctor.check_flink()
+    assert not check.ok and check.optional and "no Flink environment" in check.detail and "make flink" in check.fix
+    monkeypatch.setattr(doctor, "run_checks", lambda: [doctor.Check("java", True, "Java 17"), check])
+    assert cli.main(["doctor"]) == 0  # an optional part missing fails nothing
+    out = capsys.readouterr().out
+    assert "SKIP  flink" in out and "fix: make flink" in out
+    monkeypatch.setattr(doctor, "run_checks", lambda: [doctor.Check("java", False, "no Java"), check])
+    assert cli.main(["doctor"]) == 1
+    assert "FAIL  java" in capsys.readouterr().out
+
+
 def test_the_engines_grid_is_valid_and_each_row_has_its_own_label(runs_dir):
     from lab.matrix import load_grid
     from lab.semantics_grid import deployment
