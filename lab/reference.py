@@ -5,8 +5,9 @@ notebook and every solutions notebook headless with their small parameters
 (``tests/notebooks``), and check what the runs measured; each executed copy is
 exported to HTML in ``test-artifacts/``. :func:`build` then copies those HTML
 files here, with plotly.js kept once in ``plotly.min.js`` (each export would
-otherwise carry its own 4.8 MB copy) and without the saved state of live
-widgets, and writes ``index.json``: per notebook,
+otherwise carry its own 4.8 MB copy), the template's stylesheet kept once in
+``jupyter-<digest>.css`` (260 KB a page otherwise), without the saved state of
+live widgets, and writes ``index.json``: per notebook,
 a digest of its source (:func:`source_digest`), when it was executed and with
 which versions. :func:`stale` lists the notebooks whose source changed since,
 which a unit test turns into a failure, so a reference cannot silently
@@ -32,6 +33,10 @@ _PLOTLY_BUNDLE = re.compile(r"<script[^>]*>\s*/\*\*\s*\n\* plotly\.js v[\d.]+.*?
 #: The saved state of a run's live widgets (the panel's FigureWidget holds every point it drew: 5 MB for
 #: notebook 00). Headless runs show their results as static HTML and figures, which stay.
 _WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">.*?</script>', re.S)
+#: A ``<style>`` block; those of a page's ``<head>`` are nbconvert's template CSS, the same on every page.
+_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+#: The shared stylesheets' names: ``jupyter-<12 hex digits of the CSS's SHA-256>.css``.
+_SHARED_CSS = re.compile(r'href="(jupyter-[0-9a-f]{12}\.css)"')
 
 
 def notebooks(root: Path) -> list[Path]:
@@ -66,6 +71,48 @@ def share_plotly(html: str) -> tuple[str, bool]:
     """``html`` with its inline plotly.js bundle replaced by a ``<script src>`` to the shared copy."""
     out, n = _PLOTLY_BUNDLE.subn(f'<script src="{PLOTLY_JS}"></script>', html, count=1)
     return out, bool(n)
+
+
+def share_css(html: str) -> tuple[str, str | None, str]:
+    """``html`` with the ``<style>`` blocks of its ``<head>`` moved to a shared stylesheet: ``(page, its name, its CSS)``.
+
+    The blocks become one ``<link>`` where the first of them was, their CSS
+    joined in the same order (the head holds no other stylesheet between them,
+    so the cascade is unchanged). The name is content-addressed, so every page
+    exported by one nbconvert version links the same file. ``<style>`` blocks
+    of the body (an output's own, such as a styled table) stay where they are.
+    A page without head styles comes back as it is, with ``None``.
+    """
+    end = html.find("</head>")
+    blocks = list(_STYLE.finditer(html, 0, end)) if end >= 0 else []
+    if not blocks:
+        return html, None, ""
+    css = "\n".join(m.group(1) for m in blocks)
+    name = f"jupyter-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
+    pieces, last = [], 0
+    for i, m in enumerate(blocks):
+        pieces.append(html[last:m.start()])
+        if i == 0:
+            pieces.append(f'<link rel="stylesheet" href="{name}">')
+        last = m.end()
+    return "".join(pieces) + html[last:], name, css
+
+
+def write_shared_css(out: Path, html: str) -> tuple[str, str | None]:
+    """:func:`share_css` for a page going into ``out``: writes its stylesheet there once; ``(page, name)``."""
+    page, name, css = share_css(html)
+    if name and not (out / name).is_file():
+        (out / name).write_text(css)
+    return page, name
+
+
+def remove_unused_css(out: Path) -> list[str]:
+    """Delete the shared stylesheets in ``out`` that no page links any more; their names."""
+    used = {m for page in out.glob("*.html") for m in _SHARED_CSS.findall(page.read_text())}
+    gone = sorted(p.name for p in out.glob("jupyter-*.css") if p.name not in used)
+    for name in gone:
+        (out / name).unlink()
+    return gone
 
 
 def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None) -> dict:
@@ -119,12 +166,15 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
             raise LabError(f"no executed HTML of {key(path)} as it is now at {exported}; "
                            "run the notebook tests first (`make reference` does)")
         html, shared = share_plotly(_WIDGET_STATE.sub("", exported.read_text()))
+        html, css = write_shared_css(out, html)
         (out / html_name(path)).write_text(html)
         index["notebooks"][key(path)] = {"html": html_name(path), "source_sha256": source_digest(path),
                                          "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S",
                                                                       time.localtime(exported.stat().st_mtime)),
-                                         "plots": html.count("Plotly.newPlot"), "plotly_shared": shared}
+                                         "plots": html.count("Plotly.newPlot"), "plotly_shared": shared,
+                                         "css": css}
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, out / PLOTLY_JS)
+    remove_unused_css(out)
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
     index["notebooks"] = {key(p): index["notebooks"][key(p)] for p in notebooks(root) if key(p) in index["notebooks"]}
     links = "".join(f'<li><a href="{v["html"]}">{k}</a> (executed {v.get("executed_at", "?")})</li>'

@@ -1,6 +1,8 @@
 """docs/reference: an executed HTML per notebook, made from the notebook as it is now."""
 
-from lab.reference import INDEX, PLOTLY_JS, key, notebooks, share_plotly, source_digest, stale
+import re
+
+from lab.reference import INDEX, PLOTLY_JS, key, notebooks, remove_unused_css, share_css, share_plotly, source_digest, stale
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference"
@@ -46,6 +48,33 @@ def test_plotly_is_shared_not_copied_per_page():
     out, shared = share_plotly(html)
     assert shared and out == f'<p>x</p><script src="{PLOTLY_JS}"></script><script>Plotly.newPlot()</script>'
     assert share_plotly("<p>no plots</p>") == ("<p>no plots</p>", False)
+
+
+def test_the_template_css_is_shared_in_order_and_an_output_s_own_style_stays():
+    page = ("<html><head><meta charset='utf-8'><style type='text/css'>a{color:red}</style><script>x()</script>"
+            "<style>b{margin:0}</style></head><body><style>table{border:1px}</style><p>x</p></body></html>")
+    out, name, css = share_css(page)
+    assert css == "a{color:red}\nb{margin:0}" and name.startswith("jupyter-") and name.endswith(".css")
+    assert out == (f"<html><head><meta charset='utf-8'><link rel=\"stylesheet\" href=\"{name}\"><script>x()</script>"
+                   "</head><body><style>table{border:1px}</style><p>x</p></body></html>")
+    assert share_css(page.replace("a{color:red}", "a{color:blue}"))[1] != name  # named by its content
+    assert share_css("<p>no head</p>") == ("<p>no head</p>", None, "")
+
+
+def test_every_reference_page_links_one_shared_stylesheet_that_exists(tmp_path):
+    pages = [p for p in REFERENCE.glob("*.html") if p.name != "index.html"]
+    linked = set()
+    for page in pages:
+        html = page.read_text()
+        head = html[:html.index("</head>")]
+        assert "<style" not in head, f"{page.name} carries its own copy of the template's CSS"
+        linked |= set(re.findall(r'href="(jupyter-[0-9a-f]{12}\.css)"', head))
+    assert len(linked) == 1 and all((REFERENCE / name).is_file() for name in linked)
+    (tmp_path / "a.html").write_text('<link rel="stylesheet" href="jupyter-aaaaaaaaaaaa.css">')
+    for name in ("jupyter-aaaaaaaaaaaa.css", "jupyter-bbbbbbbbbbbb.css"):
+        (tmp_path / name).write_text("p{}")
+    assert remove_unused_css(tmp_path) == ["jupyter-bbbbbbbbbbbb.css"]
+    assert (tmp_path / "jupyter-aaaaaaaaaaaa.css").is_file()
 
 
 def test_one_notebook_is_rebuilt_and_the_others_kept(tmp_path):
