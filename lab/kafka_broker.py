@@ -300,8 +300,9 @@ def start_jvm(java: str, classpath: str, props: Path, text: str, log: Path, deta
 def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: bool):
     """Start the Kafka JVM on ``log_dir``'s data, advertising ``proxy_port``: ``(Popen, client port)``.
 
-    Formats ``<log_dir>/kafka-data`` first when it does not exist (a restart on the
-    same directory keeps its data and is never formatted again). The caller stops
+    Makes ``<log_dir>/kafka-data`` first when it does not exist: a copy of the formatted
+    template (:func:`copy_formatted`), else its own format (a restart on the same
+    directory keeps its data and is never formatted again). The caller stops
     the returned process on a later failure; on a failure here it is already stopped.
     """
     log = log_dir / "kafka.log"
@@ -326,8 +327,10 @@ def copy_formatted(java: str, classpath: str, log_dir: Path, data_dir: Path, pro
     if kafka_template.format_mode() != "template":
         return False
     template = kafka_template.template_dir(jars.jar_set(KAFKA_JARS).version, properties(Path("<data>"), 0))
+    # The template's format logs beside the template: a run's kafka.log describes that run's broker only.
     made = kafka_template.ensure_template(
-        template, lambda target: format_data_dir(java, classpath, log_dir, target, proxy_port, log))
+        template, lambda target: format_data_dir(java, classpath, target.parent, target, proxy_port,
+                                                 target.parent / "format.log"))
     return made and kafka_template.copy_into(template, data_dir, cluster_id())
 
 

@@ -12,10 +12,11 @@ Protocol
 --------
 * The template is ``<cache>/kafka-format/<key>/kafka-data``, ``<cache>`` as in
   :mod:`lab.jars`, ``<key>`` hashed from the Kafka version and the node's
-  properties (with placeholders for the path and port). It is formatted by
+  properties (with placeholders for the path and port); it counts as there
+  only with every file a format writes (:func:`complete`). It is formatted by
   :func:`lab.kafka_broker.format_data_dir` (itself atomic: a staging directory
   renamed into place) under a lock file, so two brokers starting together make
-  it once.
+  it once; the format's output goes to ``format.log`` beside it.
 * :func:`copy_into` copies it to a staging sibling of the broker's data
   directory, gives the copy a new ``cluster.id`` (each broker stays a cluster of
   its own, as after its own format), and renames it into place: a broker never
@@ -69,23 +70,31 @@ def template_dir(version: str, properties_text: str, cache: str | Path | None = 
     return Path(cache if cache is not None else jars.cache_dir()) / "kafka-format" / key / "kafka-data"
 
 
+def complete(template: Path) -> bool:
+    """Whether ``template`` holds every file a format writes (a partly cleaned cache is not a template)."""
+    return ((template / "meta.properties").is_file() and (template / "bootstrap.checkpoint").is_file()
+            and any((template / "__cluster_metadata-0").glob("*.checkpoint")))
+
+
 def ensure_template(template: Path, format_into) -> bool:
     """Make ``template`` unless it exists: ``format_into(template)`` under a lock; True when it is there.
 
     ``format_into`` must create its directory atomically (as
     :func:`lab.kafka_broker.format_data_dir` does).
     """
-    if (template / "meta.properties").is_file():
+    if complete(template):
         return True
     try:
         template.parent.mkdir(parents=True, exist_ok=True)
         with open(template.parent / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second broker waits and reuses the first one's template
-            if not (template / "meta.properties").is_file():
+            if not complete(template):
+                if template.exists():  # partly cleaned: made again, never copied
+                    shutil.rmtree(template)
                 format_into(template)
     except Exception:  # an unwritable cache, a failed format: the caller formats its own directory
         return False
-    return (template / "meta.properties").is_file()
+    return complete(template)
 
 
 def copy_into(template: Path, data_dir: Path, cluster_id: str) -> bool:
@@ -100,7 +109,7 @@ def copy_into(template: Path, data_dir: Path, cluster_id: str) -> bool:
         meta.write_text(text)
         os.rename(staging, data_dir)
         return True
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a meta.properties that is not text
         return False
     finally:
         if staging.exists():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -33,8 +34,12 @@ _PLOTLY_BUNDLE = re.compile(r"<script[^>]*>\s*/\*\*\s*\n\* plotly\.js v[\d.]+.*?
 #: The saved state of a run's live widgets (the panel's FigureWidget holds every point it drew: 5 MB for
 #: notebook 00). Headless runs show their results as static HTML and figures, which stay.
 _WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">.*?</script>', re.S)
-#: A ``<style>`` block; those of a page's ``<head>`` are nbconvert's template CSS, the same on every page.
-_STYLE = re.compile(r"<style[^>]*>(.*?)</style>", re.S)
+#: A page's parts up to its ``</head>``: a comment, a script (skipped whole, so a ``<style>`` or ``</head>`` in a
+#: string or a comment is never taken), the end of the head, or a ``<style>`` block (group 1: its attributes,
+#: group 2: its CSS): nbconvert's template CSS.
+_HEAD_PART = re.compile(r"<!--.*?-->|<script\b.*?</script>|</head>|<style\b([^>]*)>(.*?)</style>", re.S | re.I)
+#: The only ``<style>`` attributes a shared stylesheet keeps the meaning of (a ``media`` one would be lost).
+_PLAIN_STYLE = {"", 'type="text/css"', "type='text/css'"}
 #: The shared stylesheets' names: ``jupyter-<12 hex digits of the CSS's SHA-256>.css``.
 _SHARED_CSS = re.compile(r'href="(jupyter-[0-9a-f]{12}\.css)"')
 
@@ -81,13 +86,19 @@ def share_css(html: str) -> tuple[str, str | None, str]:
     so the cascade is unchanged). The name is content-addressed, so every page
     exported by one nbconvert version links the same file. ``<style>`` blocks
     of the body (an output's own, such as a styled table) stay where they are.
-    A page without head styles comes back as it is, with ``None``.
+    A page without head styles, or with one that has other attributes than
+    ``type="text/css"`` (``media``, say), comes back as it is, with ``None``.
     """
-    end = html.find("</head>")
-    blocks = list(_STYLE.finditer(html, 0, end)) if end >= 0 else []
-    if not blocks:
+    blocks, head_ends = [], False
+    for m in _HEAD_PART.finditer(html):
+        if m.group(0).lower() == "</head>":
+            head_ends = True
+            break
+        if m.group(0)[:6].lower() == "<style":
+            blocks.append(m)
+    if not head_ends or not blocks or any(m.group(1).strip() not in _PLAIN_STYLE for m in blocks):
         return html, None, ""
-    css = "\n".join(m.group(1) for m in blocks)
+    css = "\n".join(m.group(2) for m in blocks)
     name = f"jupyter-{hashlib.sha256(css.encode()).hexdigest()[:12]}.css"
     pieces, last = [], 0
     for i, m in enumerate(blocks):
@@ -101,8 +112,11 @@ def share_css(html: str) -> tuple[str, str | None, str]:
 def write_shared_css(out: Path, html: str) -> tuple[str, str | None]:
     """:func:`share_css` for a page going into ``out``: writes its stylesheet there once; ``(page, name)``."""
     page, name, css = share_css(html)
-    if name and not (out / name).is_file():
-        (out / name).write_text(css)
+    path = out / name if name else None
+    if path and (not path.is_file() or path.read_text() != css):  # a file an interrupted build cut short is mended
+        tmp = path.with_name(f".{name}.{os.getpid()}")
+        tmp.write_text(css)
+        os.replace(tmp, path)
     return page, name
 
 

@@ -41,8 +41,9 @@ def kernel(runs_dir):
     kc.start_channels()
     kc.wait_for_ready(timeout=60)
     # A kernel that stops answering dumps its threads' stacks (to this test's captured stderr) on SIGUSR1.
-    kc.execute_interactive("import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)",
-                           timeout=60)
+    reply = kc.execute_interactive("import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)",
+                                   timeout=60)
+    assert reply["content"]["status"] == "ok"  # else SIGUSR1 would end the kernel instead of dumping its stacks
     yield km, kc
     kc.stop_channels()
     if km.is_alive():
@@ -75,9 +76,11 @@ def shell_reply(km, kc, msg_id, timeout=60):
             break
         if reply["parent_header"].get("msg_id") == msg_id:
             return reply["content"]
+    if not km.is_alive():
+        raise AssertionError(f"the kernel died without a reply to {msg_id} within {timeout} s")
     os.kill(km.provisioner.pid, signal.SIGUSR1)
     time.sleep(1)
-    raise AssertionError(f"the kernel sent no reply in {timeout} s after the interrupt (its stacks are above)")
+    raise AssertionError(f"the kernel sent no reply to {msg_id} in {timeout} s (its stacks are in the captured stderr)")
 
 
 def test_kernel_restart_mid_run(kernel, runs_dir):

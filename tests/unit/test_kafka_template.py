@@ -90,3 +90,13 @@ def test_lab_kafka_format_names_its_choices(monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_FORMAT", "once")
     with pytest.raises(LabError, match="'once'.*each, template"):
         kafka_template.format_mode()
+
+
+def test_a_partly_cleaned_template_is_made_again_not_copied(tmp_path):
+    template = tmp_path / "cache" / "kafka-data"
+    calls = []
+    assert kafka_template.ensure_template(template, lambda t: fake_format(t, calls))
+    (template / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").unlink()
+    assert not kafka_template.complete(template)
+    assert kafka_template.ensure_template(template, lambda t: fake_format(t, calls))
+    assert len(calls) == 2 and kafka_template.complete(template)
