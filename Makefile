@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: the suite waits on batches, triggers and producers more than it computes
-# (measured on 2 cores: 20:55 for 646 tests in two processes, .ci/run from a fresh clone; 24:16 for 638 the run
+# (measured on 2 cores: 21:48 for 651 tests in two processes, .ci/run from a fresh clone; 24:16 for 638 the stop
 # before; 21:56 for 587 before the flink pipeline and notebook 08 joined; one process took
 # 25 minutes before the solutions and the second browser test joined). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
