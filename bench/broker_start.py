@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,15 +30,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+
+from bench.testbed import summary  # noqa: E402
 
 SCENARIO = ["run", "--pipeline", "structured", "--sink", "idempotent", "--events", "3000", "--rate", "500",
             "--faults", "driver-crash@batch=2:after-output-before-commit"]
 MODES = {"before": "each", "after": "template"}
-
-
-def summary(values: list[float]) -> dict:
-    return {"min": round(min(values), 2), "median": round(statistics.median(values), 2),
-            "max": round(max(values), 2), "n": len(values)} if values else {}
 
 
 def broker_start_s(mode: str, work: Path) -> float:
@@ -90,9 +87,9 @@ def main(argv=None) -> int:
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "cpus": os.cpu_count(), "python": platform.python_version(), "load_average_at_end": os.getloadavg(),
         "before": "LAB_KAFKA_FORMAT=each", "after": "LAB_KAFKA_FORMAT=template (the default)",
-        "broker_ready_s": {side: summary(v) for side, v in starts.items()},
+        "broker_ready_s": {side: {**summary(v), "n": len(v)} for side, v in starts.items()},
         "scenario": " ".join(["lab", *SCENARIO]),
-        "scenario_wall_s": {side: summary(v) for side, v in scenarios.items()},
+        "scenario_wall_s": {side: {**summary(v), "n": len(v)} for side, v in scenarios.items()},
         "scenario_target_s": 20, "scenario_guarantees": sorted(guarantees),
         "rounds": {"broker": starts, "scenario": scenarios},
     }

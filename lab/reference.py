@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import sys
@@ -111,12 +110,12 @@ def share_css(html: str) -> tuple[str, str | None, str]:
 
 def write_shared_css(out: Path, html: str) -> tuple[str, str | None]:
     """:func:`share_css` for a page going into ``out``: writes its stylesheet there once; ``(page, name)``."""
+    from lab.jars import write_atomic
+
     page, name, css = share_css(html)
     path = out / name if name else None
     if path and (not path.is_file() or path.read_text() != css):  # a file an interrupted build cut short is mended
-        tmp = path.with_name(f".{name}.{os.getpid()}")
-        tmp.write_text(css)
-        os.replace(tmp, path)
+        write_atomic(path, css)
     return page, name
 
 
