@@ -92,6 +92,8 @@ def configuration(spec: dict):
         "pipeline.jars": "file://" + spec["connector_jar"],
         "pipeline.name": f"lab-{spec['run_id']}",
     }
+    if spec.get("tmp_dir"):
+        settings["io.tmp.dirs"] = spec["tmp_dir"]
     if spec.get("restore"):
         settings["execution.state-recovery.path"] = "file://" + spec["restore"]
     for key, value in settings.items():

@@ -6,6 +6,9 @@ and the duplicates a restart should write from the run's own timeline
 (:mod:`lab.flink_audit`), never from a stored figure.
 """
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from lab import events as ev
@@ -21,8 +24,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.flink
 CRASH = "driver-crash@batch=3:mid-output"
 
 
+def _flink_temp_files() -> set[Path]:
+    """What Flink leaves in the system's temporary directory when nobody tells it where else to write."""
+    tmp = Path(tempfile.gettempdir())
+    return {p for pattern in ("minicluster_*", "flink-*") for p in tmp.glob(pattern)}
+
+
 def _run(**params):
+    before = _flink_temp_files()
     result = run_scenario(make_config(pipeline="flink", partitions=2, faults=CRASH, **params))
+    # both attempts, the killed one included, kept their working files in the run directory
+    assert _flink_temp_files() - before == set()
+    for attempt in (1, 2):
+        assert any((result.run_dir / "flink" / f"logs-{attempt}" / "tmp").glob("minicluster_*")), attempt
     events = read_events(result.run_dir)
     starts = [e for e in events if e["type"] == ev.FLINK_START]
     jobs = [e for e in events if e["type"] == ev.FLINK_JOB]
