@@ -49,10 +49,12 @@ WORKDIR /opt/lab
 COPY pyproject.toml constraints.txt README.md ./
 COPY lab ./lab
 
-# The lab, every package pinned by constraints.txt, exactly as `make venv` installs it.
+# The lab, every package pinned by constraints.txt, exactly as `make venv` installs it, without the two the
+# Makefile names in UNUSED (1 s of Lark grammar at every import of nbformat, for IRI checks nothing here makes).
 # Editable, so lab/templates/ and the project root (default runs dir) are where the code expects them.
 RUN set -eux; \
     /opt/lab/venv/bin/python -m pip install -c constraints.txt -e .; \
+    /opt/lab/venv/bin/python -m pip uninstall --yes rfc3987-syntax lark; \
     spark_pip="$(/opt/lab/venv/bin/python -c 'import pyspark; print(pyspark.__version__)')"; \
     grep -q "^Spark ${spark_pip} " /opt/spark/RELEASE \
       || { echo "pyspark ${spark_pip} does not match the image's Spark: $(head -1 /opt/spark/RELEASE)" >&2; exit 1; }; \

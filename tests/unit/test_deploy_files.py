@@ -1040,3 +1040,38 @@ def test_the_bundle_directory_is_ignored():
     lines = {l.strip() for l in GITIGNORE.read_text().splitlines()}
     assert lines & {"bundle/", "/bundle/"}, (
         f"{rel(GITIGNORE)}: no `bundle/` line: `make bundle`'s hundreds of MB would show as untracked")
+
+
+# -- (h) packages installed only to be removed: the same in the venv and the image ----------------
+def unused_packages() -> set[str]:
+    """The Makefile's ``UNUSED``: what the venv target uninstalls after installing the lab."""
+    m = re.search(r"^UNUSED\s*:?=\s*(.+)$", MAKEFILE.read_text(), re.M)
+    assert m, f"{rel(MAKEFILE)}: no UNUSED variable"
+    return {canonical(n) for n in m.group(1).split()}
+
+
+def uninstalled_by(line: str) -> set[str]:
+    """The packages a ``pip uninstall`` command line removes (options dropped)."""
+    words = re.split(r"[;&|]", line.split("pip uninstall", 1)[1])[0].split()
+    return {canonical(w) for w in words if not w.startswith(("-", "$", "\\"))}
+
+
+def test_the_venv_and_the_image_remove_the_same_unused_packages():
+    unused = unused_packages()
+    assert canonical("rfc3987-syntax") in unused
+    recipe = make_recipes(MAKEFILE.read_text())["$(STAMP)"]
+    removes = [i for i, l in enumerate(recipe) if "pip uninstall" in l and "$(UNUSED)" in l]
+    installs = [i for i, l in enumerate(recipe) if "pip install" in l and "-e " in l]
+    assert removes, f"{rel(MAKEFILE)} venv: does not uninstall $(UNUSED)"
+    assert installs and removes[-1] > installs[-1], f"{rel(MAKEFILE)} venv: uninstalls $(UNUSED) before installing the lab"
+    image = [l for l in dockerfile_lines(LAB_DOCKERFILE) if "pip uninstall" in l]
+    assert image and uninstalled_by(image[-1]) == unused, (
+        f"{rel(LAB_DOCKERFILE)} removes {sorted(uninstalled_by(image[-1])) if image else []}, "
+        f"the Makefile's UNUSED {sorted(unused)}")
+
+
+def test_nbformat_imports_without_a_grammar_build_in_this_environment():
+    # what the removal buys, checked where it counts: a fresh interpreter of this environment
+    code = "import sys, nbformat; print(sorted(m for m in sys.modules if m.split('.')[0] in ('rfc3987_syntax', 'lark')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", f"importing nbformat loaded {out}: run `make venv` (it removes {sorted(unused_packages())})"
