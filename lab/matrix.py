@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
@@ -235,14 +236,22 @@ def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None
     params = dict(PARAMS=s.params, SEED=s.seed, REPORT=str(report_path), RUNS_DIR=str(d / "lab-runs"),
                   INTERACTIVE=False)
     (d / "params.json").write_text(json.dumps(params, indent=1))
+    # The kernel's connection file and every temporary file of the row go to the row's own directory, removed
+    # when papermill has ended: an interrupt ends papermill and its kernel at once, and in the system's temporary
+    # directory that file stayed for good.
+    tmp = d / "tmp"
+    tmp.mkdir(exist_ok=True)
     proc = processes.spawn(
         [sys.executable, "-m", "papermill", TEMPLATE, nb_out, "-f", d / "params.json", "--cwd", d,
          "-k", "python3", "--execution-timeout", int(timeout_s), "--no-progress-bar"],
-        log_path=d / "papermill.log",
+        log_path=d / "papermill.log", env={**os.environ, "TMPDIR": str(tmp)},
     )
     if started is not None:
         started.append(proc)
-    code = proc.wait()
+    try:
+        code = proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     html = _export_html(nb_out) if nb_out.exists() else None
     if code != 0 or not report_path.exists():
         error = f"papermill exited {code}: " + _last_error(d / "papermill.log")

@@ -60,6 +60,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -118,8 +119,8 @@ def _committed(consumer, tps) -> dict[int, int]:
 def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subprocess.Popen, Path]:
     spec_path = attempt_dir.parent / f"attempt-{ctx.attempt}.json"
     # Flink's working files (the mini-cluster's blobs, the RPC system's jar, spill and shuffle directories) go to
-    # the attempt's own directory: in the system's, every run left about 11 MB (5 entries) there for good, since
-    # a killed job never removes them.
+    # the attempt's own directory, removed by the driver (_remove_working_files): in the system's, every run left
+    # about 11 MB (5 entries) there for good, since a killed job never removes them.
     tmp_dir = attempt_dir / "tmp"
     tmp_dir.mkdir(exist_ok=True)
     spec = {**spec, "tmp_dir": str(tmp_dir)}
@@ -198,6 +199,7 @@ def run(ctx: DriverContext) -> None:
                          out_end_offsets={str(p): o for p, o in out_ends.items()},
                          checkpointing=cfg.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
         began = time.monotonic()
+        _remove_working_files(run_dir)  # earlier attempts': their JVMs went with their driver's process group
         child, spec_path = _start_job(ctx, spec, attempt_dir)
         try:
             job_id, rest = _await_job(ctx, child, spec_path, attempt_dir)
@@ -210,8 +212,19 @@ def run(ctx: DriverContext) -> None:
             return
         finally:
             _stop(child)
+            _remove_working_files(run_dir)
     finally:
         consumer.close(autocommit=False)
+
+
+def _remove_working_files(run_dir: Path) -> None:
+    """Remove Flink's working files (``flink/logs-N/tmp``: blobs, spill, the RPC jar; about 11 MB an attempt).
+
+    Called when no job of the run is alive: before an attempt starts its job, and after it stopped it.
+    The logs beside them stay.
+    """
+    for tmp in (run_dir / "flink").glob("logs-*/tmp"):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begin: dict[int, int]) -> None:
