@@ -25,6 +25,7 @@ RUN_END = "run-end"                      #: driver stopped; the audit follows
 RUN_ERROR = "run-error"                  #: the run failed; ``error`` says why
 DRAINED = "drained"                      #: every acknowledged offset passed (see ``docs/architecture.md``)
 DEADLINE = "deadline"                    #: the run stopped undrained: no progress for ``LAB_DEADLINE`` s
+NO_MORE_BATCHES = "no-more-batches"      #: the run stopped undrained: all events passed, a planned fault ``waiting`` for a batch that never started
 FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` = graceful, killed-after-timeout, gone
 # supervisor: the driver process
 DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid`` (``started_ahead_s``: a standby had its turn)

@@ -3,8 +3,9 @@
 A :class:`Run` creates the run directory, starts (or reuses) the broker,
 creates the topic, starts the ledgered producer and the pipeline driver
 (its own process group), injects the planned faults, restarts the driver
-after each crash, stops when the pipeline has drained the topic or at the
-deadline, audits, and writes ``report.json``.
+after each crash, stops when the pipeline has drained the topic, when the
+faults left wait for a batch that will not come (:mod:`lab.run_end`), or at
+the deadline, audits, and writes ``report.json``.
 
 The run directory's layout: :mod:`lab.run_dir`.
 
@@ -34,22 +35,18 @@ from lab.config import RunConfig
 from lab.driver_process import DriverProcess
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
-from lab.ledger import LEDGER_FILE, Ledger, max_acked_offsets
+from lab.ledger import LEDGER_FILE, Ledger
 from lab.pipelines.registry import PIPELINES
 from lab.producer import LedgeredProducer
 from lab.replication_watch import ReplicationWatch
 from lab.run_dir import new_run_dir
+from lab.run_end import EndWatch
 from lab.run_report import RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions
 from lab.sinks import open_sink, sink_spec_for_run
 from lab.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
-#: Seconds a restarted driver gets to report progress of its own before the run may count as drained.
-RESTART_SETTLE_S = 45.0
-#: Seconds a driver must stay at a cluster's end offsets, short of offsets the ledger acknowledged,
-#: before those offsets count as truncated away (an unclean election) rather than not yet visible.
-TRUNCATED_SETTLE_S = 3.0
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
 
@@ -93,13 +90,13 @@ class Run:
         self._restarts = 0
         self._unplanned_exits = 0
         self._batches_done = 0
+        self._end: EndWatch | None = None  # when the run may end (lab.run_end)
+        self._idle_end_s = None  # set when the run ended for want of a batch (no-more-batches)
         self._restart_at: float | None = None
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
-        self._at_end: tuple = (None, 0.0)  # (positions and end offsets, since when) for TRUNCATED_SETTLE_S
         self._ready_attempt = 0
         self._next_group_scan = 0.0
-        self._end_offsets: dict[int, int] = {}
         self._drained = False
         self._times: dict[str, float] = {}
         self._tuning = tuning or StartTuning.from_env()
@@ -122,6 +119,7 @@ class Run:
             # One topic per run: runs that share a broker (`lab broker start`, a notebook's
             # broker, LAB_KAFKA_BOOTSTRAP) must never read each other's events.
             cfg = self.config = replace(cfg, topic=f"{cfg.topic}.{self.run_dir.name}")
+            self._end = EndWatch(cfg, self.run_dir)
             self.events = EventLog(self.run_dir, "supervisor")
             (self.run_dir / "config.json").write_text(cfg.to_json())
             self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
@@ -227,7 +225,7 @@ class Run:
             restarts=self._restarts,
             driver_alive=self._driver is not None and self._driver.alive(),
             positions=read_progress(self.run_dir)["positions"] if self.run_dir else {},
-            end_offsets=dict(self._end_offsets),
+            end_offsets=dict(self._end.end_offsets) if self._end else {},
             finished=self._done.is_set(),
         )
 
@@ -362,9 +360,18 @@ class Run:
                 state = self._progress_state(progress)
                 if state != seen:
                     seen, last_progress = state, now
-                if self._check_drained(progress):
+                where = dict(driver=self._driver, faults=self.faults, restart_pending=self._restart_at is not None,
+                             producer_done=bool(self.producer and self.producer.stats.done),
+                             bootstrap=self.broker.bootstrap, on_cluster=bool(self.broker.nodes))
+                if self._end.drained(progress, **where):
                     self._drained = True
                     self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
+                    return
+                idle = self._end.batchless_s(progress, **where)
+                if idle is not None:
+                    self._idle_end_s = idle
+                    self.events.write(ev.NO_MORE_BATCHES, elapsed_s=round(self.elapsed(), 3), idle_s=round(idle, 3),
+                                      waiting=[f.to_text() for f in self.faults.pending])
                     return
             if now - last_progress >= cfg.deadline_s:
                 self.events.write(ev.DEADLINE, elapsed_s=round(self.elapsed(), 3),
@@ -374,6 +381,8 @@ class Run:
 
     def _on_event(self, event: dict) -> None:
         kind = event.get("type")
+        if kind in (ev.BATCH_START, ev.DRIVER_READY):
+            self._end.on_batch_or_ready()
         if kind == ev.BATCH_DONE:
             self._batches_done += 1
             self._times.setdefault("first_batch_s", self.elapsed())
@@ -414,39 +423,16 @@ class Run:
         counts = (stats.sent, stats.acked, stats.failed) if stats else ()
         return counts, tuple(sorted(progress.get("positions", {}).items()))
 
-    def _check_drained(self, progress: dict) -> bool:
-        """Whether the live driver has passed every offset the topic ends at and the ledger acknowledged."""
-        if not (self.producer and self.producer.stats.done) or self.faults.busy or self._restart_at is not None:
-            return False
-        self._end_offsets = kafka_tools.end_offsets(self.broker.bootstrap, self.config.topic, self.config.partitions)
-        positions = progress["positions"]
-        # A fetch's high watermark can lag the last write for a moment, so the ledger's
-        # acknowledged offsets must be passed too before a run counts as drained.
-        past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
-        # After a restart, the progress on file may be the dead driver's: the new one may still have
-        # recovered batches to run. It must report progress itself first; one with nothing to redo
-        # reports nothing, so after RESTART_SETTLE_S the file's progress is taken as it stands.
-        settled = (self._driver.attempt == 1 or progress.get("attempt") == self._driver.attempt
-                   or time.monotonic() - self._driver.started_at > RESTART_SETTLE_S)
-        at_end = all(positions.get(p, 0) >= end for p, end in self._end_offsets.items())
-        if at_end and not past_acked and self.broker.nodes:
-            # On a cluster an unclean election truncates acknowledged writes away: their offsets are
-            # never reached. The high watermark's lag behind a write lasts one follower fetch (0.5 s),
-            # so a driver at the end offsets for TRUNCATED_SETTLE_S has read all there is.
-            state = (tuple(sorted(positions.items())), tuple(sorted(self._end_offsets.items())))
-            if state != self._at_end[0]:
-                self._at_end = (state, time.monotonic())
-            past_acked = time.monotonic() - self._at_end[1] >= TRUNCATED_SETTLE_S
-        return self._driver.alive() and settled and past_acked and at_end
-
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
         for fault, source, _ in self.faults.deferred:
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by=source,
                               reason="no driver became ready again before the run ended")
+        why = ("" if self._idle_end_s is None else
+               f": every event had passed and no batch started for {self._idle_end_s:.0f} s")
         for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
-                              reason=f"its trigger ({fault.to_text()}) never came before the run ended")
+                              reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
         self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
