@@ -19,10 +19,11 @@ venv: $(STAMP)
 # rfc3987-syntax (with lark) comes with jupyter-events' jsonschema[format-nongpl], and jsonschema imports it, when
 # installed, to check IRI formats; it builds a Lark grammar at import: 0.9-1.1 s in every process that imports
 # nbformat (papermill, each kernel's plotly set-up, Jupyter, nbconvert). Nothing in the lab validates an IRI.
-# Without it: papermill imports in 0.4 s instead of 1.4 s, a notebook's setup cell takes 0.8 s instead of 1.9 s.
+# Without it (bench/results/nbformat_import.json): papermill imports in 0.41 s instead of 1.52 s, a notebook's
+# setup cell takes 0.66 s instead of 1.93 s. The stamp depends on this file too, so an existing venv loses them.
 UNUSED := rfc3987-syntax lark
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'

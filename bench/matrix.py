@@ -139,6 +139,8 @@ def main(argv=None) -> int:
                    help="with --original: a parameter for every row (a YAML value), e.g. max_batch_records=600; "
                         "into bench/results/matrix_original_set.json")
     a = p.parse_args(argv)
+    if a.set and not a.original:
+        p.error("--set applies to --original only")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
     target = RESULTS / "matrix.json"
     if a.jobs_pair:

@@ -355,7 +355,7 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
         for f in futures:
             f.cancel()
         for proc in list(started):
-            processes.stop_process(proc, grace_s=10)
+            processes.stop_tree(proc, grace_s=10)  # papermill and its kernel (a session of its own)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

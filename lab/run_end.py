@@ -12,10 +12,13 @@ Rules
   the live, settled driver is past the topic's end offsets and past every offset
   the ledger acknowledged (see :meth:`EndWatch.passed_everything`).
 * **No more batches** (:meth:`EndWatch.batchless_s`): the same, except that
-  faults are left, all of them waiting for a batch (``@batch=N``), and no batch
-  has started for :data:`IDLE_END_S` (at least five batch intervals). The run
-  then stops undrained and says which faults waited. Before this rule such a run
-  sat out the whole deadline (120 s by default).
+  faults are left, all of them waiting for a batch (``@batch=N``); besides, no
+  batch of the live driver is open (submitted or started, not done), that driver
+  has started a batch of its own, and no batch event came for :data:`IDLE_END_S`
+  (at least five batch intervals). The run then stops undrained and says which
+  faults waited. Before this rule such a run sat out the whole deadline (120 s
+  by default). Anything less certain (a restarted driver yet to start a batch, a
+  receiver's queued batches) is left to the deadline.
 
 Neither rule changes what a run measures: both only decide when to stop it, and
 the audit then counts every acknowledged event against the sink.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from lab import events as ev
 from lab import kafka_tools
 from lab.ledger import LEDGER_FILE, max_acked_offsets
 
@@ -34,12 +38,13 @@ RESTART_SETTLE_S = 45.0
 #: Seconds a driver must stay at a cluster's end offsets, short of offsets the ledger acknowledged,
 #: before those offsets count as truncated away (an unclean election) rather than not yet visible.
 TRUNCATED_SETTLE_S = 3.0
-#: Seconds without a batch starting, once every event has passed, after which a planned fault that waits for a
-#: batch counts as never coming (at least five batch intervals). Structured and direct start no batch without
-#: new records, so a plan such as ``driver-crash@batch=6`` on a run that fits in two batches waited the whole
-#: deadline (120 s; 150 s in the matrix); DStream receivers and Flink's checkpoints go on with empty batches,
-#: so their faults still fire.
+#: Seconds without a batch event, once every event has passed, after which a planned fault that waits for a
+#: batch counts as never coming (at least five batch intervals). Every pipeline but flink (whose checkpoints go
+#: on) numbers a batch only when records come, so a plan such as ``driver-crash@batch=6`` on a run that fits in
+#: two batches waited the whole deadline (120 s; 150 s in the matrix).
 IDLE_END_S = 15.0
+#: The events that restart the idle clock; the first three open or close a batch.
+_BATCH_EVENTS = (ev.BATCH_SUBMITTED, ev.BATCH_START, ev.BATCH_DONE, ev.DRIVER_READY)
 
 
 class EndWatch:
@@ -59,11 +64,23 @@ class EndWatch:
         #: The topic's end offsets at the last check (shown live by ``Run.status``).
         self.end_offsets: dict[int, int] = {}
         self._at_end: tuple = (None, 0.0)  # (positions and end offsets, since when) for TRUNCATED_SETTLE_S
-        self._last_batch_at = 0.0  # monotonic time of the last batch start or driver ready
+        self._last_batch_at = 0.0  # monotonic time of the last batch event or driver ready
+        self._open: set[tuple] = set()  # (attempt, batch) submitted or started, not done
+        self._started: set = set()  # attempts that started a batch
 
-    def on_batch_or_ready(self) -> None:
-        """A batch started or a driver became ready: the idle clock of :meth:`batchless_s` starts again."""
+    def on_event(self, event: dict) -> None:
+        """Follow the run's batches (any event may be passed; only batch events and driver-ready count)."""
+        kind = event.get("type")
+        if kind not in _BATCH_EVENTS:
+            return
         self._last_batch_at = time.monotonic()
+        key = (event.get("attempt"), event.get("batch"))
+        if kind == ev.BATCH_DONE:
+            self._open.discard(key)
+        elif kind != ev.DRIVER_READY:
+            self._open.add(key)
+        if kind == ev.BATCH_START:
+            self._started.add(event.get("attempt"))
 
     def drained(self, progress: dict, *, driver, faults, producer_done: bool, restart_pending: bool,
                 bootstrap: str, on_cluster: bool) -> bool:
@@ -77,6 +94,8 @@ class EndWatch:
         """Seconds without a batch start when only batch-triggered faults are left and none can come, else None."""
         if (not faults.pending or faults.deferred or faults.broker_restart_at is not None or faults.node_restarts
                 or any(f.batch is None for f in faults.pending) or restart_pending or not producer_done):
+            return None
+        if driver.attempt not in self._started or any(a == driver.attempt for a, _ in self._open):
             return None
         idle = time.monotonic() - max(self._last_batch_at, driver.started_at)
         if idle < max(IDLE_END_S, 5 * self.config.batch_interval_s):

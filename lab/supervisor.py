@@ -189,7 +189,7 @@ class Run:
             return self.faults.inject(kind, source=source, **options)
 
     def wait(self, timeout: float | None = None) -> RunResult:
-        """Block until the run has finished (drained or deadline) and return its result.
+        """Block until the run has finished (drained, no more batches, or deadline) and return its result.
 
         A ``KeyboardInterrupt`` while waiting stops the run (every process
         ended) and is raised again.
@@ -381,8 +381,7 @@ class Run:
 
     def _on_event(self, event: dict) -> None:
         kind = event.get("type")
-        if kind in (ev.BATCH_START, ev.DRIVER_READY):
-            self._end.on_batch_or_ready()
+        self._end.on_event(event)
         if kind == ev.BATCH_DONE:
             self._batches_done += 1
             self._times.setdefault("first_batch_s", self.elapsed())

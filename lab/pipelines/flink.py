@@ -220,8 +220,9 @@ def run(ctx: DriverContext) -> None:
 def _remove_working_files(run_dir: Path) -> None:
     """Remove Flink's working files (``flink/logs-N/tmp``: blobs, spill, the RPC jar; about 11 MB an attempt).
 
-    Called when no job of the run is alive: before an attempt starts its job, and after it stopped it.
-    The logs beside them stay.
+    Called before an attempt starts its job (an earlier attempt's JVM went with its driver's process group)
+    and after it stopped it (a job killed after the stop timeout may leave its JVM running until the driver's
+    group ends: deleting files under it is harmless). The logs beside them stay.
     """
     for tmp in (run_dir / "flink").glob("logs-*/tmp"):
         shutil.rmtree(tmp, ignore_errors=True)

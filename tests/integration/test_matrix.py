@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -40,20 +41,22 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
         time.sleep(0.2)
     first = list(out.glob("runs/*/report.json"))
     assert first, "no run finished"
-    done_before = {p: p.stat().st_mtime for p in first}
     import psutil
     kernel_files = []  # the running row's kernel's connection file (`-f FILE`), which the interrupt must not leave
     while time.monotonic() < deadline and not kernel_files:
-        kernel_files = [c[c.index("-f") + 1] for p in psutil.process_iter(["cmdline"]) if (c := p.info["cmdline"])
-                        and "ipykernel_launcher" in " ".join(c) and "-f" in c and str(out) in c[c.index("-f") + 1]]
+        kernel_files = [f for p in psutil.process_iter(["cmdline"]) if (c := p.info["cmdline"])
+                        and "ipykernel_launcher" in " ".join(c) and "-f" in c and str(out) in (f := c[c.index("-f") + 1])
+                        and not (Path(f).parents[1] / "report.json").exists()]  # a finished row's kernel may linger
         time.sleep(0.2)
     assert kernel_files, "no kernel of the matrix's second row with its connection file in the row's directory"
+    done_before = {p: p.stat().st_mtime for p in first}  # now: the first row's report may still be being written above
     os.kill(proc.pid, signal.SIGINT)
     proc.communicate(timeout=90)
     assert proc.returncode != 0
     # nothing of the interrupted runs survives (papermill, kernels, brokers, drivers), nor their temporary files
-    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
-                and any(str(out) in part for part in p.info["cmdline"])]
+    left = [" ".join(p.info["cmdline"]) for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"]
+            and any(str(out) in part for part in p.info["cmdline"])]
+    assert not left, left
     assert not [f for f in kernel_files if os.path.exists(f)] and not list(out.glob("runs/*/tmp"))
     assert len(pd.read_csv(out / "matrix.csv")) < 3
 
