@@ -140,31 +140,18 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> int | None:
 
 
 def stop_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> int | None:
-    """:func:`stop_process`, then every process group its descendants started of their own.
+    """:func:`stop_process`, then every process group its descendants started of their own (:class:`ChildGroups`).
 
-    A child's descendants that left its group (a Jupyter kernel: jupyter_client starts each in a session of
-    its own) outlive a group kill of the child: measured, an interrupted ``lab matrix`` row's kernel stayed
-    until its parent poller noticed papermill gone. They are listed before the child is stopped (after, they
-    are orphans no longer under it), then ended the same way, SIGTERM and SIGKILL after ``grace_s``.
+    A Jupyter kernel is such a descendant: jupyter_client starts each in a session of its own, so a group kill
+    of papermill misses it (measured: an interrupted ``lab matrix`` row's kernel stayed until its parent poller
+    noticed papermill gone). The groups are found before the child is stopped: after, its descendants are
+    orphans no longer under it.
     """
-    own = {proc.pid, os.getpgrp()}
-    groups: list[int] = []
-    descendants = []
+    groups = ChildGroups()
     if proc.poll() is None:  # not reaped yet, so its PID is still its own
-        try:
-            descendants = psutil.Process(proc.pid).children(recursive=True)
-        except psutil.Error:
-            pass
-    for child in descendants:
-        try:
-            pgid = os.getpgid(child.pid)
-        except OSError:
-            continue
-        if pgid not in own and pgid not in groups:
-            groups.append(pgid)
+        groups.scan(proc.pid)
     code = stop_process(proc, grace_s)
-    for pgid in groups:
-        kill_group(pgid, signal.SIGTERM, grace_s)
+    groups.kill()
     return code
 
 

@@ -49,7 +49,8 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
                         and not (Path(f).parents[1] / "report.json").exists()]  # a finished row's kernel may linger
         time.sleep(0.2)
     assert kernel_files, "no kernel of the matrix's second row with its connection file in the row's directory"
-    done_before = {p: p.stat().st_mtime for p in first}  # now: the first row's report may still be being written above
+    # read once the next row runs: when it first appears, the first row's report may still be being written
+    done_before = {p: p.stat().st_mtime for p in first}
     os.kill(proc.pid, signal.SIGINT)
     proc.communicate(timeout=90)
     assert proc.returncode != 0
