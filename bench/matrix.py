@@ -5,7 +5,8 @@ table) into a fresh results directory and writes the wall time, the number of
 runs and their verdicts to ``bench/results/matrix_defaults.json``. ``--original``
 runs only the 14 rows the grid had when its 4-minute target was set
 (:data:`ORIGINAL_ROWS`, as they are today), into
-``bench/results/matrix_original.json``. ``--pair`` runs the whole grid
+``bench/results/matrix_original.json``; ``--set KEY=VALUE`` sets a parameter in
+every row, for a before/after pair of one setting (``_set`` in the file name). ``--pair`` runs the whole grid
 twice, back to back, into ``bench/results/matrix.json``: first with every start-up technique off (the start as it
 was before them: no class archive, the JVM's default flags, the worker
 warm-up before the query, a 1 s restart delay; :data:`lab.start_tuning.ALL_OFF`),
@@ -62,18 +63,19 @@ def parse_sets(items: list[str]) -> dict:
     return out
 
 
-def original_grid(overrides: dict | None = None):
-    """Today's default grid cut to :data:`ORIGINAL_ROWS` (each row as it is today, with ``overrides`` set)."""
+def default_grid(overrides: dict | None = None, original: bool = False):
+    """Today's default grid, with ``overrides`` set in every row; ``original``: cut to :data:`ORIGINAL_ROWS`."""
     from dataclasses import replace
 
     from lab.config import make_config
     from lab.matrix import load_grid
 
     grid = load_grid(None)
-    rows = [replace(s, params={**s.params, **(overrides or {})}) for s in grid.scenarios if s.name in ORIGINAL_ROWS]
+    rows = [replace(s, params={**s.params, **(overrides or {})}) for s in grid.scenarios
+            if not original or s.name in ORIGINAL_ROWS]
     for s in rows:
         make_config(**s.params)  # a bad override fails here, before any run
-    missing = set(ORIGINAL_ROWS) - {s.name for s in rows}
+    missing = set(ORIGINAL_ROWS if original else ()) - {s.name for s in rows}
     if missing:
         raise SystemExit(f"rows no longer in the default grid: {sorted(missing)}")
     return replace(grid, scenarios=rows)
@@ -101,7 +103,7 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
         "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
-        "rows": df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict")
+        "rows": df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict", "total_s")
                     if c in df.columns]].to_dict(orient="records"),
         "results_dir": str(out),
     }
@@ -136,11 +138,11 @@ def main(argv=None) -> int:
     p.add_argument("--original", action="store_true",
                    help="run only the grid's 14 original rows (into bench/results/matrix_original.json)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="with --original: a parameter for every row (a YAML value), e.g. max_batch_records=600; "
-                        "into bench/results/matrix_original_set.json")
+                   help="a parameter for every row (a YAML value), e.g. batch_interval_s=1; into "
+                        "bench/results/matrix_original_set.json with --original, else matrix_defaults_set.json")
     a = p.parse_args(argv)
-    if a.set and not a.original:
-        p.error("--set applies to --original only")
+    if a.set and (a.pair or a.jobs_pair):
+        p.error("--set applies to --original or the plain run only")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
     target = RESULTS / "matrix.json"
     if a.jobs_pair:
@@ -156,12 +158,15 @@ def main(argv=None) -> int:
               f"classifications unchanged: {record['classifications_unchanged']}")
     elif a.original:
         overrides = parse_sets(a.set)
-        record = one(out, {}, grid=original_grid(overrides)) | {"baseline_minutes": 7.62, "overrides": overrides}
+        record = one(out, {}, grid=default_grid(overrides, original=True)) | {"baseline_minutes": 7.62,
+                                                                               "overrides": overrides}
         took = record["seconds"]
         target = RESULTS / ("matrix_original_set.json" if overrides else "matrix_original.json")
     else:
-        record = one(out, {})
-        took, target = record["seconds"], RESULTS / "matrix_defaults.json"
+        overrides = parse_sets(a.set)
+        record = one(out, {}, grid=default_grid(overrides)) | {"overrides": overrides}
+        took = record["seconds"]
+        target = RESULTS / ("matrix_defaults_set.json" if overrides else "matrix_defaults.json")
     RESULTS.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"{took / 60:.1f} minutes (the last run); written {target}")

@@ -32,7 +32,8 @@ the machine's state; the load average is recorded with every run.
 
 Run with ``python bench/startup.py [--rounds N] [--pipeline P ...]
 [--variant V ...] [--out FILE]``; writes medians per pipeline and variant,
-and every run, to ``FILE`` (default ``bench/results/startup.json``).
+and every run, to ``FILE`` (default ``bench/results/startup.json``). With
+``--pipeline``, the other pipelines' runs already in ``FILE`` are kept.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ VARIANTS = {
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.
 DEFAULT_VARIANTS = {"structured": tuple(VARIANTS), "direct": ("all", "no-standby", "none"),
-                    "receiver": ("all", "none")}
+                    "receiver": ("all", "no-standby", "none")}
 PHASES = ("imports", "jvm", "session", "workers", "standby", "turn", "query", "planned", "done")
 
 
@@ -178,11 +179,14 @@ def main(argv=None) -> int:
                     print(json.dumps({k: r.get(k) for k in ("pipeline", "variant", "wall_s", "guarantee", "exit")}
                                      | {"warm_done": (r.get("warm") or {}).get("done"),
                                         "crash_to_done_s": r.get("crash_to_done_s")}), flush=True)
+    out = Path(a.out)
+    if a.pipeline and out.exists():  # only these pipelines measured again: the others' runs are kept
+        runs = [r for r in json.loads(out.read_text()).get("runs", []) if r.get("pipeline") not in pipelines] + runs
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
               "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result["summary"], indent=2))
     return 0
 

@@ -321,6 +321,10 @@ class RunConfig:
             raise LabError(f"partitions must be between 1 and 64, got {self.partitions}")
         if self.max_batch_records < 1:
             raise LabError(f"max_batch_records must be >= 1, got {self.max_batch_records}")
+        if not self.batch_interval_s >= MIN_BATCH_INTERVAL_S:  # NaN too
+            raise LabError(f"batch interval (--batch-interval, batch_interval_s) {self.batch_interval_s:g} s is below "
+                           f"{MIN_BATCH_INTERVAL_S:g} s; valid: {MIN_BATCH_INTERVAL_S:g} s or more "
+                           "(a receiver stores a block every 200 ms)")
         if self.deadline_s <= 0 or self.restart_delay_s < 0:
             raise LabError("deadline must be > 0 s and restart delay >= 0 s")
         if not isinstance(self.spark_ui, bool):
@@ -418,6 +422,9 @@ def _env_choice(name: str, default: str, valid) -> str:
         raise LabError(f"{name}={raw!r} is not valid; valid choices: {', '.join(sorted(valid))}")
     return raw
 
+
+#: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
+MIN_BATCH_INTERVAL_S = 0.2
 
 #: A batch's default record cap for runs up to ``SMALL_BATCH * BATCHES_PER_RUN`` events.
 SMALL_BATCH = 500

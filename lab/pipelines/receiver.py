@@ -422,6 +422,12 @@ def run(ctx: DriverContext) -> None:
     from lab.spark import spark_session
 
     cfg = ctx.config
+    spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
+                          phase=ctx.phase)
+    sc = spark.sparkContext
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.driver). The feeder binds
+    # the port the last driver's receiver was fed on (the checkpoint's socket stream names it): only free now.
+    ctx.await_turn()
     feeder_holder: dict = {}
     book = BatchBook(ctx)
     feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.ack,
@@ -433,10 +439,6 @@ def run(ctx: DriverContext) -> None:
     feeder_holder["runtime"] = runtime
     _RUNTIME = runtime
     feeder.start()
-
-    spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
-                          phase=ctx.phase)
-    sc = spark.sparkContext
     checkpoint = str((ctx.run_dir / "checkpoint").resolve())
     # lesson: receiver-wal
     storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.replication == 2 else StorageLevel.MEMORY_AND_DISK

@@ -69,6 +69,9 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     table = pd.read_csv(out / "matrix.csv")
     assert len(table) == 3 and set(table["verdict"]) == {"as expected"}
     assert "3 runs, 0 not as expected" in again.stdout
+    # every run's executed notebook as HTML, exported beside the next run (or on resuming, after an interrupt)
+    pages = [Path(p) for p in table["html"]]
+    assert all(p.is_file() and "One scenario of the semantics matrix" in p.read_text() for p in pages), pages
     reports = [json.loads(p.read_text()) for p in out.glob("runs/*/report.json")]
     assert len(reports) == 3
     # scenarios run one at a time share their matrix's broker: one per invocation, not one per run

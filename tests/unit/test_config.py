@@ -40,6 +40,8 @@ def test_environment_is_read(runs_dir, monkeypatch):
         (dict(acks="1"), ["idempotence needs acks=all"]),
         (dict(spark_master="yarn"), ["yarn", "local[N]"]),
         (dict(events=0), ["events must be >= 1"]),
+        (dict(pipeline="structured", batch_interval_s=0), ["--batch-interval", " 0 s", "0.2 s or more"]),
+        (dict(pipeline="receiver", batch_interval_s=float("nan")), ["nan s", "0.2 s or more"]),
         (dict(colour="red"), ["'colour'", "pipeline"]),
         (dict(pipeline="structured", kafka_reader="connector"), ["'connector'", "auto", "labkafka", "spark"]),
         (dict(pipeline="structured", kafka_reader="spark", broker="tansu"), ["LAB_KAFKA_BOOTSTRAP", "--kafka-reader labkafka"]),

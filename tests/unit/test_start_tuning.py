@@ -80,11 +80,12 @@ def test_a_standby_is_kept_for_a_planned_crash_of_a_pipeline_that_waits_for_its_
     planned, always, off = (StartTuning.from_env({"LAB_STANDBY": v}) for v in ("planned", "always", "off"))
     assert planned.wants_standby("structured", "local[2]", needed=True)
     assert planned.wants_standby("direct", "local[2]", needed=True)
+    assert planned.wants_standby("receiver", "local[2]", needed=True)
     assert not planned.wants_standby("structured", "local[2]", needed=False)
     assert always.wants_standby("structured", "local[2]", needed=False)
     assert not off.wants_standby("structured", "local[2]", needed=True)
     # Pipelines whose driver does not wait for its turn, and masters where a session holds executors of its own.
-    for pipeline in ("receiver", "plain", "kafka-eos"):
+    for pipeline in ("plain", "kafka-eos", "flink"):
         assert not always.wants_standby(pipeline, "local[2]", needed=True)
     for master in ("local-cluster[2,1,1024]", "spark://127.0.0.1:7077"):
         assert not always.wants_standby("structured", master, needed=True)
