@@ -3,7 +3,8 @@
 import pytest
 
 from lab import class_archive
-from lab.config import default_max_batch, make_config
+from lab.batch_sizing import default_max_batch
+from lab.config import make_config
 from lab.errors import LabError
 from lab.spark import driver_java_options
 from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, StartTuning
