@@ -101,6 +101,15 @@ def test_wal_holds_what_the_source_was_not_told(runs_dir):
     rows3 = batch_rows(run_dir, 3)
     assert any(n == 2 and e["type"] == "batch-done" and e["batch"] == 3 and e["rows"] == rows3 for n, e in timeline)
     assert a.duplicated >= rows3
+    # The second driver was started ahead (LAB_STANDBY), and recovered from the checkpoint only at its turn,
+    # after the crash had killed the first: its StreamingContext came after the fault.
+    events = read_events(run_dir)
+    drivers = [e for e in events if e["type"] == "driver-start"]
+    assert [e["pid"] for e in events if e["type"] == "standby-start"] == [e["pid"] for e in drivers]
+    assert len(drivers) == 2 and drivers[1]["started_ahead_s"] > 0
+    crash = next(e["t"] for e in events if e["type"] == "fault" and e["kind"] == "driver-crash")
+    recovered = [e for e in events if e["type"] == "receiver-context" and e["attempt"] == 2]
+    assert recovered and recovered[0]["recovered"] and recovered[0]["t"] > crash
 
 
 def test_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(runs_dir):
