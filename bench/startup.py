@@ -33,7 +33,8 @@ the machine's state; the load average is recorded with every run.
 Run with ``python bench/startup.py [--rounds N] [--pipeline P ...]
 [--variant V ...] [--out FILE]``; writes medians per pipeline and variant,
 and every run, to ``FILE`` (default ``bench/results/startup.json``). With
-``--pipeline``, the other pipelines' runs already in ``FILE`` are kept.
+``--pipeline`` or ``--variant``, the runs already in ``FILE`` of every other
+pipeline and variant are kept.
 """
 
 from __future__ import annotations
@@ -180,8 +181,10 @@ def main(argv=None) -> int:
                                      | {"warm_done": (r.get("warm") or {}).get("done"),
                                         "crash_to_done_s": r.get("crash_to_done_s")}), flush=True)
     out = Path(a.out)
-    if a.pipeline and out.exists():  # only these pipelines measured again: the others' runs are kept
-        runs = [r for r in json.loads(out.read_text()).get("runs", []) if r.get("pipeline") not in pipelines] + runs
+    if (a.pipeline or a.variant) and out.exists():  # only these pairs measured again: the others' runs are kept
+        measured = {(r["pipeline"], r["variant"]) for r in runs}
+        runs = [r for r in json.loads(out.read_text()).get("runs", [])
+                if (r.get("pipeline"), r.get("variant")) not in measured] + runs
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
               "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}

@@ -214,16 +214,14 @@ def _may_share(s: Scenario, shared) -> bool:
     return {"kafka": "apache-kafka", "tansu": "tansu"}[asked] == shared.product
 
 
-def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None, shared=None,
-            html: bool = True) -> dict:
+def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None, shared=None) -> dict:
     """Execute the scenario notebook for ``s`` (papermill in its own process group); return its results row.
 
     On failure the row carries ``verdict = "error"`` and the error, and the
     executed notebook (up to the failing cell) is kept next to it.
     ``started`` collects the papermill process so an interrupt can end it.
     ``shared``: the matrix's broker (:func:`shared_broker`), used when the scenario may share it.
-    ``html``: export the executed notebook as HTML before returning; without it the row's ``html`` is
-    None and the caller exports it (:func:`export_html`).
+    The row's ``html`` is None: the caller exports the executed notebook (:func:`export_html`).
     """
     from lab import broker, processes
 
@@ -255,14 +253,13 @@ def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None
         code = proc.wait()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    html = export_html(nb_out) if html and nb_out.exists() else None
     if code != 0 or not report_path.exists():
         error = f"papermill exited {code}: " + _last_error(d / "papermill.log")
         return {"key": s.key, "name": s.name, "expect": s.expect, "verdict": "error", "error": error[:400],
                 "seed": s.seed, **{k: s.params.get(k) for k in ("pipeline", "sink", "faults")},
-                "notebook": str(nb_out), "html": html}
+                "notebook": str(nb_out), "html": None}
     report = json.loads(report_path.read_text())
-    return row_from_report(s, report, nb_out, html)
+    return row_from_report(s, report, nb_out)
 
 
 def _last_error(log: Path) -> str:
@@ -351,7 +348,7 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
     # that was on the matrix's critical path (measured, 14 rows: 8.2 s of 4.2 min).
     exporter = ThreadPoolExecutor(max_workers=1)
     exports = {}
-    futures = {pool.submit(run_one, s, out, started=started, shared=shared, html=False): s for s in todo}
+    futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
     try:
         for f in as_completed(futures):
             s = futures[f]
