@@ -369,6 +369,11 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
             f.cancel()
         for proc in list(started):
             processes.stop_tree(proc, grace_s=10)  # papermill and its kernel (a session of its own)
+        for s in todo:
+            # Again, now that the kernels are gone too: run_one removes it once papermill has ended, and a kernel
+            # still starting rewrites its connection file there (ipykernel does once its sockets are bound), maybe
+            # while the directory is being removed (seen once in CI, under load: the file and directory left).
+            shutil.rmtree(run_dir_for(out, s) / "tmp", ignore_errors=True)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
