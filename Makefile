@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: the suite waits on batches, triggers and producers more than it computes
 # (measured on 2 cores: 19:56 for 661 tests in two processes, .ci/run from a fresh clone (21:10 in another run),
-# 11 min user and 2 min sys CPU; 20:57 for 659 the stop before; 21:48 for 651 the stop before; 24:16 for 638 before that; 21:56 for 587 before the flink pipeline and notebook 08 joined; one process took
+# 11 min user and 2 min sys CPU; 20:57 for 659 the stop before; 21:48 for 651 and 24:16 for 638 the stops before that; 21:56 for 587 before the flink pipeline and notebook 08 joined; one process took
 # 25 minutes before the solutions and the second browser test joined). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
 
