@@ -186,7 +186,12 @@ def test_read_committed_hides_an_aborted_transaction(kafka):
         p.flush()
         p.commit_transaction() if commit else p.abort_transaction()
     p.close()
-    end = kafka_tools.end_offsets(bootstrap, "tx", 1)[0]
+    # The coordinator answers the producer's commit or abort once its own log has the decision, and writes the
+    # marker into the partition after that: on a loaded machine one of the two markers was not there yet
+    # (end offset 21).
+    deadline = time.monotonic() + 15
+    while (end := kafka_tools.end_offsets(bootstrap, "tx", 1)[0]) < 22 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert end == 22  # 20 records and two transaction markers
     read = {}
     for level in ("read_uncommitted", "read_committed"):
