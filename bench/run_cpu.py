@@ -1,0 +1,203 @@
+"""Where a crash scenario's CPU goes: seconds of CPU per kind of process, and inside the driver JVMs per thread.
+
+Each measurement is the crash scenario of :mod:`bench.startup` for one pipeline (one driver start, a
+``driver-crash``, one restart), run as a user runs it (``lab run``, its own broker). While it runs,
+every process on the machine is sampled each 0.1 s from ``/proc`` (user + system time), and grouped
+(:func:`process_group`): the Spark driver JVMs, the broker's JVM, Spark's Python workers, the driver
+processes' Python, the ``lab run`` process (supervisor, producer, audit), the broker's proxy. Inside
+the driver JVMs each thread is grouped by its name (:func:`thread_group`): the JIT compiler, the
+garbage collector, the calls PySpark makes into the JVM (py4j's threads), the JVM's main thread
+(start-up and ``SparkSubmit``), the streaming query's thread, the tasks.
+
+The machine's own count (``/proc/stat``, every process, short-lived ones included) is recorded
+beside it: ``unattributed`` is what the samples missed (processes shorter than a sample, the
+last 0.1 s of each). ``cores_busy`` is the machine's CPU seconds over the wall time and the
+cores: near 1, a scenario keeps every core busy, and runs side by side (two test processes)
+only share them.
+
+Run with ``python bench/run_cpu.py [--rounds N] [--pipeline P ...] [--out FILE]``; writes
+medians per pipeline, and every run, to ``FILE`` (default ``bench/results/run_cpu.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+
+from bench.startup import SCENARIOS  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+#: Process groups, in the order of the report.
+GROUPS = ("driver JVMs", "broker JVM", "Python workers", "driver Python", "lab run (supervisor, producer, audit)",
+          "broker proxy", "other")
+#: Thread groups of the driver JVMs.
+THREADS = ("JIT compiler", "garbage collector", "calls from PySpark (py4j)", "JVM main thread (start, SparkSubmit)",
+           "streaming query", "tasks", "other")
+
+
+def process_group(cmdline: str) -> str:
+    """The group of a process from its command line (NUL-separated as in ``/proc``, or spaces) (pure)."""
+    cmd = cmdline.replace("\0", " ")
+    java = re.search(r"(^|/)java\s", cmd) is not None
+    if "spark-class" in cmd or (java and ("org.apache.spark" in cmd or "pyspark" in cmd)):
+        return "driver JVMs"
+    if java and "kafka" in cmd.lower():
+        return "broker JVM"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+        return "Python workers"
+    if "-m lab.driver" in cmd:
+        return "driver Python"
+    if "-m lab.proxy" in cmd:
+        return "broker proxy"
+    if re.search(r"(-m lab|/lab) run\b", cmd):
+        return "lab run (supervisor, producer, audit)"
+    return "other"
+
+
+def thread_group(name: str) -> str:
+    """The group of a driver JVM's thread from its name (``/proc/<pid>/task/<tid>/comm``, 15 characters) (pure)."""
+    if name.startswith(("C1 Compiler", "C2 Compiler")):
+        return "JIT compiler"
+    if name.startswith(("GC Thread", "G1 ", "VM Thread")):
+        return "garbage collector"
+    if re.fullmatch(r"Thread-\d+", name):
+        return "calls from PySpark (py4j)"
+    if name == "java":
+        return "JVM main thread (start, SparkSubmit)"
+    if name.startswith("stream executio"):
+        return "streaming query"
+    if name.startswith("Executor task"):
+        return "tasks"
+    return "other"
+
+
+def _cpu_s(stat: str) -> tuple[str, float, str]:
+    """(name, user + system seconds, start time) from a ``/proc/.../stat`` line (pure)."""
+    name = stat[stat.find("(") + 1:stat.rfind(")")]
+    f = stat[stat.rfind(")") + 2:].split()
+    return name, (int(f[11]) + int(f[12])) / TICK, f[19]
+
+
+def machine_busy_s() -> float:
+    """The machine's CPU seconds so far, every core, idle and I/O wait left out (``/proc/stat``)."""
+    v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / TICK
+
+
+class Sampler:
+    """Each process's and each driver JVM thread's CPU seconds, the largest seen since :meth:`baseline`."""
+
+    def __init__(self):
+        self.procs: dict[tuple[str, str], tuple[str, float]] = {}
+        self.threads: dict[tuple[str, str], tuple[str, float]] = {}
+        self.base: dict[tuple[str, str], float] = {}
+
+    def sample(self) -> None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                name, cpu, start = _cpu_s(open(f"/proc/{pid}/stat").read())
+                key = (pid, start)
+                group = self.procs[key][0] if key in self.procs else process_group(open(f"/proc/{pid}/cmdline").read())
+                self.procs[key] = (group, cpu)
+                if group == "driver JVMs" and name == "java":
+                    for tid in os.listdir(f"/proc/{pid}/task"):
+                        tname, tcpu, _ = _cpu_s(open(f"/proc/{pid}/task/{tid}/stat").read())
+                        self.threads[(pid, tid)] = (thread_group(tname), tcpu)
+            except (OSError, IndexError, ValueError):
+                continue  # ended between the listing and the read
+
+    def baseline(self) -> None:
+        self.sample()
+        self.base = {k: cpu for k, (_, cpu) in self.procs.items()}
+
+    def totals(self) -> tuple[dict[str, float], dict[str, float]]:
+        procs = dict.fromkeys(GROUPS, 0.0)
+        for k, (group, cpu) in self.procs.items():
+            procs[group] += cpu - self.base.get(k, 0.0)
+        threads = dict.fromkeys(THREADS, 0.0)
+        for group, cpu in self.threads.values():
+            threads[group] += cpu
+        return ({k: round(v, 2) for k, v in procs.items()}, {k: round(v, 2) for k, v in threads.items()})
+
+
+def one(pipeline: str, runs_dir: Path) -> dict:
+    """One crash scenario of ``pipeline``, sampled; its wall time, CPU per group and classification."""
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir))
+    s = Sampler()
+    s.baseline()
+    busy0, t0 = machine_busy_s(), time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "lab", "run", "--pipeline", pipeline, *SCENARIOS[pipeline], "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    while p.poll() is None:
+        s.sample()
+        time.sleep(0.1)
+    wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
+    procs, threads = s.totals()
+    out = {"pipeline": pipeline, "exit": p.returncode, "wall_s": round(wall, 2), "machine_cpu_s": round(busy, 2),
+           "cores_busy": round(busy / wall / os.cpu_count(), 2), "processes": procs, "driver_jvm_threads": threads,
+           "unattributed_s": round(busy - sum(procs.values()), 2)}
+    try:
+        out["guarantee"] = json.loads(p.stdout.read().strip().splitlines()[-1])["guarantee"]
+    except (IndexError, KeyError, ValueError):
+        out["guarantee"] = None
+    return out
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Medians per pipeline of every figure of :func:`one` (pure)."""
+    out = {}
+    for pipeline in dict.fromkeys(r["pipeline"] for r in runs):
+        rs = [r for r in runs if r["pipeline"] == pipeline and r["exit"] == 0]
+        if not rs:
+            continue
+        med = lambda get: round(statistics.median(get(r) for r in rs), 2)  # noqa: E731
+        out[pipeline] = {
+            "runs": len(rs), "wall_s": med(lambda r: r["wall_s"]), "machine_cpu_s": med(lambda r: r["machine_cpu_s"]),
+            "cores_busy": med(lambda r: r["cores_busy"]),
+            "processes": {g: med(lambda r, g=g: r["processes"][g]) for g in GROUPS},
+            "driver_jvm_threads": {g: med(lambda r, g=g: r["driver_jvm_threads"][g]) for g in THREADS},
+            "guarantees": sorted({str(r["guarantee"]) for r in rs}),
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pipeline", action="append", choices=sorted(SCENARIOS))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
+    a = ap.parse_args(argv)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
+        for rnd in range(a.rounds):
+            for pipeline in a.pipeline or list(SCENARIOS):
+                r = one(pipeline, Path(tmp) / f"{pipeline}-{rnd}")
+                runs.append(r)
+                print(json.dumps({k: r[k] for k in ("pipeline", "wall_s", "machine_cpu_s", "cores_busy", "guarantee")}),
+                      flush=True)
+    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "scenarios": SCENARIOS, "rounds": a.rounds,
+              "summary": summarise(runs), "runs": runs}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

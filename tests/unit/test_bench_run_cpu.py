@@ -1,0 +1,44 @@
+"""bench/run_cpu.py's grouping of processes and driver JVM threads, on command lines and names as /proc has them."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.run_cpu import GROUPS, THREADS, process_group, summarise, thread_group
+
+
+@pytest.mark.parametrize("cmdline, group", [
+    ("bash\0/v/lib/python3.11/site-packages/pyspark/bin/spark-class\0org.apache.spark.deploy.SparkSubmit\0", "driver JVMs"),
+    ("/usr/lib/jvm/java-17/bin/java\0-cp\0/v/pyspark/jars/*\0org.apache.spark.launcher.Main\0", "driver JVMs"),
+    ("/usr/bin/java\0-Xmx256m\0-cp\0/c/lab/kafka/4.1.1/libs/*\0kafka.Kafka\0/r/server.properties\0", "broker JVM"),
+    ("/v/bin/python\0-m\0pyspark.daemon\0pyspark.worker\0", "Python workers"),
+    ("/v/bin/python\0-m\0lab.driver\0/runs/x\0", "driver Python"),
+    ("/v/bin/python\0-m\0lab.proxy\0--listen\0000\0", "broker proxy"),
+    ("/v/bin/python\0/v/bin/lab\0run\0--pipeline\0structured\0", "lab run (supervisor, producer, audit)"),
+    ("/v/bin/python\0-m\0lab\0run\0--json\0", "lab run (supervisor, producer, audit)"),
+    ("/v/bin/python\0-m\0lab\0matrix\0", "other"),
+    ("/usr/bin/javac\0X.java\0", "other"),
+])
+def test_process_group(cmdline, group):
+    assert process_group(cmdline) == group
+
+
+@pytest.mark.parametrize("name, group", [
+    ("C1 CompilerThre", "JIT compiler"), ("C2 CompilerThre", "JIT compiler"), ("GC Thread#1", "garbage collector"),
+    ("G1 Conc#0", "garbage collector"), ("VM Thread", "garbage collector"), ("Thread-7", "calls from PySpark (py4j)"),
+    ("java", "JVM main thread (start, SparkSubmit)"), ("stream executio", "streaming query"),
+    ("Executor task l", "tasks"), ("dag-scheduler-e", "other"), ("Thread-7a", "other"),
+])
+def test_thread_group(name, group):
+    assert thread_group(name) == group
+
+
+def test_summarise_takes_medians_of_successful_runs_only():
+    def run(wall, exit=0, guarantee="exactly-once"):
+        return {"pipeline": "structured", "exit": exit, "wall_s": wall, "machine_cpu_s": 2 * wall,
+                "cores_busy": 0.5, "processes": dict.fromkeys(GROUPS, wall), "driver_jvm_threads": dict.fromkeys(THREADS, 1.0),
+                "guarantee": guarantee}
+
+    s = summarise([run(10), run(30), run(20), run(99, exit=1)])["structured"]
+    assert s["runs"] == 3 and s["wall_s"] == 20 and s["machine_cpu_s"] == 40
+    assert s["processes"]["driver JVMs"] == 20 and s["guarantees"] == ["exactly-once"]
