@@ -68,7 +68,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
                         "(default LAB_SPARK_UI, else off)")
-    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches; flink: between checkpoints (default 1)")
+    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 0.5); flink: between checkpoints (default 1)")
     p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")

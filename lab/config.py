@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from lab import flink_settings
-from lab.batch_sizing import MIN_BATCH_INTERVAL_S, default_max_batch
+from lab.batch_sizing import DEFAULT_BATCH_INTERVAL_S, MIN_BATCH_INTERVAL_S, default_batch_interval, default_max_batch
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.kafka_cluster import NODE_COUNTS
@@ -149,7 +149,7 @@ class RunConfig:
     name: str = ""
     topic: str = "events"
     commit: str = "auto"
-    batch_interval_s: float = 1.0
+    batch_interval_s: float = DEFAULT_BATCH_INTERVAL_S  # flink: 1 s (make_config, lab.batch_sizing)
     max_batch_records: int = 500
     restart_delay_s: float = 0.2
     deadline_s: float = 120.0
@@ -463,6 +463,8 @@ def make_config(**params) -> RunConfig:
     base.update({k: v for k, v in params.items() if v is not None})
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
+    if params.get("batch_interval_s") is None:
+        base["batch_interval_s"] = default_batch_interval(base.get("pipeline", RunConfig.pipeline))
     if params.get("max_batch_records") is None:
         base["max_batch_records"] = default_max_batch(base.get("events", RunConfig.events))
     config = RunConfig(**base, producer=ProducerSettings(**producer_params))

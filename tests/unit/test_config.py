@@ -112,3 +112,10 @@ def test_kafka_proxy_without_a_bootstrap_is_dropped_but_still_checked(runs_dir, 
     monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy")
     with pytest.raises(LabError, match="LAB_KAFKA_PROXY 'kafka-proxy'"):
         make_config()
+
+
+@pytest.mark.parametrize("pipeline, interval", [("structured", 0.5), ("direct", 0.5), ("receiver", 0.5),
+                                                ("plain", 0.5), ("flink", 1.0)])
+def test_batch_interval_default_per_pipeline_and_a_given_one_wins(runs_dir, pipeline, interval):
+    assert make_config(pipeline=pipeline).batch_interval_s == interval
+    assert make_config(pipeline=pipeline, batch_interval_s=2.0).batch_interval_s == 2.0
