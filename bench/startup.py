@@ -50,6 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.events import read_events
 from lab.start_tuning import ALL_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,7 +120,7 @@ def one(pipeline: str, variant: str, runs_dir: Path) -> dict:
     out.update(guarantee=report["guarantee"], lost=report["lost"], duplicated=report["duplicated"],
                restarts=report["restarts"])
     run_dir = Path(report["run_dir"])
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    events = read_events(run_dir)
     out["cold"] = attempt_phases(events, 1)
     out["warm"] = attempt_phases(events, 2)
     crash = [e["t"] for e in events if e["type"] == "fault-point"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab import processes
+from lab.events import read_events
 from tests.conftest import ROOT
 from tests.integration.conftest import assert_all_gone, run_pids
 
@@ -184,8 +185,7 @@ def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
         panel.scroll_into_view_if_needed()
         panel.screenshot(path=str(ARTIFACTS / "panel-after-crash.png"))
     run_dir = next(d for d in runs_dir.iterdir() if d.is_dir())
-    faults = [json.loads(l) for l in (run_dir / "events.jsonl").read_text().splitlines() if '"fault"' in l]
-    assert [f["by"] for f in faults if f["type"] == "fault"] == ["ui"]
+    assert [e["by"] for e in read_events(run_dir) if e["type"] == "fault"] == ["ui"]
     # The tab is closed but the kernel lives on: the run must still end by itself and leave nothing.
     wait_until(lambda: '"run-end"' in (run_dir / "events.jsonl").read_text(), 120, "the run to end after the tab closed")
     assert server.poll() is None

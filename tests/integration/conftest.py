@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab import processes
+from lab.events import read_events
 from tests.conftest import SHARED_BROKER_PIDS
 
 pytestmark = pytest.mark.integration
@@ -126,8 +127,9 @@ def run_pids(run_dir: Path) -> list[int]:
     pids = []
     broker = json.loads((run_dir / "broker.json").read_text())
     pids += [p for p in (broker.get("broker_pid"), broker.get("proxy_pid")) if p and p not in SHARED_BROKER_PIDS]
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        e = json.loads(line)
+    # read_events, not json.loads per line: the driver may be mid-write, and a torn last line
+    # failed this helper once in CI (JSONDecodeError at the cut).
+    for e in read_events(run_dir):
         if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart", "standby-start"):
             pids.append(e["pid"])
     return pids
@@ -145,8 +147,7 @@ def assert_all_gone(pids, within_s: float = 10.0):
 
 def batch_rows(run_dir: Path, batch: int) -> int:
     """Rows of ``batch`` as the driver logged them when it started that batch (first attempt)."""
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        e = json.loads(line)
+    for e in read_events(run_dir):
         if e["type"] == "batch-start" and e["batch"] == batch:
             return e["rows"]
     raise AssertionError(f"batch {batch} never started")
