@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 
 
 def produce_and_consume_one(bootstrap: str, value: bytes, timeout_s: float = 10.0) -> None:
@@ -91,8 +94,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="broker-cycles-") as tmp:
         result = cycles(a.cycles, a.check_every, Path(tmp) / "broker-logs")
-    out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": {"cpus": __import__("os").cpu_count(),
-           "python": platform.python_version(), "platform": platform.platform()}, **result}
+    out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), **result}
     text = json.dumps(out, indent=2)
     print(text)
     if a.out:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -43,6 +42,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "pipelines.json"
 TARGET_RATIO = 0.5
 
@@ -279,7 +280,7 @@ def main(argv=None) -> int:
                   f"to the faster: {r['ratio_to_faster']} (steady {r['ratio_steady_to_faster']}; goal "
                   f"{r['goal_ratio_to_faster'] or '-'}); ratios of the {len(runs)} runs {ratios}",
                   flush=True)
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    results["machine"] = machine()
     results["versions"] = {pkg: version(pkg) for pkg in ("pyspark", "kafka-python")}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
@@ -288,5 +289,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
     sys.exit(main())

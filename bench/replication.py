@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.machine import machine  # noqa: E402
 
 #: acks, min.insync.replicas, unclean leader election: notebook 07's grid.
 GRID = [("1", 1, "on"), ("all", 1, "on"), ("all", 2, "on"), ("1", 1, "off")]
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
             broker.stop_detached(tmp)
     Path(a.out).write_text(json.dumps({
         "what": __doc__.splitlines()[0], "faults": FAULTS, "events": a.events, "cluster_up_s": up_s,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs}, indent=2))
     print(f"wrote {a.out}")
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 
 from bench.startup import SCENARIOS  # noqa: E402
 
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
                 runs.append(r)
                 print(json.dumps({k: r[k] for k in ("pipeline", "wall_s", "machine_cpu_s", "cores_busy", "guarantee")}),
                       flush=True)
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    result = {"machine": machine(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "scenarios": SCENARIOS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}
     out = Path(a.out)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 
 #: One small crash scenario per pipeline (a few seconds of events, the crash at a named point or a time).
 SCENARIOS = {
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     summary = {
         "runs": len(results), "failures": [r for r in results if r["exit"] != 0 or "error" in r],
         "seconds_by_pipeline": by_pipeline, "results": results,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_1m": os.getloadavg()[0]},
+        "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

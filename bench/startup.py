@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,8 @@ from lab.events import read_events
 from lab.start_tuning import ALL_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 
 #: The crash scenario per pipeline: the issue's structured scenario, and its like for the others.
 SCENARIOS = {
@@ -186,7 +187,7 @@ def main(argv=None) -> int:
         measured = {(r["pipeline"], r["variant"]) for r in runs}
         runs = [r for r in json.loads(out.read_text()).get("runs", [])
                 if (r.get("pipeline"), r.get("variant")) not in measured] + runs
-    result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    result = {"machine": machine(),
               "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 
 
 def state_dir_mb(run_dir: Path) -> float:
@@ -86,8 +87,7 @@ def main(argv=None) -> int:
                 print(json.dumps(r), flush=True)
                 runs.append(r)
     Path(a.out).write_text(json.dumps({
-        "what": __doc__.splitlines()[0], "events": a.events, "machine": {"cpus": os.cpu_count(),
-                                                                            "python": platform.python_version()},
+        "what": __doc__.splitlines()[0], "events": a.events, "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": runs}, indent=2))
     print(f"wrote {a.out}")
     return 0

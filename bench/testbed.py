@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -41,6 +40,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
+from bench.machine import machine  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 #: The embedded brokers, as ``lab.broker.start_embedded(product=...)`` names them.
 BROKERS = ("kafka", "tansu")
@@ -197,7 +198,7 @@ def main(argv=None) -> int:
         audit = audit_time(a.audit_events)
         print(f"  {audit['seconds']} s (target under 3 s)", flush=True)
     out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+           "machine": machine(),
            "versions": {"kafka-python": version("kafka-python"),
                         **{b["product"]: b["version"] for _, b in sorted(brokers.items())}},
            "brokers": brokers, "audit": audit}
@@ -208,5 +209,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
     sys.exit(main())
