@@ -33,6 +33,13 @@ the three-broker cluster (``nodes: 3``: a cluster of its own, about 8 s to start
 or asks for another product gets its own; so does every scenario when several run at
 once (their proxy faults would hit each other) or when a broker is already
 running (``lab broker start``) or ``LAB_KAFKA_BOOTSTRAP`` is set.
+
+One at a time, the next started ahead
+-------------------------------------
+With ``jobs=1`` the next row's papermill starts while a row runs, and its run
+waits for its turn (:mod:`lab.row_turn`, :func:`_relay`): a row's kernel
+start and imports (about 1.9 s) and its plots and notebook end (about 1.2 s)
+leave the matrix's critical path, while the runs stay one at a time.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -223,6 +231,21 @@ def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None
     ``shared``: the matrix's broker (:func:`shared_broker`), used when the scenario may share it.
     The row's ``html`` is None: the caller exports the executed notebook (:func:`export_html`).
     """
+    return finish_row(s, out, start_row(s, out, timeout_s, started, shared))
+
+
+def turn_file(out: Path, s: Scenario) -> Path:
+    """The file whose creation gives row ``s``, started ahead, its turn (:mod:`lab.row_turn`)."""
+    return run_dir_for(out, s) / "turn"
+
+
+def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None, shared=None,
+              ahead: bool = False):
+    """Start papermill on the scenario notebook for ``s``; the process (see :func:`run_one` for the arguments).
+
+    ``ahead``: the row's kernel starts and imports now, and its run waits until
+    :func:`turn_file` exists (:func:`give_turn`).
+    """
     from lab import broker, processes
 
     d = run_dir_for(out, s)
@@ -231,11 +254,10 @@ def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None
         broker.save_state(d / "lab-runs", shared)
     else:  # a broker.json left by an earlier matrix names processes long gone
         broker.state_file(d / "lab-runs").unlink(missing_ok=True)
-    nb_out = d / "scenario.ipynb"
-    report_path = d / "report.json"
-    report_path.unlink(missing_ok=True)
-    params = dict(PARAMS=s.params, SEED=s.seed, REPORT=str(report_path), RUNS_DIR=str(d / "lab-runs"),
-                  INTERACTIVE=False)
+    (d / "report.json").unlink(missing_ok=True)
+    turn_file(out, s).unlink(missing_ok=True)  # an interrupted matrix's: the row would not wait
+    params = dict(PARAMS=s.params, SEED=s.seed, REPORT=str(d / "report.json"), RUNS_DIR=str(d / "lab-runs"),
+                  INTERACTIVE=False, TURN=str(turn_file(out, s)) if ahead else "")
     (d / "params.json").write_text(json.dumps(params, indent=1))
     # The kernel's connection file and every temporary file of the row go to the row's own directory, removed
     # when papermill has ended: an interrupt ends papermill and its kernel at once, and in the system's temporary
@@ -243,16 +265,34 @@ def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None
     tmp = d / "tmp"
     tmp.mkdir(exist_ok=True)
     proc = processes.spawn(
-        [sys.executable, "-m", "papermill", TEMPLATE, nb_out, "-f", d / "params.json", "--cwd", d,
+        [sys.executable, "-m", "papermill", TEMPLATE, d / "scenario.ipynb", "-f", d / "params.json", "--cwd", d,
          "-k", "python3", "--execution-timeout", int(timeout_s), "--no-progress-bar"],
         log_path=d / "papermill.log", env={**os.environ, "TMPDIR": str(tmp)},
     )
     if started is not None:
         started.append(proc)
+    return proc
+
+
+def give_turn(out: Path, s: Scenario) -> None:
+    """Let row ``s``, started ahead, run."""
+    turn_file(out, s).touch()
+
+
+def run_over(out: Path, s: Scenario, proc) -> bool:
+    """Row ``s``'s run has ended: its report is written (its plots may still be drawing) or its papermill ended."""
+    return (run_dir_for(out, s) / "report.json").exists() or proc.poll() is not None
+
+
+def finish_row(s: Scenario, out: Path, proc) -> dict:
+    """Wait for row ``s``'s papermill to end; its results row (see :func:`run_one`)."""
+    d = run_dir_for(out, s)
     try:
         code = proc.wait()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(d / "tmp", ignore_errors=True)
+        turn_file(out, s).unlink(missing_ok=True)
+    report_path, nb_out = d / "report.json", d / "scenario.ipynb"
     if code != 0 or not report_path.exists():
         error = f"papermill exited {code}: " + _last_error(d / "papermill.log")
         return {"key": s.key, "name": s.name, "expect": s.expect, "verdict": "error", "error": error[:400],
@@ -318,6 +358,9 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
     """
     from tqdm import tqdm
 
+    from lab import row_turn
+
+    relay = jobs <= 1 and row_turn.ahead()  # a bad LAB_ROW_AHEAD fails here, before any run
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict] = {}
@@ -333,40 +376,45 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
     write_table(out, grid, rows)
     if todo:
         with shared_broker(jobs) as shared:
-            _run_todo(todo, out, jobs, shared, rows, grid, bar)
+            _run_todo(todo, out, jobs, shared, rows, grid, bar, relay)
     bar.close()
     return write_table(out, grid, rows)
 
 
-def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, bar) -> None:
-    """Run ``todo``'s scenarios, filling ``rows`` and rewriting the table after each."""
+def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, bar, relay: bool) -> None:
+    """Run ``todo``'s scenarios, filling ``rows`` and rewriting the table after each; ``relay``: see :func:`_relay`."""
     from lab import processes
 
     started: list = []
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     # Each finished run's HTML is exported on a thread of its own while the next run starts: 0.5-1.1 s a run
     # that was on the matrix's critical path (measured, 14 rows: 8.2 s of 4.2 min).
     exporter = ThreadPoolExecutor(max_workers=1)
     exports = {}
-    futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
+
+    def record(s: Scenario, row: dict) -> None:
+        rows[s.key] = row
+        notebook = row.get("notebook")
+        if notebook and Path(notebook).exists():
+            exports[exporter.submit(export_html, Path(notebook))] = s.key
+        bar.set_postfix_str(f"{s.name[:40]}: {row['verdict']}")
+        bar.update(1)
+        write_table(out, grid, rows)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        for f in as_completed(futures):
-            s = futures[f]
-            rows[s.key] = f.result()
-            notebook = rows[s.key].get("notebook")
-            if notebook and Path(notebook).exists():
-                exports[exporter.submit(export_html, Path(notebook))] = s.key
-            bar.set_postfix_str(f"{s.name[:40]}: {rows[s.key]['verdict']}")
-            bar.update(1)
-            write_table(out, grid, rows)
+        if relay:
+            _relay(todo, out, shared, started, record)
+        else:
+            futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
+            for f in as_completed(futures):
+                record(futures[f], f.result())
         for f in as_completed(exports):
             rows[exports[f]]["html"] = f.result()
         if exports:
             write_table(out, grid, rows)
     except BaseException:
         # Interrupted: queued runs never start, running ones end (their kernels and runs with them).
-        for f in futures:
-            f.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(started):
             processes.stop_tree(proc, grace_s=10)  # papermill and its kernel (a session of its own)
         for s in todo:
@@ -374,10 +422,31 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
             # still starting rewrites its connection file there (ipykernel does once its sockets are bound), maybe
             # while the directory is being removed (seen once in CI, under load: the file and directory left).
             shutil.rmtree(run_dir_for(out, s) / "tmp", ignore_errors=True)
+            turn_file(out, s).unlink(missing_ok=True)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         exporter.shutdown(wait=True, cancel_futures=True)
+
+
+def _relay(todo: list, out: Path, shared, started: list, record) -> None:
+    """One run at a time, each row's notebook started while the row before it runs (:mod:`lab.row_turn`).
+
+    Row *n+1* starts ahead when row *n* has its turn; it gets its own once
+    row *n*'s run is over, and only then is row *n*'s papermill waited for
+    (its plots and its notebook's end overlap row *n+1*'s run). The runs
+    never overlap: the shared broker and the proxy faults see one at a time.
+    """
+    proc = start_row(todo[0], out, started=started, shared=shared)
+    for i, s in enumerate(todo):
+        nxt = todo[i + 1] if i + 1 < len(todo) else None
+        ahead = start_row(nxt, out, started=started, shared=shared, ahead=True) if nxt else None
+        while not run_over(out, s, proc):
+            time.sleep(0.05)
+        if nxt:
+            give_turn(out, nxt)
+        record(s, finish_row(s, out, proc))
+        proc = ahead
 
 
 def write_table(out: Path, grid: Grid, rows: dict[str, dict]):

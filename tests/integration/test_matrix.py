@@ -1,4 +1,4 @@
-"""`lab matrix`: interrupted, then run again, it completes only the missing runs."""
+"""`lab matrix`: interrupted, then run again, it completes only the missing runs, one run at a time."""
 
 import json
 import os
@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lab.events import read_events
 from tests.conftest import clean_env, lab_cmd
 
 pytestmark = pytest.mark.integration
@@ -78,3 +79,14 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     # (the interrupted scenario's first run directory is there too)
     brokers = [json.loads(p.read_text())["broker_pid"] for p in out.glob("runs/*/lab-runs/*/broker.json")]
     assert len(brokers) >= 3 and len(set(brokers)) == 2, brokers
+    # one at a time: a row's notebook starts while the row before runs, its run only once that one is over
+    spans = sorted((e[0]["t"], e[-1]["t"]) for e in (read_events(r["run_dir"]) for r in reports))
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
+    waited = [_await_cell_s(p.parent / "scenario.ipynb") for p in out.glob("runs/*/report.json")]
+    assert max(waited) > 0.5, f"no row was started ahead of its turn (seconds waited: {waited})"
+
+
+def _await_cell_s(notebook: Path) -> float:
+    """Seconds the executed row notebook spent in its turn cell (lab.row_turn.await_turn)."""
+    cell = next(c for c in json.loads(notebook.read_text())["cells"] if "await_turn(TURN)" in "".join(c["source"]))
+    return cell["metadata"]["papermill"]["duration"]
