@@ -15,7 +15,7 @@ change the time, never a classification. ``--jobs-pair`` runs it with one
 scenario at a time (one shared broker), then two at once (a broker each), and
 compares them the same way, into ``bench/results/matrix_jobs.json``. ``--ahead-pair`` runs it with each
 row's notebook started only when the row before has ended (``LAB_ROW_AHEAD=off``), then with the next row's
-notebook started while a row runs (the default, :mod:`lab.row_turn`), into ``bench/results/matrix_ahead.json``
+notebook started while a row runs (the default, :mod:`lab.matrix_rows`), into ``bench/results/matrix_ahead.json``
 (with ``--original``: its 14 rows, ``matrix_original_ahead.json``).
 """
 

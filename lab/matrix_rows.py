@@ -1,0 +1,113 @@
+"""A matrix row's papermill process: started ahead, it waits for its turn; interrupted, it may end its notebook.
+
+Protocol (one scenario at a time, ``lab matrix --jobs 1``): the matrix
+starts row *n+1*'s papermill while row *n* runs, once row *n* has a batch
+done (:func:`batch_done`: its driver's start is over). Row *n+1*'s kernel
+starts, imports what its run and its plots need, then waits in
+:func:`await_turn` until its turn file exists. The matrix creates that file
+(:func:`give_turn`) as soon as row *n*'s run is over (its ``report.json`` is
+written, or its papermill ended), while row *n*'s notebook still draws its
+plots. The runs themselves never
+overlap; only the notebooks' start and end do (measured: 1.9 s before a row's
+run and 1.2 s after it, of a 5 s row).
+
+No delivery effect: nothing is read or written before the turn.
+``LAB_ROW_AHEAD=off`` starts each row's notebook only when the row before has
+ended (``bench/matrix.py --ahead-pair`` measures the two side by side).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from lab import events as ev
+from lab.errors import choices_error
+
+#: What a row's run and its plots import (lab.notebook, which the template's setup cell imports, has the rest).
+WARM_MODULES = ("ipywidgets", "pandas", "plotly.graph_objects", "lab.plots", "lab.ui", "lab.auditor")
+AHEAD_CHOICES = ("on", "off")
+#: Seconds after a row's turn when the next row starts ahead even before the row has a batch done.
+AHEAD_AFTER_S = 10.0
+
+
+def turn_path(row_dir: Path) -> Path:
+    """The file whose creation gives the row in ``row_dir``, started ahead, its turn."""
+    return Path(row_dir) / "turn"
+
+
+def give_turn(row_dir: Path) -> None:
+    """Let the row in ``row_dir``, started ahead, run."""
+    turn_path(row_dir).touch()
+
+
+def batch_done(row_dir: Path) -> bool:
+    """The row in ``row_dir`` has a run that logged a finished batch (its driver is up: the next row may start)."""
+    for events in (Path(row_dir) / "lab-runs").glob("*/events.jsonl"):
+        try:
+            if f'"{ev.BATCH_DONE}"'.encode() in events.read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def ahead(env=None) -> bool:
+    """Whether one-at-a-time rows start ahead (``LAB_ROW_AHEAD``, default ``on``).
+
+    Raises
+    ------
+    LabError
+        A value other than ``on`` or ``off``, named with them.
+    """
+    value = (os.environ if env is None else env).get("LAB_ROW_AHEAD", "on").strip().lower()
+    if value not in AHEAD_CHOICES:
+        raise choices_error("LAB_ROW_AHEAD", value, AHEAD_CHOICES)
+    return value == "on"
+
+
+def await_turn(turn: str | os.PathLike, poll_s: float = 0.02) -> float:
+    """Import :data:`WARM_MODULES`, then wait until the file ``turn`` exists; the seconds waited.
+
+    ``turn`` empty: no wait (a row started when its turn had come). The kernel
+    ends itself (``os._exit``) when its papermill is gone before the turn came:
+    the matrix was interrupted, and nothing of the row had started.
+    """
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    if not turn:
+        return 0.0
+    path, parent, t0 = Path(turn), os.getppid(), time.monotonic()
+    while not path.exists():
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(poll_s)
+    return round(time.monotonic() - t0, 3)
+
+
+#: Seconds an interrupted matrix gives a row whose run is over to finish its notebook (its plots: about 1 s).
+FINISH_GRACE_S = 15.0
+
+
+def stop_rows(started: list) -> None:
+    """End every row's papermill and its kernel (a session of its own), as an interrupted matrix does.
+
+    ``started``: the rows' papermill processes, each with its ``row_dir``. A row
+    whose run is over (its ``report.json`` written) first ends its notebook, for
+    up to :data:`FINISH_GRACE_S`: its report is kept, so running the matrix again
+    will not redo the row, and its executed notebook must then be whole, plots
+    included (measured: cut in its plots, the notebook could not be exported).
+    """
+    from lab import processes
+
+    for proc in started:
+        if proc.poll() is None and (proc.row_dir / "report.json").exists():
+            try:
+                proc.wait(timeout=FINISH_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+    for proc in started:
+        processes.stop_tree(proc, grace_s=10)

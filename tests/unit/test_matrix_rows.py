@@ -1,0 +1,44 @@
+"""lab.matrix_rows: a row started ahead waits for its turn file (LAB_ROW_AHEAD switches it); an interrupt ends rows."""
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from lab import matrix_rows
+from lab.errors import LabError
+
+
+def test_ahead_is_on_unless_switched_off_and_a_bad_value_names_the_choices():
+    assert matrix_rows.ahead({}) is True
+    assert matrix_rows.ahead({"LAB_ROW_AHEAD": " OFF "}) is False
+    with pytest.raises(LabError, match="'sometimes'.*off, on"):
+        matrix_rows.ahead({"LAB_ROW_AHEAD": "sometimes"})
+
+
+def test_await_turn_returns_once_the_file_exists(tmp_path):
+    matrix_rows.await_turn("")  # its imports first: the wait alone is timed
+    turn = tmp_path / "turn"
+    threading.Timer(0.3, turn.touch).start()
+    t0 = time.monotonic()
+    waited = matrix_rows.await_turn(turn)
+    assert turn.exists() and 0.25 <= waited <= time.monotonic() - t0 + 0.001  # waited is rounded to ms
+
+
+def test_no_turn_file_means_no_wait():
+    assert matrix_rows.await_turn("") == 0.0
+
+
+def test_an_interrupt_lets_a_row_whose_run_is_over_end_its_notebook_and_ends_the_others(tmp_path):
+    over, running = tmp_path / "over", tmp_path / "running"
+    over.mkdir(), running.mkdir()
+    (over / "report.json").write_text("{}")
+    finishing = subprocess.Popen(["sleep", "0.5"], start_new_session=True)  # its plots, then papermill's own end
+    stuck = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    finishing.row_dir, stuck.row_dir = over, running
+    t0 = time.monotonic()
+    matrix_rows.stop_rows([finishing, stuck])
+    assert finishing.returncode == 0, "the finished run's notebook was cut"
+    assert stuck.returncode not in (None, 0), "the running row was not ended"
+    assert time.monotonic() - t0 < matrix_rows.FINISH_GRACE_S
