@@ -16,9 +16,11 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 #: Small parameters per notebook; every notebook must be listed.
 SMALL = {
     "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, CRASH_AT=1.0),
-    # 5 s of events: the crash at batch 3 needs four batches, and on a loaded machine (two test processes, Flink's
-    # JVMs) the receiver started late enough that 3 s of events fitted in three (the crash never came)
-    "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, WORKER_FAILURE=False,
+    # The crash at batch 3 needs four batches. On a loaded machine (two test processes, Flink's JVMs) a driver was
+    # ready only after the producer had finished, and the receiver then took the whole backlog at its maxRate
+    # (500 records a batch): 1,500 events fitted in three batches and the crash never came (CI). 2,500 events make
+    # five batches even then; 5 s of events as before.
+    "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=2500, RATE=500, WORKER_FAILURE=False,
                             PREDICTIONS={"reliable, WAL": "at-least-once", "unreliable, no WAL": "exactly-once"}),
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
     "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional", "files"],
