@@ -7,9 +7,8 @@ starts, imports what its run and its plots need, then waits in
 :func:`await_turn` until its turn file exists. The matrix creates that file
 (:func:`give_turn`) as soon as row *n*'s run is over (its ``report.json`` is
 written, or its papermill ended), while row *n*'s notebook still draws its
-plots. The runs themselves never
-overlap; only the notebooks' start and end do (measured: 1.9 s before a row's
-run and 1.2 s after it, of a 5 s row).
+plots. The runs themselves never overlap; only the notebooks' start and end
+do (measured: 1.9 s before a row's run and 1.2 s after it, of a 5 s row).
 
 No delivery effect: nothing is read or written before the turn.
 ``LAB_ROW_AHEAD=off`` starts each row's notebook only when the row before has
@@ -25,11 +24,9 @@ import time
 from pathlib import Path
 
 from lab import events as ev
-from lab.errors import choices_error
 
 #: What a row's run and its plots import (lab.notebook, which the template's setup cell imports, has the rest).
 WARM_MODULES = ("ipywidgets", "pandas", "plotly.graph_objects", "lab.plots", "lab.ui", "lab.auditor")
-AHEAD_CHOICES = ("on", "off")
 #: Seconds after a row's turn when the next row starts ahead even before the row has a batch done.
 AHEAD_AFTER_S = 10.0
 
@@ -56,17 +53,16 @@ def batch_done(row_dir: Path) -> bool:
 
 
 def ahead(env=None) -> bool:
-    """Whether one-at-a-time rows start ahead (``LAB_ROW_AHEAD``, default ``on``).
+    """Whether one-at-a-time rows start ahead (``LAB_ROW_AHEAD``, default ``on``; read as the other on/off switches).
 
     Raises
     ------
     LabError
-        A value other than ``on`` or ``off``, named with them.
+        A value that is not on or off, named with the two.
     """
-    value = (os.environ if env is None else env).get("LAB_ROW_AHEAD", "on").strip().lower()
-    if value not in AHEAD_CHOICES:
-        raise choices_error("LAB_ROW_AHEAD", value, AHEAD_CHOICES)
-    return value == "on"
+    from lab.start_tuning import switch
+
+    return switch(os.environ if env is None else env, "LAB_ROW_AHEAD")
 
 
 def await_turn(turn: str | os.PathLike, poll_s: float = 0.02) -> float:

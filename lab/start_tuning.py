@@ -41,6 +41,20 @@ ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_U
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
+def switch(env, name: str, default: str = "on") -> bool:
+    """The on/off variable ``name`` of ``env`` (``on``/``off``, also ``1``/``0``, ``true``/``false``, ``yes``/``no``).
+
+    Raises
+    ------
+    LabError
+        Any other value, named with ``on`` and ``off``.
+    """
+    value = env.get(name, default).strip().lower()
+    if value not in _SWITCH:
+        raise choices_error(name, value, ("on", "off"))
+    return _SWITCH[value]
+
+
 @dataclass(frozen=True)
 class StartTuning:
     """The start-up techniques a driver uses (see the module docstring)."""
@@ -62,16 +76,14 @@ class StartTuning:
             A value outside its choices, named with them.
         """
         env = os.environ if env is None else env
-        archive = env.get("LAB_CLASS_ARCHIVE", "on").strip().lower()
-        if archive not in _SWITCH:
-            raise choices_error("LAB_CLASS_ARCHIVE", archive, ("on", "off"))
+        archive = switch(env, "LAB_CLASS_ARCHIVE")
         warm = env.get("LAB_WARM_UP", "beside").strip().lower()
         if warm not in WARM_UPS:
             raise choices_error("LAB_WARM_UP", warm, WARM_UPS)
         standby = env.get("LAB_STANDBY", standby_default).strip().lower()
         if standby not in STANDBYS:
             raise choices_error("LAB_STANDBY", standby, STANDBYS)
-        return cls(class_archive=_SWITCH[archive], jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
+        return cls(class_archive=archive, jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
                    warm_up=warm, standby=standby)
 
     def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
