@@ -144,7 +144,8 @@ def verdicts(frozen: Mapping[str, Prediction] | PredictionSheet, results: Mappin
     rows = "".join(
         f"<tr style='background:{colour[v.right]}'><td>{v.mark}</td><td>{v.scenario}</td>"
         f"<td>{v.predicted or '<i>none</i>'}</td><td><b>{v.measured}</b></td>"
-        f"<td>{v.detail}</td></tr>" for v in out)
+        f"<td>{v.detail}{'<br><i>not judged: ' + v.not_judged + '</i>' if v.not_judged else ''}</td></tr>"
+        for v in out)
     display(HTML(f"<p><b>Your predictions: {score(out)}</b></p><table><tr><th></th><th>run</th>"
                  f"<th>predicted</th><th>measured</th><th>counts</th></tr>{rows}</table>"))
     print("\n".join(v.sentence() for v in out))

@@ -17,7 +17,10 @@ Protocol
    run's directory, next to the evidence.
 
 A scenario without a prediction still gets its measured outcome; its verdict is
-``None`` (neither right nor wrong).
+``None`` (neither right nor wrong). So does a run whose planned fault never
+fired (its report's ``faults_not_applied``): its counts say nothing about the
+scenario that was predicted, so the verdict names the fault and why, and the
+score leaves it out.
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ class Verdict:
     run_dir: str
     recorded_at: float
     source: str = "none"
+    not_judged: str = ""  # why a prediction was not judged: the run's planned fault never fired
 
     @property
     def mark(self) -> str:
@@ -189,6 +193,9 @@ class Verdict:
         counts = self.detail
         if self.predicted is None:
             return f"{self.mark} {self.scenario}: no prediction; measured {self.measured} ({counts})"
+        if self.not_judged:
+            return (f"{self.mark} {self.scenario}: you predicted {self.predicted}, not judged: {self.not_judged}; "
+                    f"measured {self.measured} ({counts}) without it")
         word = "right" if self.right else "not what happened"
         return (f"{self.mark} {self.scenario}: you predicted {self.predicted}, measured {self.measured} "
                 f"({counts}): {word}")
@@ -206,11 +213,18 @@ def judge(prediction: Prediction, report: Mapping,
     measure : callable
         ``report -> (outcome, detail)``: :func:`measured_guarantee` (default),
         :func:`topic_outcome_of`, :func:`lab.file_sink.naive_reader_outcome`.
+
+    A run whose report lists ``faults_not_applied`` is not judged
+    (``right`` is ``None``, ``not_judged`` says which fault and why): the
+    prediction was about the run with its fault.
     """
     measured, detail = measure(report)
-    right = None if prediction.outcome is None else normalise(prediction.outcome) == normalise(measured)
+    missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
+              for f in report.get("faults_not_applied") or []]
+    not_judged = "; ".join(missed) if prediction.outcome is not None else ""
+    right = None if prediction.outcome is None or not_judged else normalise(prediction.outcome) == normalise(measured)
     return Verdict(prediction.scenario, prediction.outcome, measured, right, detail, str(report.get("run_dir", "")),
-                   prediction.recorded_at, prediction.source)
+                   prediction.recorded_at, prediction.source, not_judged)
 
 
 def record(verdict: Verdict, run_dir: Path | str) -> Path:
@@ -221,8 +235,14 @@ def record(verdict: Verdict, run_dir: Path | str) -> Path:
 
 
 def score(verdicts: Sequence[Verdict]) -> str:
-    """``"3 of 4 predictions right"`` (scenarios without a prediction are not counted)."""
+    """``"3 of 4 predictions right"`` (scenarios without a prediction, or not judged, are not counted).
+
+    Predictions not judged (a planned fault never fired) are counted after the score.
+    """
     made = [v for v in verdicts if v.right is not None]
+    unjudged = sum(1 for v in verdicts if v.not_judged)
+    aside = f"; {unjudged} not judged: a planned fault never fired" if unjudged else ""
     if not made:
-        return f"no predictions recorded for these {len(verdicts)} runs"
-    return f"{sum(v.right for v in made)} of {len(made)} predictions right"
+        return (f"no predictions recorded for these {len(verdicts)} runs" if not unjudged
+                else f"no prediction could be judged{aside}")
+    return f"{sum(v.right for v in made)} of {len(made)} predictions right{aside}"

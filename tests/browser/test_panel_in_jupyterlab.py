@@ -63,7 +63,7 @@ def jupyterlab(tmp_path, runs_dir):
 @pytest.fixture
 def jupyterlab_01(tmp_path, runs_dir):
     """01_receiver_wal with one combination of section 1 and no worker failure."""
-    yield from serve(tmp_path, "01_receiver_wal", {"EVENTS": 1500, "COMBOS": ["reliable, WAL"], "WORKER_FAILURE": False})
+    yield from serve(tmp_path, "01_receiver_wal", {"EVENTS": 2500, "COMBOS": ["reliable, WAL"], "WORKER_FAILURE": False})
 
 
 def start_jupyterlab(nb_dir: Path, token: str, env: dict, log: Path, timeout_s: float = 60, attempts: int = 3):

@@ -41,6 +41,18 @@ def test_verdict_compares_with_the_measured_guarantee_not_a_stored_answer():
     assert score([wrong, right, silent]) == "1 of 2 predictions right"
 
 
+def test_a_run_whose_planned_fault_never_fired_is_not_judged():
+    missed = [{"type": "fault-not-applied", "kind": "driver-crash",
+               "reason": "its trigger (driver-crash@batch=3) never came before the run ended"}]
+    frozen = freeze({"wal": "at-least-once", "other": "exactly-once"}, "buttons", now=1.0)
+    unjudged = judge(frozen["wal"], report(faults_not_applied=missed))
+    judged = judge(frozen["other"], report())
+    assert unjudged.right is None and unjudged.measured == "exactly-once"
+    assert "driver-crash never fired" in unjudged.not_judged and "batch=3" in unjudged.sentence()
+    assert score([unjudged, judged]) == "1 of 1 predictions right; 1 not judged: a planned fault never fired"
+    assert score([unjudged]).startswith("no prediction could be judged; 1 not judged")
+
+
 def test_topic_outcome_is_read_from_the_final_read():
     assert topic_outcome_of({"topic": {"lost": 620, "acked": 3000}}) == (
         TOPIC_OUTCOMES[1], "620 of 3000 acknowledged sends not in the topic")
