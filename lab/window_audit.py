@@ -141,7 +141,7 @@ def window_audit_core(events: EventTimes, late: np.ndarray, seen: np.ndarray, me
     expected = (pd.DataFrame({"window_start": starts[owed], "key": events.key[owed]})
                 .groupby(["window_start", "key"]).size().rename("expected"))
     got = pd.DataFrame(measured, columns=["window_start", "window_end", "key", "measured"]) \
-        .set_index(["window_start", "key"])["measured"]
+        .set_index(["window_start", "key"])["measured"].astype(np.int64)  # an empty sink's column is object
     table = pd.concat([expected, got], axis=1).fillna(0).astype(np.int64).reset_index()
     late_by_window = (pd.DataFrame({"window_start": starts[late], "key": events.key[late]})
                       .groupby(["window_start", "key"]).size().rename("late"))
