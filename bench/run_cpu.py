@@ -15,8 +15,10 @@ last 0.1 s of each). ``cores_busy`` is the machine's CPU seconds over the wall t
 cores: near 1, a scenario keeps every core busy, and runs side by side (two test processes)
 only share them.
 
-Run with ``python bench/run_cpu.py [--rounds N] [--pipeline P ...] [--out FILE]``; writes
-medians per pipeline, and every run, to ``FILE`` (default ``bench/results/run_cpu.json``).
+Run with ``python bench/run_cpu.py [--rounds N] [--pipeline P ...] [--variant V ...] [--out FILE]``; writes
+medians per pipeline, and every run, to ``FILE`` (default ``bench/results/run_cpu.json``). ``--variant``
+names :data:`bench.startup.VARIANTS` (a technique off): each round runs every variant in turn, so a
+before/after pair shares the machine's state; a variant's medians are under ``pipeline/variant``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import machine  # noqa: E402
 
-from bench.startup import SCENARIOS  # noqa: E402
+from bench.startup import SCENARIOS, VARIANTS  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 #: Process groups, in the order of the report.
@@ -134,9 +136,9 @@ class Sampler:
         return ({k: round(v, 2) for k, v in procs.items()}, {k: round(v, 2) for k, v in threads.items()})
 
 
-def one(pipeline: str, runs_dir: Path) -> dict:
-    """One crash scenario of ``pipeline``, sampled; its wall time, CPU per group and classification."""
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir))
+def one(pipeline: str, runs_dir: Path, variant: str = "all") -> dict:
+    """One crash scenario of ``pipeline`` under ``variant``, sampled: its wall time, CPU per group, classification."""
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), **VARIANTS[variant])
     s = Sampler()
     s.baseline()
     busy0, t0 = machine_busy_s(), time.perf_counter()
@@ -147,7 +149,7 @@ def one(pipeline: str, runs_dir: Path) -> dict:
         time.sleep(0.1)
     wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
     procs, threads = s.totals()
-    out = {"pipeline": pipeline, "exit": p.returncode, "wall_s": round(wall, 2), "machine_cpu_s": round(busy, 2),
+    out = {"pipeline": pipeline, "variant": variant, "exit": p.returncode, "wall_s": round(wall, 2), "machine_cpu_s": round(busy, 2),
            "cores_busy": round(busy / wall / os.cpu_count(), 2), "processes": procs, "driver_jvm_threads": threads,
            "unattributed_s": round(busy - sum(procs.values()), 2)}
     try:
@@ -158,14 +160,15 @@ def one(pipeline: str, runs_dir: Path) -> dict:
 
 
 def summarise(runs: list[dict]) -> dict:
-    """Medians per pipeline of every figure of :func:`one` (pure)."""
+    """Medians of every figure of :func:`one` per pipeline (``pipeline/variant`` beside ``all``) (pure)."""
     out = {}
-    for pipeline in dict.fromkeys(r["pipeline"] for r in runs):
-        rs = [r for r in runs if r["pipeline"] == pipeline and r["exit"] == 0]
+    for pipeline, variant in dict.fromkeys((r["pipeline"], r.get("variant", "all")) for r in runs):
+        rs = [r for r in runs if (r["pipeline"], r.get("variant", "all")) == (pipeline, variant) and r["exit"] == 0]
         if not rs:
             continue
+        key = pipeline if variant == "all" else f"{pipeline}/{variant}"
         med = lambda get: round(statistics.median(get(r) for r in rs), 2)  # noqa: E731
-        out[pipeline] = {
+        out[key] = {
             "runs": len(rs), "wall_s": med(lambda r: r["wall_s"]), "machine_cpu_s": med(lambda r: r["machine_cpu_s"]),
             "cores_busy": med(lambda r: r["cores_busy"]),
             "processes": {g: med(lambda r, g=g: r["processes"][g]) for g in GROUPS},
@@ -179,19 +182,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pipeline", action="append", choices=sorted(SCENARIOS))
+    ap.add_argument("--variant", action="append", choices=sorted(VARIANTS))
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
     a = ap.parse_args(argv)
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
         for rnd in range(a.rounds):
             for pipeline in a.pipeline or list(SCENARIOS):
-                r = one(pipeline, Path(tmp) / f"{pipeline}-{rnd}")
-                runs.append(r)
-                print(json.dumps({k: r[k] for k in ("pipeline", "wall_s", "machine_cpu_s", "cores_busy", "guarantee")}),
-                      flush=True)
+                for variant in a.variant or ["all"]:
+                    r = one(pipeline, Path(tmp) / f"{pipeline}-{variant}-{rnd}", variant)
+                    runs.append(r)
+                    keys = ("pipeline", "variant", "wall_s", "machine_cpu_s", "cores_busy", "guarantee")
+                    print(json.dumps({k: r[k] for k in keys}), flush=True)
     result = {"machine": machine(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "scenarios": SCENARIOS, "rounds": a.rounds,
-              "summary": summarise(runs), "runs": runs}
+              "variants": {v: VARIANTS[v] for v in a.variant or ["all"]}, "summary": summarise(runs), "runs": runs}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

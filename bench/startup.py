@@ -72,6 +72,7 @@ VARIANTS = {
     "warm-up-before": {"LAB_WARM_UP": "before"},
     "restart-delay-1s": {"LAB_RESTART_DELAY": "1"},
     "no-standby": {"LAB_STANDBY": "off"},
+    "pyspark-worker-daemon": {"LAB_WORKER_DAEMON": "pyspark"},
     "none": ALL_OFF,
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.

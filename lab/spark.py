@@ -95,6 +95,11 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
         "spark.log.level": "ERROR",
     }
+    from lab.start_tuning import StartTuning
+
+    if StartTuning.from_env().worker_daemon == "lab":
+        # PySpark from the installed package, not from Spark's zips (lab.spark_daemon; measured below).
+        conf["spark.python.daemon.module"] = "lab.spark_daemon"
     if ui:
         conf["spark.ui.enabled"] = "true"
         conf["spark.ui.port"] = str(UI_BASE_PORT)

@@ -10,6 +10,9 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             empty for the JVM's own defaults).
 ``LAB_WARM_UP``             ``beside`` (default): Python workers start while the driver
                             plans its first batch; ``before``: the driver waits for them.
+``LAB_WORKER_DAEMON``       ``lab`` (default): Spark's Python worker daemon imports PySpark
+                            from the installed package, compiled once (:mod:`lab.spark_daemon`);
+                            ``pyspark``: Spark's own start, from its zips, compiled each time.
 ``LAB_STANDBY``             ``planned`` (default): the first driver starts while the broker
                             starts, and while the fault plan still has a driver crash to
                             come, the next driver is started ahead as soon as the current
@@ -33,11 +36,12 @@ from lab.errors import choices_error
 #: batch done, medians of 3: 11.0 s → 9.0 s).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 WARM_UPS = ("beside", "before")
+WORKER_DAEMONS = ("lab", "pyspark")
 STANDBYS = ("planned", "always", "off")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
-           "LAB_STANDBY": "off"}
+           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -63,10 +67,11 @@ class StartTuning:
     jvm_options: str = DRIVER_JVM_OPTIONS
     warm_up: str = "beside"
     standby: str = "planned"
+    worker_daemon: str = "lab"
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
-        """Read ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP`` and ``LAB_STANDBY``.
+        """Read ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``, ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``.
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -83,8 +88,11 @@ class StartTuning:
         standby = env.get("LAB_STANDBY", standby_default).strip().lower()
         if standby not in STANDBYS:
             raise choices_error("LAB_STANDBY", standby, STANDBYS)
+        daemon = env.get("LAB_WORKER_DAEMON", "lab").strip().lower()
+        if daemon not in WORKER_DAEMONS:
+            raise choices_error("LAB_WORKER_DAEMON", daemon, WORKER_DAEMONS)
         return cls(class_archive=archive, jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
-                   warm_up=warm, standby=standby)
+                   warm_up=warm, standby=standby, worker_daemon=daemon)
 
     def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

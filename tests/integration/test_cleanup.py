@@ -31,5 +31,5 @@ def test_lab_run_leaves_no_python_daemon(tmp_path):
     assert p.returncode == 0, p.stderr
     run_dir = Path(json.loads(p.stdout.strip().splitlines()[-1])["run_dir"])
     groups = daemon_groups(run_dir)
-    assert groups and all("pyspark.daemon" in g["cmd"] for g in groups)
+    assert groups and all("-m lab.spark_daemon pyspark.worker" in g["cmd"] for g in groups)  # LAB_WORKER_DAEMON=lab
     assert_all_gone(run_pids(run_dir))

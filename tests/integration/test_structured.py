@@ -90,7 +90,7 @@ def test_append_crash_after_output_duplicates_exactly_the_rerun_batch(crash_runs
     run_dir = crash_runs[-1].run_dir
     groups = [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
     drivers = [e["pid"] for e in read_events(run_dir) if e["type"] == "driver-start"]
-    assert {g["driver_pid"] for g in groups} == set(drivers) and all("pyspark.daemon" in g["cmd"] for g in groups)
+    assert {g["driver_pid"] for g in groups} == set(drivers) and all("lab.spark_daemon" in g["cmd"] for g in groups)
     assert_all_gone(run_pids(run_dir))
     # Both drivers were started ahead (LAB_STANDBY): the first while the broker was made ready, the second as
     # soon as the first had its turn. The second had its own only after the crash had killed the first.

@@ -12,6 +12,7 @@ from bench.run_cpu import GROUPS, THREADS, process_group, summarise, thread_grou
     ("/usr/lib/jvm/java-17/bin/java\0-cp\0/v/pyspark/jars/*\0org.apache.spark.launcher.Main\0", "driver JVMs"),
     ("/usr/bin/java\0-Xmx256m\0-cp\0/c/lab/kafka/4.1.1/libs/*\0kafka.Kafka\0/r/server.properties\0", "broker JVM"),
     ("/v/bin/python\0-m\0pyspark.daemon\0pyspark.worker\0", "Python workers"),
+    ("/v/bin/python\0-m\0lab.spark_daemon\0pyspark.worker\0", "Python workers"),
     ("/v/bin/python\0-m\0lab.driver\0/runs/x\0", "driver Python"),
     ("/v/bin/python\0-m\0lab.proxy\0--listen\0000\0", "broker proxy"),
     ("/v/bin/python\0/v/bin/lab\0run\0--pipeline\0structured\0", "lab run (supervisor, producer, audit)"),
@@ -42,3 +43,5 @@ def test_summarise_takes_medians_of_successful_runs_only():
     s = summarise([run(10), run(30), run(20), run(99, exit=1)])["structured"]
     assert s["runs"] == 3 and s["wall_s"] == 20 and s["machine_cpu_s"] == 40
     assert s["processes"]["driver JVMs"] == 20 and s["guarantees"] == ["exactly-once"]
+    other = summarise([run(10), dict(run(7), variant="none")])
+    assert set(other) == {"structured", "structured/none"} and other["structured/none"]["wall_s"] == 7

@@ -12,14 +12,25 @@ from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, StartTuning
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     assert StartTuning.from_env({}) == StartTuning(class_archive=True, jvm_options=DRIVER_JVM_OPTIONS,
-                                                   warm_up="beside", standby="planned")
+                                                   warm_up="beside", standby="planned", worker_daemon="lab")
     off = StartTuning.from_env(ALL_OFF)
-    assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off")
+    assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
+                              worker_daemon="pyspark")
+
+
+def test_spark_starts_the_python_worker_daemon_the_switch_names(tmp_path, monkeypatch):
+    from lab.spark import session_conf
+
+    monkeypatch.delenv("LAB_WORKER_DAEMON", raising=False)
+    assert session_conf("local[2]", tmp_path, "a")["spark.python.daemon.module"] == "lab.spark_daemon"
+    monkeypatch.setenv("LAB_WORKER_DAEMON", "pyspark")
+    assert "spark.python.daemon.module" not in session_conf("local[2]", tmp_path, "a")  # Spark's own: pyspark.daemon
 
 
 @pytest.mark.parametrize("env, words", [({"LAB_CLASS_ARCHIVE": "maybe"}, ["'maybe'", "off", "on"]),
                                         ({"LAB_WARM_UP": "after"}, ["'after'", "before", "beside"]),
-                                        ({"LAB_STANDBY": "yes"}, ["'yes'", "planned", "always", "off"])])
+                                        ({"LAB_STANDBY": "yes"}, ["'yes'", "planned", "always", "off"]),
+                                        ({"LAB_WORKER_DAEMON": "zip"}, ["'zip'", "lab", "pyspark"])])
 def test_a_bad_switch_is_named_with_its_choices(env, words):
     with pytest.raises(LabError) as e:
         StartTuning.from_env(env)

@@ -1,0 +1,32 @@
+"""The worker daemon's start: Spark's PySpark zips off the path, the installed package kept."""
+
+import os
+import subprocess
+import sys
+
+from lab.spark_daemon import is_spark_zip, without_spark_zips
+
+
+def test_only_sparks_two_zips_are_taken_off_the_path_in_order():
+    path = ["", "/s/python/lib/pyspark.zip", "/s/python/lib/py4j-0.10.9.9-src.zip", "/v/site-packages",
+            "/x/py4j-notes.zip", "/x/my-pyspark.zip"]
+    assert without_spark_zips(path) == ["", "/v/site-packages", "/x/py4j-notes.zip", "/x/my-pyspark.zip"]
+    assert is_spark_zip("pyspark.zip") and not is_spark_zip("/s/python/lib/pyspark")
+
+
+def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_path):
+    """A Python started as Spark starts the daemon, zips first on PYTHONPATH: PySpark comes from the package."""
+    import pyspark
+
+    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
+    zips = [os.path.join(lib, f) for f in sorted(os.listdir(lib)) if f.endswith(".zip")]
+    assert zips, f"pip's pyspark ships Spark's zips in {lib}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(zips + [os.environ.get("PYTHONPATH", "")]))
+
+    def pyspark_file(start: str) -> str:
+        probe = f"import runpy; runpy.run_module = lambda *a, **k: None; {start}; import pyspark; print(pyspark.__file__)"
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                              cwd=tmp_path).stdout.strip()
+
+    assert "pyspark.zip" in pyspark_file("pass")  # as Spark's own daemon starts
+    assert pyspark_file("from lab import spark_daemon; spark_daemon.main()") == pyspark.__file__
