@@ -98,7 +98,7 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     from lab.start_tuning import StartTuning
 
     if StartTuning.from_env().worker_daemon == "lab":
-        # PySpark from the installed package, not from Spark's zips (lab.spark_daemon; measured below).
+        # PySpark from the installed package, not from Spark's zips (lab.spark_daemon, where it is measured).
         conf["spark.python.daemon.module"] = "lab.spark_daemon"
     if ui:
         conf["spark.ui.enabled"] = "true"

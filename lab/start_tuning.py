@@ -71,7 +71,10 @@ class StartTuning:
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
-        """Read ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``, ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``.
+        """Read the start-up switches from ``env`` (default ``os.environ``).
+
+        ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
+        ``LAB_STANDBY`` and ``LAB_WORKER_DAEMON`` (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
