@@ -433,10 +433,9 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
     proc = start_row(todo[0], out, started=started, shared=shared)
     for i, s in enumerate(todo):
         nxt = todo[i + 1] if i + 1 < len(todo) else None
-        ahead, since = None, time.monotonic()
+        ahead, since, watch = None, time.monotonic(), matrix_rows.BatchWatch(run_dir_for(out, s))
         while not run_over(out, s, proc):
-            if nxt and ahead is None and (time.monotonic() - since > matrix_rows.AHEAD_AFTER_S
-                                          or matrix_rows.batch_done(run_dir_for(out, s))):
+            if nxt and ahead is None and (time.monotonic() - since > matrix_rows.AHEAD_AFTER_S or watch.done()):
                 ahead = start_row(nxt, out, started=started, shared=shared, ahead=True)
             time.sleep(0.1)
         if nxt and ahead is None:

@@ -2,7 +2,7 @@
 
 Protocol (one scenario at a time, ``lab matrix --jobs 1``): the matrix
 starts row *n+1*'s papermill while row *n* runs, once row *n* has a batch
-done (:func:`batch_done`: its driver's start is over). Row *n+1*'s kernel
+done (:class:`BatchWatch`: its driver's start is over). Row *n+1*'s kernel
 starts, imports what its run and its plots need, then waits in
 :func:`await_turn` until its turn file exists. The matrix creates that file
 (:func:`give_turn`) as soon as row *n*'s run is over (its ``report.json`` is
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from lab import events as ev
+from lab.events import EVENTS_FILE, EventTail
 
 #: What a row's run and its plots import (lab.notebook, which the template's setup cell imports, has the rest).
 WARM_MODULES = ("ipywidgets", "pandas", "plotly.graph_objects", "lab.plots", "lab.ui", "lab.auditor")
@@ -41,15 +42,24 @@ def give_turn(row_dir: Path) -> None:
     turn_path(row_dir).touch()
 
 
-def batch_done(row_dir: Path) -> bool:
-    """The row in ``row_dir`` has a run that logged a finished batch (its driver is up: the next row may start)."""
-    for events in (Path(row_dir) / "lab-runs").glob("*/events.jsonl"):
-        try:
-            if f'"{ev.BATCH_DONE}"'.encode() in events.read_bytes():
-                return True
-        except OSError:
-            pass
-    return False
+class BatchWatch:
+    """Whether the row in ``row_dir`` has a run that logged a finished batch (its driver is up: the next row may start).
+
+    Polled while the row runs: each run's ``events.jsonl`` is read from where
+    the last poll stopped (:class:`lab.events.EventTail`), a torn last line kept
+    for the next.
+    """
+
+    def __init__(self, row_dir: Path) -> None:
+        self.runs = Path(row_dir) / "lab-runs"
+        self.tails: dict[Path, EventTail] = {}
+        self.seen = False
+
+    def done(self) -> bool:
+        for events in self.runs.glob(f"*/{EVENTS_FILE}"):
+            tail = self.tails.setdefault(events, EventTail(events.parent))
+            self.seen = self.seen or any(e["type"] == ev.BATCH_DONE for e in tail.read_new())
+        return self.seen
 
 
 def ahead(env=None) -> bool:

@@ -49,16 +49,17 @@ _UI_WATCH = {
 }
 
 
-def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None) -> str:
+def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuning=None) -> str:
     """The driver JVM's options: its temporary directory, and the class archive (:mod:`lab.class_archive`).
 
     ``archive_at_exit``: write the classes this JVM loads to that archive when it exits
-    (the archive's training session only).
+    (the archive's training session only). ``tuning``: the switches already read
+    (:class:`lab.start_tuning.StartTuning`), else read from the environment.
     """
     from lab import class_archive
     from lab.start_tuning import StartTuning
 
-    tuning = StartTuning.from_env()
+    tuning = tuning or StartTuning.from_env()
     opts = [f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}"] + tuning.jvm_options.split()
     if archive_at_exit is not None:
         opts.append(f"-XX:ArchiveClassesAtExit={archive_at_exit}")
@@ -75,7 +76,10 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     ``ui``: the driver's web UI on, from :data:`UI_BASE_PORT` (its address:
     :func:`spark_session` binds it to 127.0.0.1).
     """
+    from lab.start_tuning import StartTuning
+
     run_dir = Path(run_dir).resolve()
+    tuning = StartTuning.from_env()
     conf = {
         "spark.master": master,
         "spark.app.name": app_name,
@@ -91,13 +95,11 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.extraJavaOptions": driver_java_options(run_dir, archive_at_exit),
+        "spark.driver.extraJavaOptions": driver_java_options(run_dir, archive_at_exit, tuning),
         "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
         "spark.log.level": "ERROR",
     }
-    from lab.start_tuning import StartTuning
-
-    if StartTuning.from_env().worker_daemon == "lab":
+    if tuning.worker_daemon == "lab":
         # PySpark from the installed package, not from Spark's zips (lab.spark_daemon, where it is measured).
         conf["spark.python.daemon.module"] = "lab.spark_daemon"
     if ui:

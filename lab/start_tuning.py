@@ -59,6 +59,20 @@ def switch(env, name: str, default: str = "on") -> bool:
     return _SWITCH[value]
 
 
+def choice(env, name: str, default: str, choices) -> str:
+    """The variable ``name`` of ``env``, one of ``choices`` (read as :func:`switch` reads: trimmed, lower case).
+
+    Raises
+    ------
+    LabError
+        Any other value, named with the choices.
+    """
+    value = env.get(name, default).strip().lower()
+    if value not in choices:
+        raise choices_error(name, value, choices)
+    return value
+
+
 @dataclass(frozen=True)
 class StartTuning:
     """The start-up techniques a driver uses (see the module docstring)."""
@@ -85,17 +99,10 @@ class StartTuning:
         """
         env = os.environ if env is None else env
         archive = switch(env, "LAB_CLASS_ARCHIVE")
-        warm = env.get("LAB_WARM_UP", "beside").strip().lower()
-        if warm not in WARM_UPS:
-            raise choices_error("LAB_WARM_UP", warm, WARM_UPS)
-        standby = env.get("LAB_STANDBY", standby_default).strip().lower()
-        if standby not in STANDBYS:
-            raise choices_error("LAB_STANDBY", standby, STANDBYS)
-        daemon = env.get("LAB_WORKER_DAEMON", "lab").strip().lower()
-        if daemon not in WORKER_DAEMONS:
-            raise choices_error("LAB_WORKER_DAEMON", daemon, WORKER_DAEMONS)
         return cls(class_archive=archive, jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
-                   warm_up=warm, standby=standby, worker_daemon=daemon)
+                   warm_up=choice(env, "LAB_WARM_UP", "beside", WARM_UPS),
+                   standby=choice(env, "LAB_STANDBY", standby_default, STANDBYS),
+                   worker_daemon=choice(env, "LAB_WORKER_DAEMON", "lab", WORKER_DAEMONS))
 
     def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

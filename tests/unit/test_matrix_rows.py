@@ -42,3 +42,16 @@ def test_an_interrupt_lets_a_row_whose_run_is_over_end_its_notebook_and_ends_the
     assert finishing.returncode == 0, "the finished run's notebook was cut"
     assert stuck.returncode not in (None, 0), "the running row was not ended"
     assert time.monotonic() - t0 < matrix_rows.FINISH_GRACE_S
+
+
+def test_batch_watch_sees_a_batch_done_once_its_line_is_whole(tmp_path):
+    row = tmp_path / "row"
+    watch = matrix_rows.BatchWatch(row)
+    assert not watch.done()  # no run yet
+    events = row / "lab-runs" / "r1" / "events.jsonl"
+    events.parent.mkdir(parents=True)
+    events.write_text('{"type": "batch-start", "batch": 0}\n{"type": "batch-do')
+    assert not watch.done()  # a torn last line is kept for the next poll
+    with events.open("a") as f:
+        f.write('ne", "batch": 0}\n')
+    assert watch.done() and watch.done()
