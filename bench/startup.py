@@ -73,6 +73,7 @@ VARIANTS = {
     "restart-delay-1s": {"LAB_RESTART_DELAY": "1"},
     "no-standby": {"LAB_STANDBY": "off"},
     "pyspark-worker-daemon": {"LAB_WORKER_DAEMON": "pyspark"},
+    "no-worker-preload": {"LAB_WORKER_PRELOAD": "off"},
     "none": ALL_OFF,
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lab import events as ev
 from lab.java import find_java, java_env
+from lab.spark_daemon import WORKER_IMPORTS_ENV
 
 
 #: The jar set of :mod:`lab.jars` that puts Spark's Kafka connector on every session's classpath.
@@ -70,11 +71,13 @@ def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuni
 
 def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | None = None,
                  kafka_connector: bool = False, archive_at_exit: Path | None = None,
-                 ui: bool = False) -> dict[str, str]:
+                 ui: bool = False, worker_imports: tuple[str, ...] = ()) -> dict[str, str]:
     """The Spark configuration the lab uses (a plain dict, so it can be inspected and tested).
 
     ``ui``: the driver's web UI on, from :data:`UI_BASE_PORT` (its address:
-    :func:`spark_session` binds it to 127.0.0.1).
+    :func:`spark_session` binds it to 127.0.0.1). ``worker_imports``: the modules
+    the Python worker daemon imports before it forks workers (:data:`SQL_WORKER_IMPORTS`,
+    :data:`RDD_WORKER_IMPORTS`; :mod:`lab.spark_daemon`).
     """
     from lab.start_tuning import StartTuning
 
@@ -102,6 +105,8 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     if tuning.worker_daemon == "lab":
         # PySpark from the installed package, not from Spark's zips (lab.spark_daemon, where it is measured).
         conf["spark.python.daemon.module"] = "lab.spark_daemon"
+        if tuning.worker_preload and worker_imports:
+            conf[f"spark.executorEnv.{WORKER_IMPORTS_ENV}"] = ",".join(worker_imports)
     if ui:
         conf["spark.ui.enabled"] = "true"
         conf["spark.ui.port"] = str(UI_BASE_PORT)
@@ -205,7 +210,7 @@ def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
 
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
                   kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None,
-                  ui: bool | None = None):
+                  ui: bool | None = None, worker_imports: tuple[str, ...] = ()):
     """Start (or get) the SparkSession for this process (``kafka_connector``: with Spark's cached Kafka connector).
 
     ``phase``, when given, is called with ``"jvm"`` once the driver JVM answers
@@ -214,7 +219,7 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     :meth:`lab.driver.DriverContext.phase`).
 
     ``ui``: the driver's web UI on 127.0.0.1; ``None``: as the run in
-    ``run_dir`` asks (:func:`run_wants_ui`).
+    ``run_dir`` asks (:func:`run_wants_ui`). ``worker_imports``: see :func:`session_conf`.
 
     Raises
     ------
@@ -237,7 +242,8 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    conf = session_conf(master, run_dir, app_name, extra, kafka_connector, archive_at_exit, ui=ui)
+    conf = session_conf(master, run_dir, app_name, extra, kafka_connector, archive_at_exit, ui=ui,
+                        worker_imports=worker_imports)
     if phase is not None:
         # The JVM is launched with the session's configuration (its Java options are fixed at launch);
         # launching it on its own first only splits the timing, the same work is done.
@@ -321,6 +327,16 @@ def _import_modules(modules, _) -> None:
 
 #: What Spark's Python workers import for the lab's tasks: Kafka range reads and rows, the sink, the fault hooks.
 TASK_MODULES = ("kafka", "lab.kafka_read", "lab.sinks", "lab.pipelines.tasks")
+#: What the worker daemon imports before it forks workers (``LAB_WORKER_IMPORTS``, :mod:`lab.spark_daemon`),
+#: per kind of Python work: the task modules, and what unpickling a task's function brings (lab.spark,
+#: lab.config). Measured with PYTHONPROFILEIMPORTTIME in the workers of a structured run.
+RDD_WORKER_IMPORTS = TASK_MODULES + ("lab.spark", "lab.config")
+#: ``mapInArrow`` and Python data sources: PySpark's Arrow path imports pandas and pyarrow in each worker
+#: (measured: 0.25 s and 0.1 s of CPU a worker), and the worker's own SQL modules.
+SQL_WORKER_IMPORTS = RDD_WORKER_IMPORTS + ("lab.kafka_source", "pyarrow", "pandas", "pyspark.sql",
+                                           "pyspark.sql.pandas.serializers", "pyspark.sql.pandas.types",
+                                           "pyspark.sql.conversion", "pyspark.worker_message",
+                                           "pyspark.sql.datasource", "pyspark.sql.streaming.stateful_processor_util")
 
 
 def start_python_workers(sc, modules=TASK_MODULES) -> None:

@@ -20,10 +20,25 @@ package matches its Spark, ``docker/jupyter.Dockerfile``).
 Measured (``bench/run_cpu.py``, structured crash scenario, 3 rounds each): the
 Python workers' CPU 5.2-5.9 s → 3.7-4.4 s a run; before, 41 % of their samples
 were in ``zipimport``.
+
+Imports ahead of the fork
+-------------------------
+``LAB_WORKER_IMPORTS`` (comma-separated module names, set by
+:func:`lab.spark.session_conf` as ``spark.executorEnv``, so executors of a
+cluster get it too): the daemon imports them before ``pyspark.daemon`` forks
+any worker, and each worker inherits them loaded. Without it, every forked
+worker imported them again: pandas and pyarrow on PySpark's Arrow path
+(about 0.25 s and 0.1 s of CPU per worker, measured with
+``PYTHONPROFILEIMPORTTIME``) and the lab's task modules, whose
+:mod:`lab.config` brings psutil, asyncio and argparse. A module that fails to
+import here is left to the worker, which then fails with the real error as
+it would have (:func:`import_ahead`). ``LAB_WORKER_PRELOAD=off`` leaves the
+variable unset (:mod:`lab.start_tuning`).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import runpy
@@ -41,8 +56,31 @@ def without_spark_zips(path: list[str]) -> list[str]:
     return [p for p in path if not is_spark_zip(p)]
 
 
+#: The variable naming the modules to import before the first fork (see the module docstring).
+WORKER_IMPORTS_ENV = "LAB_WORKER_IMPORTS"
+
+
+def import_ahead(names: str) -> list[str]:
+    """Import each module of the comma-separated ``names``; those that failed, each with its error.
+
+    Never raises: a worker that needs a module that failed here imports it
+    itself, and reports the error in its task.
+    """
+    failed = []
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            failed.append(f"{name}: {e!r}"[:200])
+    return failed
+
+
 def main() -> None:
-    """Drop the zips from ``sys.path`` and the importer cache, then run ``pyspark.daemon`` as ``__main__``."""
+    """Drop the zips from ``sys.path`` and the importer cache, import ``LAB_WORKER_IMPORTS``, run ``pyspark.daemon``.
+
+    ``pyspark.daemon`` runs as ``__main__``; it writes its port to stdout, so this
+    module writes nothing there (a failed import ahead goes to stderr, the executor's log).
+    """
     full = list(sys.path)
     sys.path[:] = without_spark_zips(full)
     if importlib.util.find_spec("pyspark") is None:
@@ -50,6 +88,8 @@ def main() -> None:
     else:
         for entry in [p for p in sys.path_importer_cache if is_spark_zip(p)]:
             del sys.path_importer_cache[entry]
+    for line in import_ahead(os.environ.get(WORKER_IMPORTS_ENV, "")):
+        print(f"lab.spark_daemon: not imported ahead: {line}", file=sys.stderr)
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
 
 

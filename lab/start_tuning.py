@@ -13,6 +13,10 @@ measures each one off and on in the same run (``bench/results/startup.json``).
 ``LAB_WORKER_DAEMON``       ``lab`` (default): Spark's Python worker daemon imports PySpark
                             from the installed package, compiled once (:mod:`lab.spark_daemon`);
                             ``pyspark``: Spark's own start, from its zips, compiled each time.
+``LAB_WORKER_PRELOAD``      ``on`` (default) / ``off``: with ``LAB_WORKER_DAEMON=lab``, the daemon
+                            imports the modules the pipeline's workers use (pandas and pyarrow
+                            for ``mapInArrow``, the lab's task modules) once, before it forks
+                            them, instead of each worker importing them again.
 ``LAB_STANDBY``             ``planned`` (default): the first driver starts while the broker
                             starts, and while the fault plan still has a driver crash to
                             come, the next driver is started ahead as soon as the current
@@ -41,7 +45,7 @@ STANDBYS = ("planned", "always", "off")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
-           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark"}
+           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -82,13 +86,14 @@ class StartTuning:
     warm_up: str = "beside"
     standby: str = "planned"
     worker_daemon: str = "lab"
+    worker_preload: bool = True
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
         """Read the start-up switches from ``env`` (default ``os.environ``).
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
-        ``LAB_STANDBY`` and ``LAB_WORKER_DAEMON`` (see the module docstring).
+        ``LAB_STANDBY``, ``LAB_WORKER_DAEMON`` and ``LAB_WORKER_PRELOAD`` (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -102,7 +107,8 @@ class StartTuning:
         return cls(class_archive=archive, jvm_options=env.get("LAB_DRIVER_JVM_OPTIONS", DRIVER_JVM_OPTIONS),
                    warm_up=choice(env, "LAB_WARM_UP", "beside", WARM_UPS),
                    standby=choice(env, "LAB_STANDBY", standby_default, STANDBYS),
-                   worker_daemon=choice(env, "LAB_WORKER_DAEMON", "lab", WORKER_DAEMONS))
+                   worker_daemon=choice(env, "LAB_WORKER_DAEMON", "lab", WORKER_DAEMONS),
+                   worker_preload=switch(env, "LAB_WORKER_PRELOAD"))
 
     def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

@@ -301,7 +301,8 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark import TASK_ATTEMPTS, spark_session, start_python_workers, warm_up, with_task_retries
+    from lab.spark import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, spark_session, start_python_workers, warm_up,
+                           with_task_retries)
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
@@ -310,7 +311,7 @@ def run(ctx: DriverContext) -> None:
 
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
-                          kafka_connector=cfg.may_use_connector, phase=ctx.phase)
+                          kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=RDD_WORKER_IMPORTS)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka_read).

@@ -236,8 +236,8 @@ def run(ctx: DriverContext) -> None:
     from lab.config import STATE_STORES
     from lab.pipelines import stateful
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark import (TASK_ATTEMPTS, TASK_MODULES, spark_session, start_sql_python_workers, warm_up,
-                           with_task_retries)
+    from lab.spark import (SQL_WORKER_IMPORTS, TASK_ATTEMPTS, TASK_MODULES, spark_session, start_sql_python_workers,
+                           warm_up, with_task_retries)
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
@@ -248,7 +248,7 @@ def run(ctx: DriverContext) -> None:
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
                                  "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000)),
                                  stateful.STATE_STORE_CONF: STATE_STORES[cfg.state_store]},
-                          kafka_connector=cfg.may_use_connector, phase=ctx.phase)
+                          kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).

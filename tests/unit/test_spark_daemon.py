@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from lab.spark_daemon import is_spark_zip, without_spark_zips
+from lab.spark_daemon import import_ahead, is_spark_zip, without_spark_zips
 
 
 def test_only_sparks_two_zips_are_taken_off_the_path_in_order():
@@ -30,3 +30,24 @@ def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_p
 
     assert "pyspark.zip" in pyspark_file("pass")  # as Spark's own daemon starts
     assert pyspark_file("from lab import spark_daemon; spark_daemon.main()") == pyspark.__file__
+
+
+def test_the_daemon_imports_the_named_modules_before_it_forks_and_leaves_a_failure_to_the_worker(tmp_path):
+    """With ``LAB_WORKER_IMPORTS`` the modules are loaded when ``pyspark.daemon`` starts; a bad name does not stop it."""
+    probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks', 'pandas') "
+             "if m in sys.modules)); from lab import spark_daemon; spark_daemon.main()")
+    env = dict(os.environ, LAB_WORKER_IMPORTS="lab.sinks, pandas,no_such_module_xyz")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                          cwd=tmp_path)
+    assert done.stdout.strip() == "['lab.sinks', 'pandas']"  # stdout carries only the daemon's own output
+    assert "not imported ahead: no_such_module_xyz" in done.stderr
+    env.pop("LAB_WORKER_IMPORTS")
+    bare = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                          cwd=tmp_path)
+    assert bare.stdout.strip() == "[]" and not bare.stderr
+
+
+def test_import_ahead_names_each_failure_and_skips_blanks():
+    failed = import_ahead("json,, no_such_module_xyz ,")
+    assert len(failed) == 1 and failed[0].startswith("no_such_module_xyz: ModuleNotFoundError")
+    assert import_ahead("") == []

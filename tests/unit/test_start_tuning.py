@@ -15,7 +15,7 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
                                                    warm_up="beside", standby="planned", worker_daemon="lab")
     off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
-                              worker_daemon="pyspark")
+                              worker_daemon="pyspark", worker_preload=False)
 
 
 def test_spark_starts_the_python_worker_daemon_the_switch_names(tmp_path, monkeypatch):
@@ -27,10 +27,27 @@ def test_spark_starts_the_python_worker_daemon_the_switch_names(tmp_path, monkey
     assert "spark.python.daemon.module" not in session_conf("local[2]", tmp_path, "a")  # Spark's own: pyspark.daemon
 
 
+def test_the_daemon_is_told_the_workers_imports_unless_preloading_is_off(tmp_path, monkeypatch):
+    from lab.spark import SQL_WORKER_IMPORTS, session_conf
+
+    key = "spark.executorEnv.LAB_WORKER_IMPORTS"
+    for var in ("LAB_WORKER_DAEMON", "LAB_WORKER_PRELOAD"):
+        monkeypatch.delenv(var, raising=False)
+    imports = session_conf("local[2]", tmp_path, "a", worker_imports=SQL_WORKER_IMPORTS)[key].split(",")
+    assert imports == list(SQL_WORKER_IMPORTS) and {"pandas", "pyarrow", "lab.sinks"} <= set(imports)
+    assert key not in session_conf("local[2]", tmp_path, "a")  # nothing named, nothing set
+    monkeypatch.setenv("LAB_WORKER_PRELOAD", "off")
+    assert key not in session_conf("local[2]", tmp_path, "a", worker_imports=SQL_WORKER_IMPORTS)
+    monkeypatch.setenv("LAB_WORKER_PRELOAD", "on")
+    monkeypatch.setenv("LAB_WORKER_DAEMON", "pyspark")  # Spark's own daemon would not read it
+    assert key not in session_conf("local[2]", tmp_path, "a", worker_imports=SQL_WORKER_IMPORTS)
+
+
 @pytest.mark.parametrize("env, words", [({"LAB_CLASS_ARCHIVE": "maybe"}, ["'maybe'", "off", "on"]),
                                         ({"LAB_WARM_UP": "after"}, ["'after'", "before", "beside"]),
                                         ({"LAB_STANDBY": "yes"}, ["'yes'", "planned", "always", "off"]),
-                                        ({"LAB_WORKER_DAEMON": "zip"}, ["'zip'", "lab", "pyspark"])])
+                                        ({"LAB_WORKER_DAEMON": "zip"}, ["'zip'", "lab", "pyspark"]),
+                                        ({"LAB_WORKER_PRELOAD": "some"}, ["'some'", "on", "off"])])
 def test_a_bad_switch_is_named_with_its_choices(env, words):
     with pytest.raises(LabError) as e:
         StartTuning.from_env(env)
