@@ -19,6 +19,9 @@ Run with ``python bench/run_cpu.py [--rounds N] [--pipeline P ...] [--variant V 
 medians per pipeline, and every run, to ``FILE`` (default ``bench/results/run_cpu.json``). ``--variant``
 names :data:`bench.startup.VARIANTS` (a technique off): each round runs every variant in turn, so a
 before/after pair shares the machine's state; a variant's medians are under ``pipeline/variant``.
+``--archive NAME=PATH`` adds a variant ``NAME`` whose drivers map the class archive at ``PATH``
+instead of today's (:func:`archive_variant`): two archives side by side, such as one made by an
+earlier training (:mod:`lab.class_archive`) and today's.
 """
 
 from __future__ import annotations
@@ -136,9 +139,19 @@ class Sampler:
         return ({k: round(v, 2) for k, v in procs.items()}, {k: round(v, 2) for k, v in threads.items()})
 
 
-def one(pipeline: str, runs_dir: Path, variant: str = "all") -> dict:
-    """One crash scenario of ``pipeline`` under ``variant``, sampled: its wall time, CPU per group, classification."""
-    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), **VARIANTS[variant])
+def archive_variant(path: str) -> dict:
+    """The environment of drivers that map the class archive at ``path`` rather than today's (pure)."""
+    from lab.start_tuning import DRIVER_JVM_OPTIONS
+
+    return {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile={path}"}
+
+
+def one(pipeline: str, runs_dir: Path, variant: str = "all", variants: dict | None = None) -> dict:
+    """One crash scenario of ``pipeline`` under ``variant``, sampled: its wall time, CPU per group, classification.
+
+    ``variants``: the environment of each variant by name (default :data:`bench.startup.VARIANTS`).
+    """
+    env = dict(os.environ, LAB_RUNS_DIR=str(runs_dir), **(variants or VARIANTS)[variant])
     s = Sampler()
     s.baseline()
     busy0, t0 = machine_busy_s(), time.perf_counter()
@@ -183,20 +196,29 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pipeline", action="append", choices=sorted(SCENARIOS))
     ap.add_argument("--variant", action="append", choices=sorted(VARIANTS))
+    ap.add_argument("--archive", action="append", default=[], metavar="NAME=PATH",
+                    help="a variant NAME whose drivers map the class archive at PATH")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
     a = ap.parse_args(argv)
+    variants = dict(VARIANTS)
+    for spec in a.archive:
+        name, _, path = spec.partition("=")
+        if not name or not Path(path).is_file():
+            ap.error(f"--archive {spec!r}: give NAME=PATH of an existing archive file")
+        variants[name] = archive_variant(path)
+    chosen = (a.variant or []) + [s.partition("=")[0] for s in a.archive] or ["all"]
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
         for rnd in range(a.rounds):
             for pipeline in a.pipeline or list(SCENARIOS):
-                for variant in a.variant or ["all"]:
-                    r = one(pipeline, Path(tmp) / f"{pipeline}-{variant}-{rnd}", variant)
+                for variant in chosen:
+                    r = one(pipeline, Path(tmp) / f"{pipeline}-{variant}-{rnd}", variant, variants)
                     runs.append(r)
                     keys = ("pipeline", "variant", "wall_s", "machine_cpu_s", "cores_busy", "guarantee")
                     print(json.dumps({k: r[k] for k in keys}), flush=True)
     result = {"machine": machine(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "scenarios": SCENARIOS, "rounds": a.rounds,
-              "variants": {v: VARIANTS[v] for v in a.variant or ["all"]}, "summary": summarise(runs), "runs": runs}
+              "variants": {v: variants[v] for v in chosen}, "summary": summarise(runs), "runs": runs}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -45,3 +45,16 @@ def test_summarise_takes_medians_of_successful_runs_only():
     assert s["processes"]["driver JVMs"] == 20 and s["guarantees"] == ["exactly-once"]
     other = summarise([run(10), dict(run(7), variant="none")])
     assert set(other) == {"structured", "structured/none"} and other["structured/none"]["wall_s"] == 7
+
+
+def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
+    from bench.run_cpu import archive_variant, main
+    from lab.start_tuning import DRIVER_JVM_OPTIONS, StartTuning
+
+    env = archive_variant("/c/old.jsa")
+    tuning = StartTuning.from_env(env)
+    assert not tuning.class_archive  # today's archive is not added beside it
+    assert tuning.jvm_options == f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile=/c/old.jsa"
+    with pytest.raises(SystemExit):  # a missing file is refused before any run
+        main(["--archive", f"old={tmp_path / 'none.jsa'}", "--out", str(tmp_path / "out.json")])
+    assert not (tmp_path / "out.json").exists()
