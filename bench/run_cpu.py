@@ -20,8 +20,9 @@ medians per pipeline, and every run, to ``FILE`` (default ``bench/results/run_cp
 names :data:`bench.startup.VARIANTS` (a technique off): each round runs every variant in turn, so a
 before/after pair shares the machine's state; a variant's medians are under ``pipeline/variant``.
 ``--archive NAME=PATH`` adds a variant ``NAME`` whose drivers map the class archive at ``PATH``
-instead of today's (:func:`archive_variant`): two archives side by side, such as one made by an
-earlier training (:mod:`lab.class_archive`) and today's.
+instead of today's (:func:`archive_variant`), run in turns with the ``--variant`` ones (default
+``all``, today's archive): two archives side by side, such as one made by an earlier training
+(:mod:`lab.class_archive`) and today's.
 """
 
 from __future__ import annotations
@@ -200,13 +201,15 @@ def main(argv=None) -> int:
                     help="a variant NAME whose drivers map the class archive at PATH")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
     a = ap.parse_args(argv)
-    variants = dict(VARIANTS)
+    variants, archives = dict(VARIANTS), []
     for spec in a.archive:
         name, _, path = spec.partition("=")
-        if not name or not Path(path).is_file():
-            ap.error(f"--archive {spec!r}: give NAME=PATH of an existing archive file")
-        variants[name] = archive_variant(path)
-    chosen = (a.variant or []) + [s.partition("=")[0] for s in a.archive] or ["all"]
+        if not name or name in variants or not Path(path).is_file():
+            ap.error(f"--archive {spec!r}: give NAME=PATH, a new name and an existing archive file")
+        # Absolute: drivers run in their run directory.
+        variants[name] = archive_variant(str(Path(path).resolve()))
+        archives.append(name)
+    chosen = (a.variant or ["all"]) + archives  # today's start beside the archives
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
         for rnd in range(a.rounds):

@@ -25,9 +25,9 @@ negative; ``standby`` is when it began to wait, ``turn`` when it had its turn.
 
 Variants (:mod:`lab.start_tuning`; ``all`` is the default start):
 ``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
-``restart-delay-1s``, ``no-standby`` and ``none`` (every technique off: the start before
-them); by default every variant for ``structured``, ``all`` and ``none``
-for the others (:data:`DEFAULT_VARIANTS`). Rounds interleave the variants, so each before/after pair shares
+``restart-delay-1s``, ``no-standby``, ``pyspark-worker-daemon``, ``no-worker-preload``
+and ``none`` (every technique off: the start before them); by default every variant for
+``structured``, ``all``, ``no-standby`` and ``none`` for the others (:data:`DEFAULT_VARIANTS`). Rounds interleave the variants, so each before/after pair shares
 the machine's state; the load average is recorded with every run.
 
 Run with ``python bench/startup.py [--rounds N] [--pipeline P ...]

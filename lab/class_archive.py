@@ -200,7 +200,7 @@ def _remove_replaced(directory: Path, home: str) -> None:
 
 def _train(work: Path, archive: Path) -> None:
     """What drivers do, briefly, in a JVM that writes its loaded classes to ``archive`` on exit."""
-    from lab.spark import (SPARK_KAFKA_JARS, TASK_MODULES, spark_session, start_python_workers,
+    from lab.spark import (SPARK_KAFKA_JARS, SQL_TASK_MODULES, spark_session, start_python_workers,
                            start_sql_python_workers, with_task_retries)
     from lab import jars
 
@@ -211,7 +211,7 @@ def _train(work: Path, archive: Path) -> None:
     from lab.kafka_source import register
 
     register(spark)
-    start_sql_python_workers(spark, TASK_MODULES + ("lab.kafka_source",))
+    start_sql_python_workers(spark, SQL_TASK_MODULES)
     start_python_workers(sc)
     if connector:
         # Planning only (no broker): loads the connector's source, options and schema classes.

@@ -327,6 +327,8 @@ def _import_modules(modules, _) -> None:
 
 #: What Spark's Python workers import for the lab's tasks: Kafka range reads and rows, the sink, the fault hooks.
 TASK_MODULES = ("kafka", "lab.kafka_read", "lab.sinks", "lab.pipelines.tasks")
+#: And those of DataFrame work, whose Python data source is the lab's Kafka reader (:mod:`lab.kafka_source`).
+SQL_TASK_MODULES = TASK_MODULES + ("lab.kafka_source",)
 #: What the worker daemon imports before it forks workers (``LAB_WORKER_IMPORTS``, :mod:`lab.spark_daemon`),
 #: per kind of Python work: the task modules, and what unpickling a task's function brings (lab.spark,
 #: lab.config). Measured with PYTHONPROFILEIMPORTTIME in the workers of a structured run.

@@ -34,6 +34,17 @@ worker imported them again: pandas and pyarrow on PySpark's Arrow path
 import here is left to the worker, which then fails with the real error as
 it would have (:func:`import_ahead`). ``LAB_WORKER_PRELOAD=off`` leaves the
 variable unset (:mod:`lab.start_tuning`).
+
+No thread before the fork: ``pyspark.daemon`` forks its workers, and a fork
+copies only the forking thread (PySpark imports its worker module after the
+fork for that reason, naming pandas and pyarrow). Measured here: of the
+imports, only pyarrow's bundled jemalloc starts a thread (``jemalloc_bg_thd``;
+numpy's OpenBLAS starts none under the ``OMP_NUM_THREADS=1`` Spark gives its
+workers). The daemon sets ``JE_ARROW_MALLOC_CONF=background_thread:false``
+(unless set) before it imports: that jemalloc is not Arrow's default pool here
+(mimalloc), and without its background thread it frees memory in the calls
+that allocate. Should any other thread exist after the imports, the daemon
+says so on stderr with the threads' names (:func:`other_threads`).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import importlib.util
 import os
 import runpy
 import sys
+import threading
 
 
 def is_spark_zip(entry: str) -> bool:
@@ -75,6 +87,15 @@ def import_ahead(names: str) -> list[str]:
     return failed
 
 
+def other_threads() -> list[str]:
+    """The names of this process's threads other than the calling one (``/proc``; empty where it cannot tell)."""
+    try:
+        tasks = [t for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
+        return [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    except OSError:
+        return []
+
+
 def main() -> None:
     """Drop the zips from ``sys.path`` and the importer cache, import ``LAB_WORKER_IMPORTS``, run ``pyspark.daemon``.
 
@@ -88,8 +109,24 @@ def main() -> None:
     else:
         for entry in [p for p in sys.path_importer_cache if is_spark_zip(p)]:
             del sys.path_importer_cache[entry]
-    for line in import_ahead(os.environ.get(WORKER_IMPORTS_ENV, "")):
-        print(f"lab.spark_daemon: not imported ahead: {line}", file=sys.stderr)
+    names = os.environ.get(WORKER_IMPORTS_ENV, "")
+    if names:
+        os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")  # no thread before the fork
+        # The port goes to stdout: whatever a module prints while it is imported goes to stderr instead.
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            failed = import_ahead(names)
+            sys.stdout.flush()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        for line in failed:
+            print(f"lab.spark_daemon: not imported ahead: {line}", file=sys.stderr)
+        threads = other_threads()
+        if threads:
+            print(f"lab.spark_daemon: threads before the fork: {threads}", file=sys.stderr)
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
 
 

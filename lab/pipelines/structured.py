@@ -236,8 +236,8 @@ def run(ctx: DriverContext) -> None:
     from lab.config import STATE_STORES
     from lab.pipelines import stateful
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark import (SQL_WORKER_IMPORTS, TASK_ATTEMPTS, TASK_MODULES, spark_session, start_sql_python_workers,
-                           warm_up, with_task_retries)
+    from lab.spark import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, spark_session,
+                           start_sql_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
@@ -252,7 +252,7 @@ def run(ctx: DriverContext) -> None:
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
-    warm = warm_up(ctx, start_sql_python_workers, spark, TASK_MODULES + ("lab.kafka_source",))
+    warm = warm_up(ctx, start_sql_python_workers, spark, SQL_TASK_MODULES)
     if reader == "labkafka":
         # Only then: registering starts Spark's look-up of Python data sources, a Python process of its
         # own (measured: 1.2 s, on the start's critical path), which format("kafka") does not need.

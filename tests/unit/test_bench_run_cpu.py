@@ -57,4 +57,7 @@ def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
     assert tuning.jvm_options == f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile=/c/old.jsa"
     with pytest.raises(SystemExit):  # a missing file is refused before any run
         main(["--archive", f"old={tmp_path / 'none.jsa'}", "--out", str(tmp_path / "out.json")])
+    (tmp_path / "a.jsa").write_bytes(b"x")
+    with pytest.raises(SystemExit):  # so is a name the bench's own variants have
+        main(["--archive", f"all={tmp_path / 'a.jsa'}", "--out", str(tmp_path / "out.json")])
     assert not (tmp_path / "out.json").exists()

@@ -51,3 +51,23 @@ def test_import_ahead_names_each_failure_and_skips_blanks():
     failed = import_ahead("json,, no_such_module_xyz ,")
     assert len(failed) == 1 and failed[0].startswith("no_such_module_xyz: ModuleNotFoundError")
     assert import_ahead("") == []
+
+
+def test_the_imports_ahead_leave_the_daemon_with_one_thread_and_its_stdout_clean(tmp_path):
+    """What the structured pipeline's daemon imports, under the OMP_NUM_THREADS=1 Spark gives it: no thread at the fork.
+
+    A module that prints while imported must not reach stdout, where the daemon writes its port.
+    """
+    from lab.spark import SQL_WORKER_IMPORTS
+
+    (tmp_path / "noisy_module_xyz.py").write_text("print('hello from an import')\n")
+    probe = ("import runpy; from lab import spark_daemon; "
+             "runpy.run_module = lambda *a, **k: print(spark_daemon.other_threads()); spark_daemon.main()")
+    env = dict(os.environ, OMP_NUM_THREADS="1", LAB_WORKER_IMPORTS=",".join(SQL_WORKER_IMPORTS + ("noisy_module_xyz",)),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env.pop("JE_ARROW_MALLOC_CONF", None)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
+                          cwd=tmp_path)
+    assert done.stdout == "[]\n", done.stdout  # no other thread, and nothing else on stdout
+    assert "hello from an import" in done.stderr
+    assert "not imported ahead" not in done.stderr and "threads before the fork" not in done.stderr
