@@ -56,6 +56,8 @@ class BatchWatch:
         self.seen = False
 
     def done(self) -> bool:
+        if self.seen:  # once seen, no more reading
+            return True
         for events in self.runs.glob(f"*/{EVENTS_FILE}"):
             tail = self.tails.setdefault(events, EventTail(events.parent))
             self.seen = self.seen or any(e["type"] == ev.BATCH_DONE for e in tail.read_new())

@@ -329,16 +329,18 @@ def _import_modules(modules, _) -> None:
 TASK_MODULES = ("kafka", "lab.kafka_read", "lab.sinks", "lab.pipelines.tasks")
 #: And those of DataFrame work, whose Python data source is the lab's Kafka reader (:mod:`lab.kafka_source`).
 SQL_TASK_MODULES = TASK_MODULES + ("lab.kafka_source",)
+#: What unpickling a task's function brings into a worker beside the task modules (measured with
+#: PYTHONPROFILEIMPORTTIME in the workers of a structured run).
+_UNPICKLED_MODULES = ("lab.spark", "lab.config")
 #: What the worker daemon imports before it forks workers (``LAB_WORKER_IMPORTS``, :mod:`lab.spark_daemon`),
-#: per kind of Python work: the task modules, and what unpickling a task's function brings (lab.spark,
-#: lab.config). Measured with PYTHONPROFILEIMPORTTIME in the workers of a structured run.
-RDD_WORKER_IMPORTS = TASK_MODULES + ("lab.spark", "lab.config")
+#: per kind of Python work. RDD work: the task modules and what unpickling brings.
+RDD_WORKER_IMPORTS = TASK_MODULES + _UNPICKLED_MODULES
 #: ``mapInArrow`` and Python data sources: PySpark's Arrow path imports pandas and pyarrow in each worker
 #: (measured: 0.25 s and 0.1 s of CPU a worker), and the worker's own SQL modules.
-SQL_WORKER_IMPORTS = RDD_WORKER_IMPORTS + ("lab.kafka_source", "pyarrow", "pandas", "pyspark.sql",
-                                           "pyspark.sql.pandas.serializers", "pyspark.sql.pandas.types",
-                                           "pyspark.sql.conversion", "pyspark.worker_message",
-                                           "pyspark.sql.datasource", "pyspark.sql.streaming.stateful_processor_util")
+SQL_WORKER_IMPORTS = SQL_TASK_MODULES + _UNPICKLED_MODULES + (
+    "pyarrow", "pandas", "pyspark.sql", "pyspark.sql.pandas.serializers", "pyspark.sql.pandas.types",
+    "pyspark.sql.conversion", "pyspark.worker_message", "pyspark.sql.datasource",
+    "pyspark.sql.streaming.stateful_processor_util")
 
 
 def start_python_workers(sc, modules=TASK_MODULES) -> None:

@@ -55,6 +55,7 @@ import os
 import runpy
 import sys
 import threading
+from pathlib import Path
 
 
 def is_spark_zip(entry: str) -> bool:
@@ -91,7 +92,7 @@ def other_threads() -> list[str]:
     """The names of this process's threads other than the calling one (``/proc``; empty where it cannot tell)."""
     try:
         tasks = [t for t in os.listdir("/proc/self/task") if int(t) != threading.get_native_id()]
-        return [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+        return [Path(f"/proc/self/task/{t}/comm").read_text().strip() for t in tasks]
     except OSError:
         return []
 
