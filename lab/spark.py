@@ -99,7 +99,8 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.driver.extraJavaOptions": driver_java_options(run_dir, archive_at_exit, tuning),
-        "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
+        "spark.executor.extraJavaOptions": " ".join([f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}",
+                                                     *tuning.executor_jvm_options.split()]),
         "spark.log.level": "ERROR",
     }
     if tuning.worker_daemon == "lab":

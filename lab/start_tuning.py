@@ -8,6 +8,11 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             from the archive :mod:`lab.class_archive` builds once.
 ``LAB_DRIVER_JVM_OPTIONS``  the driver JVM's flags (default :data:`DRIVER_JVM_OPTIONS`;
                             empty for the JVM's own defaults).
+``LAB_EXECUTOR_JVM_OPTIONS`` the flags of a driver's executor JVMs on ``local-cluster`` and
+                            standalone masters (default :data:`EXECUTOR_JVM_OPTIONS`; empty
+                            for the JVM's own defaults).
+``LAB_FLINK_JVM_OPTIONS``   the flink pipeline's job JVM's flags (default :data:`FLINK_JVM_OPTIONS`;
+                            empty for the JVM's own defaults), after any ``JVM_ARGS`` of the user's.
 ``LAB_WARM_UP``             ``beside`` (default): Python workers start while the driver
                             plans its first batch; ``before``: the driver waits for them.
 ``LAB_WORKER_DAEMON``       ``lab`` (default): Spark's Python worker daemon imports PySpark
@@ -39,13 +44,23 @@ from lab.errors import choices_error
 #: competes with the start for them (measured, bench/startup.py, restarted structured driver to first
 #: batch done, medians of 3: 11.0 s → 9.0 s).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: The same for executor JVMs (``local-cluster``, standalone): a direct run with an executor kill on
+#: ``local-cluster[2,1,1024]`` took 22.0 → 15.3 CPU-s, 28.6 → 25.5 s (bench/jvm_flags.py, medians of 3). The
+#: driver's class archive does not serve them: their class path differs, and the JVM refuses it (measured: 15.1
+#: against 15.2 CPU-s).
+EXECUTOR_JVM_OPTIONS = DRIVER_JVM_OPTIONS
+#: The same for the flink pipeline's job JVM (a mini-cluster living as long as the run): a crash run of 3,000
+#: events took 16.2 → 11.1 CPU-s, 14.2 → 12.5 s (bench/jvm_flags.py, medians of 3). The serial GC, -Xss512k and
+#: -XX:-UsePerfData added nothing (11.1-11.3 CPU-s).
+FLINK_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 WARM_UPS = ("beside", "before")
 WORKER_DAEMONS = ("lab", "pyspark")
 STANDBYS = ("planned", "always", "off")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
-           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off"}
+           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
+           "LAB_EXECUTOR_JVM_OPTIONS": ""}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -87,13 +102,16 @@ class StartTuning:
     standby: str = "planned"
     worker_daemon: str = "lab"
     worker_preload: bool = True
+    flink_jvm_options: str = FLINK_JVM_OPTIONS
+    executor_jvm_options: str = EXECUTOR_JVM_OPTIONS
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
         """Read the start-up switches from ``env`` (default ``os.environ``).
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
-        ``LAB_STANDBY``, ``LAB_WORKER_DAEMON`` and ``LAB_WORKER_PRELOAD`` (see the module docstring).
+        ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS`` and
+        ``LAB_FLINK_JVM_OPTIONS`` (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -108,7 +126,9 @@ class StartTuning:
                    warm_up=choice(env, "LAB_WARM_UP", "beside", WARM_UPS),
                    standby=choice(env, "LAB_STANDBY", standby_default, STANDBYS),
                    worker_daemon=choice(env, "LAB_WORKER_DAEMON", "lab", WORKER_DAEMONS),
-                   worker_preload=switch(env, "LAB_WORKER_PRELOAD"))
+                   worker_preload=switch(env, "LAB_WORKER_PRELOAD"),
+                   flink_jvm_options=env.get("LAB_FLINK_JVM_OPTIONS", FLINK_JVM_OPTIONS),
+                   executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS))
 
     def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

@@ -116,6 +116,11 @@ def _committed(consumer, tps) -> dict[int, int]:
     return out
 
 
+def job_jvm_args(user_args: str, tuning: str, tmp_dir: Path) -> str:
+    """PyFlink's ``JVM_ARGS`` for the job's JVM: the user's own, then ``LAB_FLINK_JVM_OPTIONS``, then its tmpdir (pure)."""
+    return " ".join(a for a in (user_args.strip(), tuning.strip(), f"-Djava.io.tmpdir={tmp_dir}") if a)
+
+
 def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subprocess.Popen, Path]:
     spec_path = attempt_dir.parent / f"attempt-{ctx.attempt}.json"
     # Flink's working files (the mini-cluster's blobs, the RPC system's jar, spill and shuffle directories) go to
@@ -126,9 +131,10 @@ def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subpr
     spec = {**spec, "tmp_dir": str(tmp_dir)}
     spec_path.write_text(json.dumps(spec, indent=1))
     from lab.java import java_env
+    from lab.start_tuning import StartTuning
 
-    env = {**os.environ, **java_env(), "FLINK_LOG_DIR": str(attempt_dir),
-           "JVM_ARGS": f"{os.environ.get('JVM_ARGS', '')} -Djava.io.tmpdir={tmp_dir}".strip(),
+    jvm_args = job_jvm_args(os.environ.get("JVM_ARGS", ""), StartTuning.from_env().flink_jvm_options, tmp_dir)
+    env = {**os.environ, **java_env(), "FLINK_LOG_DIR": str(attempt_dir), "JVM_ARGS": jvm_args,
            # PyFlink starts a gRPC server on every interface for Python workers unless told they are processes;
            # the job runs no Python function, so none is needed (and the lab binds to 127.0.0.1 only).
            "_python_worker_execution_mode": "process"}

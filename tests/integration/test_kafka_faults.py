@@ -2,7 +2,10 @@
 
 ``broker-crash`` SIGKILLs the broker JVM and restarts it on its data; ``txn-abort``
 makes the transactional producer abort transactions (both on the plain pipeline,
-no Spark); and Structured Streaming reads through Spark's own Kafka connector.
+no Spark). Spark's own Kafka connector is measured with the Spark pipelines'
+runs on the session's Apache Kafka: structured in ``test_structured.py``
+(the reader reported, its offset log), direct with offsets in the sink in
+notebook 02's test (``check_02``).
 """
 
 import sqlite3
@@ -43,38 +46,3 @@ def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
     assert not aborted & in_sink and r["unexpected"] == 0
     assert (r["acked"], r["exactly_once"], r["lost"]) == (2700, 2700, 0)
     assert [e["sends"] for e in read_events(result.run_dir) if e["type"] == "txn-aborted"] == [100, 100, 100]
-
-
-def test_structured_reads_with_sparks_own_connector_and_duplicates_exactly_the_replayed_batch(runs_dir):
-    from lab import jars
-
-    jars.ensure("spark-kafka")  # fetched once per machine (lab fetch)
-    crash = "driver-crash@batch=2:after-output-before-commit"
-    result = run_scenario(make_config(broker="kafka", pipeline="structured", events=1500, rate=1000,
-                                      max_batch_records=300, faults=crash))
-    r, events = result.report, read_events(result.run_dir)
-    assert r["settings"]["kafka_reader"] == "spark" and r["settings"]["kafka_reader_asked"] == "auto"
-    starts = [e for e in events if e["type"] == "batch-start" and e["batch"] == 2]
-    assert len(starts) == 2 and starts[0]["ranges"] == starts[1]["ranges"]
-    rows = starts[0]["rows"]
-    assert rows > 0 and (r["acked"], r["lost"], r["duplicated"], r["extra_copies"]) == (1500, 0, rows, rows), r
-    # Spark's own offset log: the connector writes {"topic": {"partition": offset}} entries
-    offsets = (result.run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
-    assert any(result.config.topic in line for line in offsets)
-
-
-def test_direct_reads_planned_ranges_with_sparks_batch_source_exactly_once_with_offsets_in_the_sink(runs_dir):
-    from lab import jars
-
-    jars.ensure("spark-kafka")
-    result = run_scenario(make_config(broker="kafka", pipeline="direct", events=1200, rate=1000, max_batch_records=100,
-                                      offsets="sink", sink="transactional",
-                                      faults="driver-crash@batch=2:after-output-before-commit"))
-    r, events = result.report, read_events(result.run_dir)
-    assert r["settings"]["kafka_reader"] == "spark"
-    starts = [e for e in events if e["type"] == "batch-start" and e["batch"] == 2]
-    assert len(starts) == 2 and starts[1]["replay"] and starts[0]["rows"] > 0
-    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (1200, 1200, 0, 0, 0), r
-    # every part of batch 2 committed its offsets with its rows before the crash: the restarted
-    # driver starts from the sink's offsets, so the replay plans nothing and writes nothing
-    assert starts[1]["rows"] == 0

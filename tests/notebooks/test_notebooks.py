@@ -23,8 +23,9 @@ SMALL = {
     "01_receiver_wal": dict(INTERACTIVE=False, EVENTS=2500, RATE=500, WORKER_FAILURE=False,
                             PREDICTIONS={"reliable, WAL": "at-least-once", "unreliable, no WAL": "exactly-once"}),
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
-    "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["transactional", "files"],
-                                    PREDICTIONS={"append": "at-least-once", "transactional": "exactly-once"}),
+    # the transactional sink under crashes is measured by tests/integration/test_structured.py
+    "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["files"],
+                                    PREDICTIONS={"append": "at-least-once", "files": "exactly-once"}),
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
@@ -32,7 +33,7 @@ SMALL = {
     # the faults as tests/integration/test_replication.py measured them; two cells of the grid
     "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500, GRID=[["1", 1, "on"], ["all", 2, "on"]],
                                 EOS_EVENTS=600, EOS_BATCH=100),
-    "08_other_engines": dict(INTERACTIVE=False, EVENTS=4500, RATE=300, SLOW_EVENTS=8000,
+    "08_other_engines": dict(INTERACTIVE=False, EVENTS=4500, RATE=300, SLOW_EVENTS=8000, CRASH_BATCH=2,
                              PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
                                           "at-least-once barriers": "exactly-once"}),
 }
@@ -64,6 +65,9 @@ def test_notebook_runs_headless(path, shared_runs_dir):
     runs_dir = shared_runs_dir
     from nbconvert import HTMLExporter
 
+    from tests.integration.flink_checks import flink_temp_files
+
+    flink_files = flink_temp_files()
     try:
         nb = execute(path, runs_dir)
     finally:
@@ -72,6 +76,7 @@ def test_notebook_runs_headless(path, shared_runs_dir):
         # notebook 07's detached cluster: its kernel stops it at exit; stopped here too if the kernel could not
         left_running = broker.stop_detached(runs_dir / "cluster")
     assert not left_running, "the kernel must stop the cluster it started"
+    assert flink_temp_files() - flink_files == set(), "Flink's working files belong in the run directory"
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     plotly = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
@@ -163,17 +168,23 @@ def check_00(reports):
 def check_01(reports):
     # The guide's table: without a WAL a driver crash loses the batch it was writing; with a WAL and a
     # reliable receiver nothing is lost and the half-written batch is written again (duplicates).
-    for ack in ("auto", "stored"):
-        no_wal = _pick(reports, ack=ack, wal="off")
-        assert no_wal["lost"] > 0, _counts(no_wal)
-    wal = _pick(reports, ack="stored", wal="on")
-    assert wal["lost"] == 0 and wal["duplicated"] > 0 and wal["unseen"] == 0, _counts(wal)
-    # WAL + reliable acks: the recovered batch is output again from the log, whole; its first half twice
     from pathlib import Path
 
     from tests.integration.conftest import independent_counts
-    from tests.integration.test_receiver import by_attempt, sink_rows_of_batch
+    from tests.integration.test_receiver import (
+        by_attempt, check_receiver_run, check_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer,
+        check_without_wal_a_driver_crash_loses_what_spark_held, sink_rows_of_batch)
 
+    for r in reports:  # the checks of tests/integration/test_receiver.py, on the notebook's runs
+        check_receiver_run(r, Path(r["run_dir"]), SMALL["01_receiver_wal"]["EVENTS"])
+    for ack in ("auto", "stored"):
+        no_wal = _pick(reports, ack=ack, wal="off")
+        check_without_wal_a_driver_crash_loses_what_spark_held(no_wal, Path(no_wal["run_dir"]), ack)
+    auto_wal = _pick(reports, ack="auto", wal="on")
+    check_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(auto_wal, Path(auto_wal["run_dir"]))
+    wal = _pick(reports, ack="stored", wal="on")
+    assert wal["lost"] == 0 and wal["duplicated"] > 0 and wal["unseen"] == 0, _counts(wal)
+    # WAL + reliable acks: the recovered batch is output again from the log, whole; its first half twice
     run_dir = Path(wal["run_dir"])
     timeline = by_attempt(run_dir)
     assert wal["restarts"] == 1 and wal["drained"] and wal["unexpected"] == 0
@@ -207,7 +218,14 @@ def check_02(reports):
         points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
         assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
     r = _pick(reports, offsets="sink")
-    assert r["exactly_once"] == r["acked"] == 1500, _counts(r)
+    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (1500, 1500, 0, 0, 0), _counts(r)
+    starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start" and e["batch"] == 2]
+    assert len(starts) == 2 and starts[1]["replay"] and starts[0]["rows"] > 0
+    # every part of batch 2 committed its offsets with its rows before the crash: the restarted
+    # driver starts from the sink's offsets, so the replay plans nothing and writes nothing
+    assert starts[1]["rows"] == 0
+    settings = r["settings"]  # Spark's batch source on Apache Kafka (labkafka on Tansu)
+    assert settings["kafka_reader"] == ("spark" if settings["embedded_broker"] == "kafka" else "labkafka"), settings
 
 
 def check_03(reports):
@@ -216,8 +234,13 @@ def check_03(reports):
     append = _pick(reports, sink="append", faults="driver-crash@batch=2:after-output-before-commit")
     rows = _first_rows(append, 2)
     assert rows > 0 and (append["lost"], append["duplicated"], append["extra_copies"]) == (0, rows, rows), _counts(append)
-    txn = _pick(reports, sink="transactional")
-    assert txn["exactly_once"] == txn["acked"] == 1500, _counts(txn)
+    after = _pick(reports, sink="files", faults="driver-crash@batch=2:after-output-before-commit")
+    assert after["exactly_once"] == after["acked"] == 1500 and after["restarts"] == 1, _counts(after)
+    # the task failure: tests/integration/test_structured.py's check, on the notebook's run
+    from tests.integration.test_structured import check_task_failure_with_append
+
+    task = _pick(reports, faults="task-failure@batch=2")
+    check_task_failure_with_append(task, Path(task["run_dir"]), 1500)
     # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
     # reader sees every readable file, which is what the audit counts as write attempts.
     from lab.file_sink import FILES_DIR, reader_views
@@ -356,12 +379,20 @@ def check_07(reports):
 def check_08(reports):
     flink = [r for r in reports if r["pipeline"] == "flink"]
     assert len(flink) == 4 and all(r["restarts"] == 1 and r["drained"] and r["lost"] == 0 for r in flink), flink
-    aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
-    assert aligned["exactly_once"] == aligned["acked"] == 4500 and aligned["read_uncommitted_records"] > 4500, _counts(aligned)
-    alo = _pick(flink, checkpointing="at-least-once")
-    # the duplicates the timeline predicts are the ones the audit measures
-    assert alo["duplicated"] > 0 and alo["extra_copies"] == alo["flink_replays"]["predicted_extra_copies"], alo["flink_replays"]
     from pathlib import Path
+
+    from tests.integration.flink_checks import (
+        check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once,
+        check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint, check_flink_crash_run)
+
+    crash_batch = SMALL["08_other_engines"]["CRASH_BATCH"]
+    timelines = {r["run_dir"]: check_flink_crash_run(Path(r["run_dir"]), r["restarts"], r["drained"], crash_batch)
+                 for r in flink}
+    aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
+    assert aligned["acked"] == 4500, _counts(aligned)
+    check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(aligned)
+    alo = _pick(flink, checkpointing="at-least-once")
+    check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(alo, timelines[alo["run_dir"]])
 
     stored = {}
     for mode in ("aligned", "unaligned"):

@@ -7,15 +7,36 @@ from lab.batch_sizing import default_max_batch
 from lab.config import make_config
 from lab.errors import LabError
 from lab.spark import driver_java_options
-from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, StartTuning
+from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
 
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     assert StartTuning.from_env({}) == StartTuning(class_archive=True, jvm_options=DRIVER_JVM_OPTIONS,
-                                                   warm_up="beside", standby="planned", worker_daemon="lab")
+                                                   warm_up="beside", standby="planned", worker_daemon="lab",
+                                                   flink_jvm_options=FLINK_JVM_OPTIONS,
+                                                   executor_jvm_options=DRIVER_JVM_OPTIONS)
     off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
-                              worker_daemon="pyspark", worker_preload=False)
+                              worker_daemon="pyspark", worker_preload=False, flink_jvm_options="",
+                              executor_jvm_options="")
+
+
+def test_the_flink_jobs_jvm_gets_the_users_flags_then_the_labs_then_its_tmpdir(tmp_path):
+    from lab.pipelines.flink import job_jvm_args
+
+    assert job_jvm_args("", FLINK_JVM_OPTIONS, tmp_path) == f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={tmp_path}"
+    assert job_jvm_args(" -Xmx2g ", "", tmp_path) == f"-Xmx2g -Djava.io.tmpdir={tmp_path}"
+
+
+def test_executors_get_their_flags_and_the_runs_temporary_directory(tmp_path, monkeypatch):
+    from lab.spark import session_conf
+
+    key = "spark.executor.extraJavaOptions"
+    monkeypatch.delenv("LAB_EXECUTOR_JVM_OPTIONS", raising=False)
+    assert session_conf("local-cluster[2,1,1024]", tmp_path, "a")[key].split() == [
+        f"-Djava.io.tmpdir={tmp_path / 'spark-tmp'}", "-XX:TieredStopAtLevel=1"]
+    monkeypatch.setenv("LAB_EXECUTOR_JVM_OPTIONS", "")
+    assert session_conf("local-cluster[2,1,1024]", tmp_path, "a")[key] == f"-Djava.io.tmpdir={tmp_path / 'spark-tmp'}"
 
 
 def test_spark_starts_the_python_worker_daemon_the_switch_names(tmp_path, monkeypatch):
