@@ -23,9 +23,10 @@ def flink_temp_files() -> set[Path]:
     return {p for pattern in ("minicluster_*", "flink-*") for p in tmp.glob(pattern)}
 
 
-def check_flink_crash_run(run_dir: Path, restarts: int, drained: bool, crash_batch: int) -> list[dict]:
-    """A flink run with ``driver-crash@batch=N:mid-output``: killed where planned, restored from the dead job's
-    checkpoint at the offsets it held, its working files in the run directory and removed; its timeline."""
+def check_flink_crash_run(r: dict, crash_batch: int) -> list[dict]:
+    """A flink run (its report) with ``driver-crash@batch=N:mid-output``: killed where planned, restored from the
+    dead job's checkpoint at the offsets it held, its working files in the run directory and removed; its timeline."""
+    run_dir = Path(r["run_dir"])
     # both attempts, the killed one included, kept their working files in the run directory, and the driver
     # removed them once no job was using them (the logs stay)
     assert not list((run_dir / "flink").glob("logs-*/tmp"))
@@ -35,7 +36,7 @@ def check_flink_crash_run(run_dir: Path, restarts: int, drained: bool, crash_bat
     jobs = [e for e in events if e["type"] == ev.FLINK_JOB]
     # the crash came where planned; the restart restored a checkpoint of the dead job and started from its offsets
     assert [(e["point"], e["batch"]) for e in events if e["type"] == ev.FAULT_POINT] == [("mid-output", crash_batch)]
-    assert restarts == 1 and len(starts) == len(jobs) == 2 and drained
+    assert r["restarts"] == 1 and len(starts) == len(jobs) == 2 and r["drained"]
     assert starts[0]["restore"] is None and starts[1]["restore"].startswith(str(run_dir / "checkpoint"))
     assert starts[1]["restore"].split("/")[-2] == jobs[0]["job_id"]
     source = [e for e in events if e["type"] == ev.FLINK_SOURCE and e["attempt"] == 2]

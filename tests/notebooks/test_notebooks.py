@@ -386,8 +386,7 @@ def check_08(reports):
         check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint, check_flink_crash_run)
 
     crash_batch = SMALL["08_other_engines"]["CRASH_BATCH"]
-    timelines = {r["run_dir"]: check_flink_crash_run(Path(r["run_dir"]), r["restarts"], r["drained"], crash_batch)
-                 for r in flink}
+    timelines = {r["run_dir"]: check_flink_crash_run(r, crash_batch) for r in flink}
     aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
     assert aligned["acked"] == 4500, _counts(aligned)
     check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(aligned)
