@@ -21,6 +21,7 @@ PROGRESS_FILE = "progress.json"
 
 # supervisor: the run's life
 RUN_START = "run-start"                  #: topic created, producer about to start
+RUN_HELD = "run-held"                    #: (a matrix row started ahead) its turn came after ``waited_s``, its first driver starting
 RUN_END = "run-end"                      #: driver stopped; the audit follows
 RUN_ERROR = "run-error"                  #: the run failed; ``error`` says why
 DRAINED = "drained"                      #: every acknowledged offset passed (see ``docs/architecture.md``)

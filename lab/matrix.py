@@ -21,25 +21,22 @@ measured counts only (``lost``, ``duplicated``, ``unexpected``,
 ``source_duplicates``; ``acked-lost`` and ``acked-kept`` from the topic's final
 read, ``topic.lost``), never copied from the expectation.
 
-One broker for the matrix
--------------------------
-Scenarios run one at a time (``jobs=1``) share one embedded broker, started
-before the first and stopped after the last (each run keeps a topic and a
-consumer group of its own): the matrix pays one broker start, not one per
-scenario (Apache Kafka: 3-6 s each, measured). It is recorded in each
-scenario's runs directory (``lab-runs/broker.json``) the way ``lab broker
-start`` leaves one. A scenario that kills the broker (``broker-crash``), runs on
-the three-broker cluster (``nodes: 3``: a cluster of its own, about 8 s to start)
-or asks for another product gets its own; so does every scenario when several run at
-once (their proxy faults would hit each other) or when a broker is already
-running (``lab broker start``) or ``LAB_KAFKA_BOOTSTRAP`` is set.
+Brokers shared by the rows
+--------------------------
+Scenarios run one at a time (``jobs=1``) share one embedded broker, and the
+rows on the three-broker cluster (``nodes: 3``) one cluster, each started
+once and stopped after the last row; a row that kills its broker
+(``broker-crash``) or asks for another product gets its own
+(:mod:`lab.matrix_brokers` has the protocol, a restarted cluster broker included).
 
 One at a time, the next started ahead
 -------------------------------------
 With ``jobs=1`` the next row's papermill starts while a row runs, and its run
-waits for its turn (:mod:`lab.matrix_rows`, :func:`_relay`): a row's kernel
-start and imports (about 1.9 s) and its plots and notebook end (about 1.2 s)
-leave the matrix's critical path, while the runs stay one at a time.
+starts its first driver, then waits for its turn (:mod:`lab.matrix_rows`,
+:func:`_relay`): a row's kernel start and imports (about 1.9 s), its first
+driver's JVM and session (about 2.5 s) and its plots and notebook end (about
+1.2 s) leave the matrix's critical path, while the runs' broker, topics and
+faults stay one at a time.
 """
 
 from __future__ import annotations
@@ -51,11 +48,10 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import matrix_rows
+from lab import matrix_brokers, matrix_rows
 from lab.errors import LabError, choices_error
 
 #: What a grid row may expect, and the measured counts that satisfy it.
@@ -192,44 +188,13 @@ def run_dir_for(out: Path, s: Scenario) -> Path:
     return out / "runs" / s.key
 
 
-@contextmanager
-def shared_broker(jobs: int):
-    """The embedded broker the matrix's scenarios share (:class:`lab.broker.BrokerInfo`), or None.
-
-    None when scenarios run at once (``jobs > 1``), when ``LAB_KAFKA_BOOTSTRAP``
-    is set, or when ``lab broker start`` left one running (runs find it
-    themselves). Stopped when the block ends, whatever happened in it.
-    """
-    from lab import broker
-    from lab.config import env_runs_dir
-
-    if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or broker.load_running(env_runs_dir()):
-        yield None
-        return
-    info = broker.start_embedded(Path(env_runs_dir()) / "broker-logs" / "matrix")
-    try:
-        yield info
-    finally:
-        broker.stop_embedded(info)
-
-
-def _may_share(s: Scenario, shared) -> bool:
-    """Whether scenario ``s`` can run on the matrix's ``shared`` broker (see the module's docstring)."""
-    if shared is None or "broker-crash" in str(s.params.get("faults", "")) or str(s.params.get("nodes", 1)) != "1":
-        return False
-    from lab.broker import product_from_env
-
-    asked = product_from_env(s.params.get("broker"))
-    return {"kafka": "apache-kafka", "tansu": "tansu"}[asked] == shared.product
-
-
 def run_one(s: Scenario, out: Path, timeout_s: float = 900, started: list | None = None, shared=None) -> dict:
     """Execute the scenario notebook for ``s`` (papermill in its own process group); return its results row.
 
     On failure the row carries ``verdict = "error"`` and the error, and the
     executed notebook (up to the failing cell) is kept next to it.
     ``started`` collects the papermill process so an interrupt can end it.
-    ``shared``: the matrix's broker (:func:`shared_broker`), used when the scenario may share it.
+    ``shared``: the matrix's brokers (:class:`lab.matrix_brokers.SharedBrokers`), used when the scenario may share one.
     The row's ``html`` is None: the caller exports the executed notebook (:func:`export_html`).
     """
     return finish_row(s, out, start_row(s, out, timeout_s, started, shared))
@@ -246,8 +211,8 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
 
     d = run_dir_for(out, s)
     d.mkdir(parents=True, exist_ok=True)
-    if _may_share(s, shared):
-        broker.save_state(d / "lab-runs", shared)
+    if shared is not None:
+        shared.record(d / "lab-runs", s.params)
     else:  # a broker.json left by an earlier matrix names processes long gone
         broker.state_file(d / "lab-runs").unlink(missing_ok=True)
     (d / "report.json").unlink(missing_ok=True)
@@ -365,7 +330,9 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
                file=sys.stderr)
     write_table(out, grid, rows)
     if todo:
-        with shared_broker(jobs) as shared:
+        from lab.config import env_runs_dir
+
+        with matrix_brokers.shared_brokers(jobs, todo, Path(env_runs_dir()) / "broker-logs") as shared:
             _run_todo(todo, out, jobs, shared, rows, grid, bar, relay)
     bar.close()
     return write_table(out, grid, rows)
@@ -441,6 +408,8 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
         if nxt and ahead is None:
             ahead = start_row(nxt, out, started=started, shared=shared)
         elif nxt:
+            if shared is not None:  # the cluster as this row's run left it (a broker it restarted is a new JVM)
+                shared.record(run_dir_for(out, nxt) / "lab-runs", nxt.params)
             matrix_rows.give_turn(run_dir_for(out, nxt))
         record(s, finish_row(s, out, proc))
         proc = ahead

@@ -3,14 +3,23 @@
 Protocol (one scenario at a time, ``lab matrix --jobs 1``): the matrix
 starts row *n+1*'s papermill while row *n* runs, once row *n* has a batch
 done (:class:`BatchWatch`: its driver's start is over). Row *n+1*'s kernel
-starts, imports what its run and its plots need, then waits in
-:func:`await_turn` until its turn file exists. The matrix creates that file
-(:func:`give_turn`) as soon as row *n*'s run is over (its ``report.json`` is
-written, or its papermill ended), while row *n*'s notebook still draws its
-plots. The runs themselves never overlap; only the notebooks' start and end
-do (measured: 1.9 s before a row's run and 1.2 s after it, of a 5 s row).
+starts, imports what its run and its plots need (:func:`import_for_run`),
+and starts its run: the run directory, the sink, the ledger, and its first
+driver, which brings its JVM, session and Python workers up and then waits
+as a standby does (:mod:`lab.driver_process`). The run then waits in
+:func:`wait_for_turn` until its turn file exists. The matrix creates that
+file (:func:`give_turn`) as soon as row *n*'s run is over (its
+``report.json`` is written, or its papermill ended), while row *n*'s
+notebook still draws its plots. Only then does row *n+1*'s run read its
+broker, create its topic and start its producer, and its driver has its
+turn. The runs' broker, topics and faults never overlap; only the
+notebooks' start and end and the first driver's start do (measured: 1.9 s
+before a row's run and 1.2 s after it, of a 5 s row; the driver's start
+about 2.5 s).
 
-No delivery effect: nothing is read or written before the turn.
+No delivery effect: nothing reads from or writes to the broker or the topic
+before the turn, the run's sink has only its empty tables, and the waiting
+driver has not read its checkpoint (a standby's rule, :class:`lab.driver.DriverContext`).
 ``LAB_ROW_AHEAD=off`` starts each row's notebook only when the row before has
 ended (``bench/matrix.py --ahead-pair`` measures the two side by side).
 """
@@ -24,6 +33,7 @@ import time
 from pathlib import Path
 
 from lab import events as ev
+from lab.errors import LabError
 from lab.events import EVENTS_FILE, EventTail
 
 #: What a row's run and its plots import (lab.notebook, which the template's setup cell imports, has the rest).
@@ -77,21 +87,28 @@ def ahead(env=None) -> bool:
     return switch(os.environ if env is None else env, "LAB_ROW_AHEAD")
 
 
-def await_turn(turn: str | os.PathLike, poll_s: float = 0.02) -> float:
-    """Import :data:`WARM_MODULES`, then wait until the file ``turn`` exists; the seconds waited.
-
-    ``turn`` empty: no wait (a row started when its turn had come). The kernel
-    ends itself (``os._exit``) when its papermill is gone before the turn came:
-    the matrix was interrupted, and nothing of the row had started.
-    """
+def import_for_run() -> None:
+    """Import :data:`WARM_MODULES` (a row started ahead does it while the row before runs)."""
     for name in WARM_MODULES:
         importlib.import_module(name)
-    if not turn:
-        return 0.0
+
+
+def wait_for_turn(turn: str | os.PathLike, poll_s: float = 0.02) -> float:
+    """Wait until the file ``turn`` exists; the seconds waited.
+
+    Called by the row's run once its first driver has started
+    (:meth:`lab.supervisor.Run.start`'s ``hold``), before it touches the broker.
+
+    Raises
+    ------
+    LabError
+        When this kernel's papermill is gone before the turn came (the matrix was
+        interrupted): the run then ends what it started.
+    """
     path, parent, t0 = Path(turn), os.getppid(), time.monotonic()
     while not path.exists():
         if os.getppid() != parent:
-            os._exit(0)
+            raise LabError("the matrix ended before this row's turn came")
         time.sleep(poll_s)
     return round(time.monotonic() - t0, 3)
 

@@ -62,12 +62,13 @@ def config(**params) -> RunConfig:
 TEXT_PROGRESS_EVERY_S = 5.0
 
 
-def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
+def run(cfg: RunConfig, quiet: bool = False, turn: str = "") -> RunResult:
     """Run one scenario to the end, showing its progress, and return its result.
 
     Progress is a bar interactively and a text line every
     :data:`TEXT_PROGRESS_EVERY_S` seconds (and at each restart) headless, where a
-    widget would print nothing.
+    widget would print nothing. ``turn``: a matrix row started ahead; its run
+    waits for this file once its first driver has started (:func:`lab.matrix_rows.wait_for_turn`).
 
     Delivery guarantee: none of its own; it measures the pipeline's. On
     interrupt (the stop button), every process of the run is ended first.
@@ -76,7 +77,12 @@ def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
     from IPython.display import display
 
     r = Run(cfg)
-    r.start()
+    if turn:
+        from lab.matrix_rows import wait_for_turn
+
+        r.start(hold=lambda: wait_for_turn(turn))
+    else:
+        r.start()
     bar = w.IntProgress(value=0, min=0, max=max(1, cfg.events), description="read:", bar_style="info")
     label = w.Label(f"run {r.run_dir.name}")
     text = not quiet and not is_interactive()
@@ -101,7 +107,7 @@ def run(cfg: RunConfig, quiet: bool = False) -> RunResult:
             if text and (st.elapsed_s - last_line >= TEXT_PROGRESS_EVERY_S or st.restarts != last_restarts):
                 print(f"  {st.elapsed_s:5.1f}s  read {bar.value}/{total}  {label.value}", flush=True)
                 last_line, last_restarts = st.elapsed_s, st.restarts
-            time.sleep(0.5)
+            r.finished_within(0.5)  # not a plain sleep: the result comes as soon as the run has it
     except BaseException:  # the stop button: end every process of the run, then stop
         r.stop()
         raise

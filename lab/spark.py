@@ -260,6 +260,27 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     return spark
 
 
+def skip_accumulator_wait(sc, tuning=None) -> bool:
+    """Let ``sc``'s coming stop skip PySpark's wait for its accumulator server (``LAB_QUICK_STOP``); whether it will.
+
+    For a driver that stops its context and exits, once its query or streaming
+    context has no job left to run. PySpark's ``SparkContext.stop`` ends with
+    the accumulator server's ``shutdown()``, which waits for the server's one
+    request handler to notice: it polls the JVM's connection once a second.
+    Measured in a structured driver: 0.69 s of a 0.73 s ``spark.stop()``, the
+    JVM's own stop 0.04 s. The server's thread is a daemon that ends with the
+    process a moment later, and it still serves any update sent before then:
+    nothing is lost, and a run's output and offsets are already committed.
+    """
+    from lab.start_tuning import StartTuning
+
+    if not (tuning or StartTuning.from_env()).quick_stop:
+        return False
+    # PySpark's stop() shuts the server down only when it holds it (pyspark 4.3.0: ``getattr(self, "_accumulatorServer", None)``).
+    sc._accumulatorServer = None
+    return True
+
+
 def run_wants_ui(run_dir: Path | str) -> bool:
     """Whether the run in ``run_dir`` asked for the driver's UI (``spark_ui`` in its ``config.json``).
 

@@ -31,6 +31,11 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             its Crash button); ``off``: every driver starts when needed.
                             Pipelines whose driver waits for its turn (``waits_for_turn`` in
                             :mod:`lab.pipelines.registry`), on a ``local`` master.
+``LAB_QUICK_STOP``          ``on`` (default) / ``off``: a driver's clean stop skips PySpark's wait for
+                            its accumulator server's thread (:func:`lab.spark.skip_accumulator_wait`).
+``LAB_TASK_FETCH_WAIT_MS``  ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's Kafka source
+                            of the structured pipeline (default :data:`TASK_FETCH_WAIT_MS`, 20;
+                            Kafka's own is 500).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lab.errors import choices_error
+from lab.errors import LabError, choices_error
 
 #: Only the client compiler (C1): a driver lives seconds to minutes on 2 cores, and C2's compiling
 #: competes with the start for them (measured, bench/startup.py, restarted structured driver to first
@@ -53,6 +58,16 @@ EXECUTOR_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 #: events took 16.2 → 11.1 CPU-s, 14.2 → 12.5 s (bench/jvm_flags.py, medians of 3). The serial GC, -Xss512k and
 #: -XX:-UsePerfData added nothing (11.1-11.3 CPU-s).
 FLINK_JVM_OPTIONS = DRIVER_JVM_OPTIONS
+#: ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's own Kafka source (Kafka's default: 500).
+#: Each of its reads asks for the partition's earliest and latest offsets after its poll, and the
+#: broker answers a connection's requests in order: they waited behind the consumer's next fetch,
+#: which the broker holds up to this long when no record is past the offset it asks for. Measured on a
+#: structured crash run (3 partitions, 2 cores): a new driver's first batch 2.2 s → 0.9-1.1 s, the
+#: restarted driver's replayed batch 1.5 s → 0.6 s, the task threads idle in ``KafkaConsumer.position``
+#: (jstack) before; bench/startup.py, medians of 3: crash to first batch done 2.47 → 1.52 s. The direct
+#: pipeline's batch reads of the same source measured no difference (1.56 against 1.67 s): they keep Kafka's.
+#: A task reads a fixed offset range, so a shorter wait never changes what it reads.
+TASK_FETCH_WAIT_MS = 20
 WARM_UPS = ("beside", "before")
 WORKER_DAEMONS = ("lab", "pyspark")
 STANDBYS = ("planned", "always", "off")
@@ -60,7 +75,7 @@ STANDBYS = ("planned", "always", "off")
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
            "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
-           "LAB_EXECUTOR_JVM_OPTIONS": ""}
+           "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -76,6 +91,26 @@ def switch(env, name: str, default: str = "on") -> bool:
     if value not in _SWITCH:
         raise choices_error(name, value, ("on", "off"))
     return _SWITCH[value]
+
+
+def _milliseconds(env, name: str, default: int) -> int:
+    """The whole number of milliseconds ``name`` of ``env`` holds (``default`` when unset).
+
+    Raises
+    ------
+    LabError
+        A value that is not a whole number from 0 to 60000, named.
+    """
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 60_000:
+        raise LabError(f"{name}={text!r}: expected a whole number of milliseconds from 0 to 60000")
+    return value
 
 
 def choice(env, name: str, default: str, choices) -> str:
@@ -104,14 +139,16 @@ class StartTuning:
     worker_preload: bool = True
     flink_jvm_options: str = FLINK_JVM_OPTIONS
     executor_jvm_options: str = EXECUTOR_JVM_OPTIONS
+    quick_stop: bool = True
+    task_fetch_wait_ms: int = TASK_FETCH_WAIT_MS
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
         """Read the start-up switches from ``env`` (default ``os.environ``).
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
-        ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS`` and
-        ``LAB_FLINK_JVM_OPTIONS`` (see the module docstring).
+        ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS``,
+        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP`` and ``LAB_TASK_FETCH_WAIT_MS`` (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -128,17 +165,23 @@ class StartTuning:
                    worker_daemon=choice(env, "LAB_WORKER_DAEMON", "lab", WORKER_DAEMONS),
                    worker_preload=switch(env, "LAB_WORKER_PRELOAD"),
                    flink_jvm_options=env.get("LAB_FLINK_JVM_OPTIONS", FLINK_JVM_OPTIONS),
-                   executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS))
+                   executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS),
+                   quick_stop=switch(env, "LAB_QUICK_STOP"),
+                   task_fetch_wait_ms=_milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS))
 
-    def wants_standby(self, pipeline: str, master: str, needed: bool) -> bool:
+    def wants_standby(self, pipeline: str, master: str, needed: bool, first: bool = False) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).
 
         ``needed``: that driver will be needed (the first one; the next while a
         driver crash is planned). Only on a ``local`` master: elsewhere a
-        standby's session would hold executors of its own.
+        standby's session would hold executors of its own beside the running
+        driver's. ``first``: the run's first driver, which no other driver runs
+        beside: also on ``local-cluster``, whose executors are its session's own
+        (an executor-crash row then starts its executors before its turn).
         """
         from lab.pipelines.registry import PIPELINES
 
-        if self.standby == "off" or not PIPELINES[pipeline].waits_for_turn or not master.startswith("local["):
+        local = master.startswith("local[") or (first and master.startswith("local-cluster["))
+        if self.standby == "off" or not PIPELINES[pipeline].waits_for_turn or not local:
             return False
         return self.standby == "always" or needed

@@ -49,6 +49,10 @@ from lab.start_tuning import StartTuning
 MAX_UNPLANNED_EXITS = 3
 #: Seconds a driver gets to finish its batch after SIGTERM.
 STOP_GRACE_S = 20.0
+#: Seconds between the drained checks (each asks the broker for the end offsets once the producer is done).
+DRAIN_CHECK_S = 0.5
+#: Seconds after a ``batch-done`` when the drained check comes anyway (the poll after the one that read it).
+DRAIN_CHECK_AFTER_BATCH_S = 0.05
 
 
 class Run:
@@ -102,8 +106,15 @@ class Run:
         self._tuning = tuning or StartTuning.from_env()
 
     # -- public API ------------------------------------------------------
-    def start(self) -> "Run":
+    def start(self, hold=None) -> "Run":
         """Create the run directory, start broker, producer and driver; return at once.
+
+        ``hold``: a callable returning the seconds it waited, called once the
+        first driver has started (a standby: its JVM, session and workers come
+        up meanwhile) and before anything touches the broker, the topic or the
+        producer: a matrix row started ahead waits there for its turn
+        (:func:`lab.matrix_rows.wait_for_turn`). It ends the wait by raising
+        to give the run up; everything started is then ended.
 
         Raises
         ------
@@ -129,7 +140,9 @@ class Run:
             spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
             # The first driver starts its JVM, session and workers while the broker starts, and has its turn
             # once the topic and the producer are there (lab.driver_process).
-            self._keep_standby(needed=True)
+            self._keep_standby(needed=True, first=True)
+            if hold is not None:
+                self.events.write(ev.RUN_HELD, waited_s=hold())
             self.broker = self._stack.enter_context(
                 broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
@@ -187,6 +200,10 @@ class Run:
             raise LabError("the run has not started; start it before injecting faults")
         with self._lock:
             return self.faults.inject(kind, source=source, **options)
+
+    def finished_within(self, seconds: float) -> bool:
+        """Whether the run finishes within ``seconds`` (returns as soon as it has: a progress loop's pause)."""
+        return self._done.wait(seconds)
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run has finished (drained, no more batches, or deadline) and return its result.
@@ -251,15 +268,16 @@ class Run:
         self.events.write(ev.DRIVER_START, pid=pid, attempt=self._driver.attempt,
                           **({"started_ahead_s": ahead} if ahead is not None else {}))
 
-    def _keep_standby(self, needed: bool | None = None) -> None:
+    def _keep_standby(self, needed: bool | None = None, first: bool = False) -> None:
         """Start the next driver ahead when the run wants one (:meth:`StartTuning.wants_standby`) and has none.
 
         ``needed`` defaults to: the plan still has a driver crash to come (pending or deferred).
+        ``first``: the run's first driver.
         """
         if needed is None:
             needed = any(f.kind == "driver-crash" for f in [*self.faults.pending, *(d[0] for d in self.faults.deferred)])
         if self._driver.standby is None and self._tuning.wants_standby(self.config.pipeline, self.config.spark_master,
-                                                                       needed):
+                                                                       needed, first=first):
             pid = self._driver.start_standby()
             self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 
@@ -343,6 +361,10 @@ class Run:
             now = time.monotonic()
             for event in tail.read_new():
                 self._on_event(event)
+                if event.get("type") == ev.BATCH_DONE:
+                    # A finished batch is when a run drains: looked at now, not up to half a second later. Some
+                    # pipelines write progress.json just after batch-done, so the look comes one poll later.
+                    next_drain_check = min(next_drain_check, now + DRAIN_CHECK_AFTER_BATCH_S)
             with self._lock:
                 self.faults.tick()
             if self._restart_at is not None and now >= self._restart_at:
@@ -355,7 +377,7 @@ class Run:
                 self._next_group_scan = now + 2.0
                 self._driver.scan_children()
             if now >= next_drain_check:
-                next_drain_check = now + 0.5
+                next_drain_check = now + DRAIN_CHECK_S
                 progress = read_progress(self.run_dir)
                 state = self._progress_state(progress)
                 if state != seen:

@@ -301,8 +301,8 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, spark_session, start_python_workers, warm_up,
-                           with_task_retries)
+    from lab.spark import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
+                           start_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
@@ -361,6 +361,7 @@ def run(ctx: DriverContext) -> None:
     finally:
         store.close()
         warm.join(30.0)
+        skip_accumulator_wait(sc)
         spark.stop()
 
 

@@ -425,7 +425,7 @@ def run(ctx: DriverContext) -> None:
     from pyspark import StorageLevel
     from pyspark.streaming import StreamingContext
 
-    from lab.spark import spark_session
+    from lab.spark import skip_accumulator_wait, spark_session
 
     cfg = ctx.config
     spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
@@ -470,7 +470,7 @@ def run(ctx: DriverContext) -> None:
     tail.read_new()  # faults before this attempt are history
     ssc.start()
     ctx.phase("query")
-    stopped = False
+    stopped = drained = False
     try:
         while not ctx.stopping:
             if ssc.awaitTerminationOrTimeout(TAIL_S):
@@ -481,9 +481,14 @@ def run(ctx: DriverContext) -> None:
             for e in tail.read_new():
                 if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
                     feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
+                drained = drained or e["type"] == ev.DRAINED
         if not stopped:
             feeder.finish(FINISH_WAIT_S)
-            ssc.stop(stopSparkContext=True, stopGraceFully=True)
+            # The supervisor writes `drained` before its SIGTERM: every acknowledged offset is in the sink, so no
+            # stored block waits for a batch, and the graceful stop's wait for them (measured 1.2 s) buys nothing.
+            drained = drained or any(e["type"] == ev.DRAINED for e in tail.read_new())
+            quick = skip_accumulator_wait(sc)
+            ssc.stop(stopSparkContext=True, stopGraceFully=not (quick and drained))
             stopped = True
     finally:
         if not stopped:  # an error: stop the batches before the runtime they call goes away

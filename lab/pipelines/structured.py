@@ -236,7 +236,7 @@ def run(ctx: DriverContext) -> None:
     from lab.config import STATE_STORES
     from lab.pipelines import stateful
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, spark_session,
+    from lab.spark import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
                            start_sql_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
@@ -371,6 +371,7 @@ def run(ctx: DriverContext) -> None:
                 states.look(progress)
     finally:
         warm.join(STOP_WAIT_S)
+        skip_accumulator_wait(spark.sparkContext)
         spark.stop()
 
 

@@ -149,11 +149,12 @@ def labkafka_options(bootstrap: str, topic: str, partitions: int, max_batch_reco
 
 
 def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,
-                        isolation_level: str) -> dict:
+                        isolation_level: str, fetch_wait_ms: int | None = None) -> dict:
     """The options the ``spark`` reader passes to ``readStream.format("kafka")``, in order.
 
-    Pure: :func:`kafka_event_stream` sets exactly these, and notebooks print them
-    for a run (:func:`lab.notebook.kafka_reader_options`).
+    :func:`kafka_event_stream` sets exactly these, and notebooks print them
+    for a run (:func:`lab.notebook.kafka_reader_options`). ``fetch_wait_ms``:
+    ``LAB_TASK_FETCH_WAIT_MS`` when None (:class:`lab.start_tuning.StartTuning`).
 
     ``assign``               fixed partitions, no consumer-group subscription (as labkafka reads):
                              the offsets live in the checkpoint, never in a group.
@@ -164,7 +165,13 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
     ``kafka.max.poll.records`` records one ``poll()`` of a task's consumer may return: 10,000
                              (:data:`lab.kafka_read.POLL_RECORDS`, as labkafka's reads) instead of
                              Kafka's 500. Throughput only: a task still reads exactly its offset range.
+    ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.start_tuning.TASK_FETCH_WAIT_MS`):
+                             a task's offset look-ups no longer wait behind a fetch the broker holds.
     """
+    if fetch_wait_ms is None:
+        from lab.start_tuning import StartTuning
+
+        fetch_wait_ms = StartTuning.from_env().task_fetch_wait_ms
     return {
         "kafka.bootstrap.servers": bootstrap,
         "assign": json.dumps({topic: list(range(partitions))}),
@@ -178,6 +185,7 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
         # each, alternated). Larger fetches (kafka.max.partition.fetch.bytes 4 MiB, kafka.fetch.max.bytes
         # 16 MiB) and kafka.receive.buffer.bytes=-1 measured no difference, so they are not set.
         "kafka.max.poll.records": POLL_RECORDS,
+        "kafka.fetch.max.wait.ms": str(fetch_wait_ms),
     }
 
 

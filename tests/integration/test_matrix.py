@@ -80,9 +80,49 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     brokers = [json.loads(p.read_text())["broker_pid"] for p in out.glob("runs/*/lab-runs/*/broker.json")]
     assert len(brokers) >= 3 and len(set(brokers)) == 2, brokers
     # one at a time: a row's notebook starts while the row before runs, its run only once that one is over
-    spans = sorted((e[0]["t"], e[-1]["t"]) for e in (read_events(r["run_dir"]) for r in reports))
+    spans = sorted((next(x["t"] for x in e if x["type"] == "run-start"), e[-1]["t"])
+                   for e in (read_events(r["run_dir"]) for r in reports))
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
     done = sorted(out.glob("runs/*/report.json"), key=lambda p: read_events(json.loads(p.read_text())["run_dir"])[0]["t"])
     ahead = [b.parent for a, b in zip(done, done[1:]) if (b.parent / "params.json").stat().st_mtime < a.stat().st_mtime]
     assert ahead, "no row's notebook was started before the row ahead of it had its report"
     assert all(json.loads((d / "params.json").read_text())["TURN"] for d in ahead), "a row started ahead must wait"
+
+
+CLUSTER_GRID = """
+defaults: {pipeline: plain, events: 300, rate: 150, nodes: 3, faults: "leader-crash@at=1s:for=1s"}
+seeds: [1, 2]
+scenarios:
+  - name: leader killed and restarted
+    params: {acks: all}
+    expect: acked-kept
+"""
+
+
+def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
+    """Two rows on the three-broker cluster: one cluster, the second row on the broker the first restarted; none left."""
+    from lab import processes
+    from tests.integration.conftest import assert_all_gone
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(CLUSTER_GRID)
+    out = tmp_path / "results"
+    done = subprocess.run(lab_cmd("matrix", "--grid", str(grid), "--out", str(out)),
+                          env=clean_env(LAB_RUNS_DIR=str(tmp_path / "runs")), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 runs, 0 not as expected" in done.stdout, done.stdout
+    runs = sorted((read_events(p.parent)[0]["t"], p.parent) for p in out.glob("runs/*/lab-runs/*/broker.json"))
+    assert len(runs) == 2, runs
+    (_, first), (_, second) = runs
+    used = [json.loads((d / "broker.json").read_text()) for d in (first, second)]
+    assert used[0]["controller_pid"] == used[1]["controller_pid"], "each row started a cluster of its own"
+    # the first row's broker.json names the broker it restarted; the second row's leader-crash killed one of those
+    restarted = [e["pid"] for e in read_events(first) if e["type"] == "node-restart"]
+    assert len(restarted) == 1 and restarted[0] in [n["broker_pid"] for n in used[0]["nodes"]], (restarted, used[0])
+    killed = [e["pid"] for e in read_events(second) if e["type"] == "fault" and e["kind"] == "leader-crash"]
+    assert len(killed) == 1 and killed[0] in [n["broker_pid"] for n in used[0]["nodes"]], (killed, used[0])
+    pids = {p for info in used for p in (info["controller_pid"], *(n[k] for n in info["nodes"]
+                                                                    for k in ("broker_pid", "proxy_pid", "replication_proxy_pid")))}
+    pids |= {e["pid"] for d in (first, second) for e in read_events(d) if e["type"] == "node-restart"}
+    assert_all_gone(sorted(pids), within_s=5)
+    assert not [p for p in pids if processes.pid_alive(p)]

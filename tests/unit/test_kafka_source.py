@@ -72,7 +72,7 @@ def test_both_readers_are_given_the_same_range_limit_and_isolation(monkeypatch):
     assert seen["spark"].options == {
         "kafka.bootstrap.servers": "127.0.0.1:9092", "assign": json.dumps({"events.r1": [0, 1, 2]}),
         "startingOffsets": "earliest", "maxOffsetsPerTrigger": 250, "failOnDataLoss": "true",
-        "kafka.isolation.level": "read_committed", "kafka.max.poll.records": 10000}
+        "kafka.isolation.level": "read_committed", "kafka.max.poll.records": 10000, "kafka.fetch.max.wait.ms": "20"}
     # what notebooks print for a run is what the reader set
     args = ("127.0.0.1:9092", "events.r1", 3, 250, "read_committed")
     assert structured_input.spark_kafka_options(*args) == seen["spark"].options

@@ -17,17 +17,19 @@ def test_ahead_is_on_unless_switched_off_and_a_bad_value_names_the_choices():
         matrix_rows.ahead({"LAB_ROW_AHEAD": "sometimes"})
 
 
-def test_await_turn_returns_once_the_file_exists(tmp_path):
-    matrix_rows.await_turn("")  # its imports first: the wait alone is timed
+def test_wait_for_turn_returns_once_the_file_exists(tmp_path):
     turn = tmp_path / "turn"
     threading.Timer(0.3, turn.touch).start()
     t0 = time.monotonic()
-    waited = matrix_rows.await_turn(turn)
+    waited = matrix_rows.wait_for_turn(turn)
     assert turn.exists() and 0.25 <= waited <= time.monotonic() - t0 + 0.001  # waited is rounded to ms
 
 
-def test_no_turn_file_means_no_wait():
-    assert matrix_rows.await_turn("") == 0.0
+def test_a_row_whose_papermill_is_gone_gives_its_run_up(tmp_path, monkeypatch):
+    parents = iter([100, 100, 1])  # the kernel's parent at the start, then reparented: papermill ended
+    monkeypatch.setattr(matrix_rows.os, "getppid", lambda: next(parents))
+    with pytest.raises(LabError, match="matrix ended before this row's turn"):
+        matrix_rows.wait_for_turn(tmp_path / "never", poll_s=0.01)
 
 
 def test_an_interrupt_lets_a_row_whose_run_is_over_end_its_notebook_and_ends_the_others(tmp_path):

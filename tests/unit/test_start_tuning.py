@@ -18,7 +18,9 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
                               worker_daemon="pyspark", worker_preload=False, flink_jvm_options="",
-                              executor_jvm_options="")
+                              executor_jvm_options="", quick_stop=False, task_fetch_wait_ms=500)
+    with pytest.raises(LabError, match="LAB_TASK_FETCH_WAIT_MS='soon': expected a whole number of milliseconds"):
+        StartTuning.from_env({"LAB_TASK_FETCH_WAIT_MS": "soon"})
 
 
 def test_the_flink_jobs_jvm_gets_the_users_flags_then_the_labs_then_its_tmpdir(tmp_path):
@@ -139,3 +141,6 @@ def test_a_standby_is_kept_for_a_planned_crash_of_a_pipeline_that_waits_for_its_
         assert not always.wants_standby(pipeline, "local[2]", needed=True)
     for master in ("local-cluster[2,1,1024]", "spark://127.0.0.1:7077"):
         assert not always.wants_standby("structured", master, needed=True)
+    # A run's first driver, beside no other: also on local-cluster, whose executors are its own; never on a shared master.
+    assert planned.wants_standby("receiver", "local-cluster[2,1,1024]", needed=True, first=True)
+    assert not planned.wants_standby("receiver", "spark://127.0.0.1:7077", needed=True, first=True)

@@ -1,0 +1,199 @@
+"""The brokers a one-at-a-time matrix shares among its rows: one broker, and one three-broker cluster.
+
+Protocol
+--------
+Scenarios run one at a time (``jobs=1``) share an embedded broker, started
+before the first row and stopped after the last (each run keeps a topic and a
+consumer group of its own): the matrix pays one broker start, not one per
+row (Apache Kafka: 3-6 s each, measured). The rows that run on the
+three-broker cluster (``nodes: 3``) share one cluster the same way (about 7 s
+to start, measured: 6.6-7.8 s between two cluster rows when each started its
+own). Its replication settings are the run topic's own
+(:func:`lab.kafka_cluster.broker_properties`), so rows with different
+settings can share it.
+
+1. :func:`shared_brokers` starts the broker from the calling thread, and the
+   cluster, when a row needs it, on a thread of its own beside the first rows
+   (measured: about 7 s off the matrix's critical path); that thread stays
+   until the cluster is stopped, since a child's parent-death signal follows
+   the thread that forked it. Neither is detached: they die with the matrix.
+2. Before a row's run starts, :meth:`SharedBrokers.record` writes the broker
+   it may use to the row's runs directory (``lab-runs/broker.json``), the way
+   ``lab broker start`` leaves one; the run finds it there and leaves it running.
+   The cluster is recorded as detached, so a row whose leader-crash fault
+   restarts a broker starts it detached (it must outlive the row's kernel) and
+   records the new JVM in that same file (``Run._record_broker``).
+3. Before a cluster row's run, and before the final stop,
+   :meth:`SharedBrokers.follow` reads back the files of the cluster rows before
+   it: the next row, and the stop, see the restarted JVM. A row started
+   ahead (:mod:`lab.matrix_rows`) is recorded again when its turn comes.
+4. :meth:`SharedBrokers.stop` ends both by their recorded PIDs, whatever happened.
+
+A row gets neither when it kills its broker (``broker-crash``) or asks for
+another product: it starts its own. So does every row when several run at once
+(their proxy faults would hit each other), when a broker is already running
+(``lab broker start``) or when ``LAB_KAFKA_BOOTSTRAP`` is set. A row whose
+recorded cluster is no longer whole (a broker killed and not restarted)
+starts one of its own too (:func:`lab.broker.load_running` refuses it).
+
+No delivery effect: each run has a topic, a consumer group and a transactional
+id of its own, created by the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+def row_nodes(params: dict) -> int:
+    """The broker count a row runs on: its ``nodes`` parameter, else ``LAB_BROKER_NODES``, else 1."""
+    value = params.get("nodes")
+    if value is None:
+        value = os.environ.get("LAB_BROKER_NODES") or 1
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return 1  # the grid's own check (lab.config.make_config) has already refused it
+
+
+def row_product(params: dict) -> str:
+    """The broker product a row asks for, as :class:`lab.broker.BrokerInfo` names it."""
+    from lab.broker import product_from_env
+
+    return {"kafka": "apache-kafka", "tansu": "tansu"}[product_from_env(params.get("broker"))]
+
+
+class _ClusterStart(threading.Thread):
+    """Starts the cluster beside the first rows, on a thread that stays until the matrix stops it.
+
+    A child's parent-death signal follows the thread that forked it, so the
+    thread that starts the cluster's processes must outlive them: it waits for
+    :attr:`release` once the cluster is up (or failed to start).
+    """
+
+    def __init__(self, log_dir: Path, nodes: int) -> None:
+        super().__init__(name="lab-matrix-cluster", daemon=True)
+        self.log_dir, self.nodes = log_dir, nodes
+        self.ready, self.release = threading.Event(), threading.Event()
+        self.info = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from lab import broker
+
+        try:
+            # Recorded as detached: a broker a row restarts must outlive the row's kernel (see the protocol).
+            self.info = replace(broker.start_embedded(self.log_dir, nodes=self.nodes), detached=True)
+        except BaseException as e:  # the cluster rows then start their own, and say why they cannot
+            self.error = e
+        finally:
+            self.ready.set()
+        self.release.wait()
+
+
+@dataclass
+class SharedBrokers:
+    """The matrix's broker (``single``) and cluster (``cluster``), either None when not shared."""
+
+    single: object | None = None
+    cluster: object | None = None
+    #: Runs directories the cluster was recorded in, in the order the rows run.
+    cluster_rows: list = field(default_factory=list)
+    #: The cluster's start, while it may still be under way (see :class:`_ClusterStart`).
+    starting: _ClusterStart | None = None
+
+    def _cluster_up(self) -> None:
+        """Wait for the cluster's start, if one is under way; a start that failed leaves no cluster to share."""
+        if self.starting is not None and self.cluster is None and self.starting.error is None:
+            self.starting.ready.wait()
+            self.cluster = self.starting.info
+
+    def for_row(self, params: dict):
+        """The :class:`lab.broker.BrokerInfo` a row with ``params`` may use, or None (it starts its own)."""
+        if "broker-crash" in str(params.get("faults", "")):
+            return None
+        if row_nodes(params) > 1:
+            self._cluster_up()
+        shared = self.cluster if row_nodes(params) > 1 else self.single
+        if shared is None or row_product(params) != shared.product:
+            return None
+        return shared
+
+    def record(self, runs_dir: Path, params: dict) -> None:
+        """Write the broker a row may use into its runs directory, or remove an older matrix's record there."""
+        from lab import broker
+
+        if row_nodes(params) > 1:
+            self.follow()
+        shared = self.for_row(params)
+        if shared is None:
+            broker.state_file(runs_dir).unlink(missing_ok=True)  # an earlier matrix's names processes long gone
+            return
+        broker.save_state(runs_dir, shared)
+        if shared is self.cluster and Path(runs_dir) not in self.cluster_rows:
+            self.cluster_rows.append(Path(runs_dir))
+
+    def follow(self) -> None:
+        """Take the cluster as the last row's run that changed it left it (a broker it restarted is a new JVM).
+
+        A row's record names live processes only once its run is over or
+        untouched: one whose broker was killed and not yet started again is
+        skipped (:func:`lab.broker.load_running` refuses it).
+        """
+        from lab import broker
+
+        for runs_dir in self.cluster_rows:
+            left = broker.load_running(runs_dir)
+            if left is not None and left.nodes and left.controller_pid == self.cluster.controller_pid:
+                self.cluster = left
+
+    def stop(self) -> None:
+        """Stop what was started, by the PIDs last recorded (a broker already gone is skipped)."""
+        from lab import broker
+
+        self._cluster_up()
+        if self.cluster is not None:
+            self.follow()
+        for info in (self.cluster, self.single):
+            if info is not None:
+                broker.stop_embedded(info)
+        if self.starting is not None:
+            self.starting.release.set()
+
+
+@contextmanager
+def shared_brokers(jobs: int, scenarios: list, log_root: Path):
+    """The brokers the matrix's ``scenarios`` share (:class:`SharedBrokers`), or None when none may be shared.
+
+    None when scenarios run at once (``jobs > 1``), when ``LAB_KAFKA_BOOTSTRAP``
+    is set, or when ``lab broker start`` left one running (runs find it
+    themselves). The cluster is started only when a scenario runs on one, beside
+    the first rows; a row that needs it waits for its start. Both are stopped
+    when the block ends, whatever happened in it; a cluster that failed to start
+    leaves its rows to start their own (each then says why it cannot).
+
+    Raises
+    ------
+    LabError
+        When a broker cannot start (what was started is stopped first).
+    """
+    from lab import broker
+    from lab.config import env_runs_dir
+
+    if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or broker.load_running(env_runs_dir()):
+        yield None
+        return
+    shared = SharedBrokers()
+    try:
+        shared.single = broker.start_embedded(Path(log_root) / "matrix")
+        clustered = [s for s in scenarios if row_nodes(s.params) > 1 and "broker-crash" not in str(s.params.get("faults", ""))]
+        if clustered:
+            shared.starting = _ClusterStart(Path(log_root) / "matrix-cluster", row_nodes(clustered[0].params))
+            shared.starting.start()
+        yield shared
+    finally:
+        shared.stop()

@@ -1,0 +1,35 @@
+"""Which shared broker a matrix row gets (lab.matrix_brokers), without starting one."""
+
+import json
+
+from lab.broker import BrokerInfo
+from lab.matrix_brokers import SharedBrokers, row_nodes
+
+SINGLE = BrokerInfo(bootstrap="127.0.0.1:1", product="apache-kafka", broker_pid=11, proxy_pid=12)
+CLUSTER = BrokerInfo(bootstrap="127.0.0.1:2,127.0.0.1:3", product="apache-kafka", detached=True, controller_pid=21)
+
+
+def test_a_row_gets_the_broker_of_its_node_count_unless_it_kills_it_or_asks_for_another_product():
+    shared = SharedBrokers(single=SINGLE, cluster=CLUSTER)
+    assert shared.for_row({"pipeline": "plain"}) is SINGLE
+    assert shared.for_row({"nodes": 3, "faults": "leader-crash@at=7s:for=3s"}) is CLUSTER
+    assert shared.for_row({"nodes": "3"}) is CLUSTER
+    assert shared.for_row({"faults": "broker-crash@at=2s:for=2s"}) is None
+    assert shared.for_row({"broker": "tansu"}) is None
+    assert SharedBrokers(single=SINGLE).for_row({"nodes": 3}) is None
+
+
+def test_the_node_count_comes_from_the_row_else_lab_broker_nodes(monkeypatch):
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
+    assert row_nodes({}) == 1 and row_nodes({"nodes": 3}) == 3
+    monkeypatch.setenv("LAB_BROKER_NODES", "3")
+    assert row_nodes({}) == 3 and row_nodes({"nodes": 1}) == 1
+
+
+def test_recording_writes_the_rows_broker_or_removes_an_older_record(tmp_path):
+    shared = SharedBrokers(single=SINGLE, cluster=None)
+    runs = tmp_path / "lab-runs"
+    shared.record(runs, {"pipeline": "direct"})
+    assert json.loads((runs / "broker.json").read_text())["broker_pid"] == 11
+    shared.record(runs, {"faults": "broker-crash@at=2s:for=2s"})  # its own broker: an old record would mislead it
+    assert not (runs / "broker.json").exists()
