@@ -38,7 +38,7 @@ from lab.errors import LabError, choices_error
 PRODUCTS = ("kafka", "tansu")
 
 #: ``BrokerInfo.product`` of each, and the word in its command line that proves a recorded PID is still it.
-_PRODUCT_NAME = {"tansu": "tansu", "kafka": "apache-kafka"}
+PRODUCT_NAMES = {"tansu": "tansu", "kafka": "apache-kafka"}
 _CMDLINE_NEEDLE = {"tansu": "tansu", "apache-kafka": "kafka.Kafka"}
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     return BrokerInfo(
         bootstrap=f"127.0.0.1:{proxy_port}", broker_port=broker_port, proxy_port=proxy_port,
         control_port=control_port, broker_pid=broker.pid, proxy_pid=proxy.pid, log_dir=str(log_dir),
-        product=_PRODUCT_NAME[product], version=version, detached=detach,
+        product=PRODUCT_NAMES[product], version=version, detached=detach,
     )
 
 
@@ -240,7 +240,7 @@ def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, 
     return BrokerInfo(
         bootstrap=",".join(f"127.0.0.1:{n.proxy_port}" for n in infos), broker_port=first.broker_port,
         proxy_port=first.proxy_port, control_port=first.control_port, broker_pid=first.broker_pid,
-        proxy_pid=first.proxy_pid, log_dir=str(log_dir), product=_PRODUCT_NAME[product], version=version,
+        proxy_pid=first.proxy_pid, log_dir=str(log_dir), product=PRODUCT_NAMES[product], version=version,
         detached=detach, nodes=tuple(infos), controller_pid=controller["pid"], controller_port=controller["port"],
     )
 
@@ -401,7 +401,7 @@ def check_running(running: BrokerInfo, product: str | None, runs_dir, nodes: int
     if asked is None:
         return  # nothing asked for: whatever `lab broker start` left running is used
     asked = product_from_env(asked)
-    if running.product != _PRODUCT_NAME[asked]:
+    if running.product != PRODUCT_NAMES[asked]:
         raise LabError(f"the broker running from {state_file(runs_dir)} is {running.product}, but {asked} was asked for"
                        f"{'' if product else ' (LAB_BROKER)'}; run `lab broker stop` first, or ask for "
                        f"{'kafka' if running.product == 'apache-kafka' else 'tansu'}")

@@ -49,22 +49,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
-def row_nodes(params: dict) -> int:
-    """The broker count a row runs on: its ``nodes`` parameter, else ``LAB_BROKER_NODES``, else 1."""
-    value = params.get("nodes")
-    if value is None:
-        value = os.environ.get("LAB_BROKER_NODES") or 1
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return 1  # the grid's own check (lab.config.make_config) has already refused it
+def row_broker(params: dict) -> tuple[int, str]:
+    """The broker count and product (as :class:`lab.broker.BrokerInfo` names it) a row's run will use.
 
+    Read from the run's own configuration (:func:`lab.config.make_config`: the
+    row's parameters, else ``LAB_BROKER_NODES`` and ``LAB_BROKER``), which the
+    grid's loader has already validated.
+    """
+    from lab.broker import PRODUCT_NAMES
+    from lab.config import make_config
 
-def row_product(params: dict) -> str:
-    """The broker product a row asks for, as :class:`lab.broker.BrokerInfo` names it."""
-    from lab.broker import product_from_env
-
-    return {"kafka": "apache-kafka", "tansu": "tansu"}[product_from_env(params.get("broker"))]
+    cfg = make_config(**params)
+    return cfg.nodes, PRODUCT_NAMES[cfg.broker]
 
 
 class _ClusterStart(threading.Thread):
@@ -116,10 +112,11 @@ class SharedBrokers:
         """The :class:`lab.broker.BrokerInfo` a row with ``params`` may use, or None (it starts its own)."""
         if "broker-crash" in str(params.get("faults", "")):
             return None
-        if row_nodes(params) > 1:
+        nodes, product = row_broker(params)
+        if nodes > 1:
             self._cluster_up()
-        shared = self.cluster if row_nodes(params) > 1 else self.single
-        if shared is None or row_product(params) != shared.product:
+        shared = self.cluster if nodes > 1 else self.single
+        if shared is None or product != shared.product:
             return None
         return shared
 
@@ -127,9 +124,10 @@ class SharedBrokers:
         """Write the broker a row may use into its runs directory, or remove an older matrix's record there."""
         from lab import broker
 
-        if row_nodes(params) > 1:
-            self.follow()
         shared = self.for_row(params)
+        if shared is not None and shared is self.cluster:
+            self.follow()
+            shared = self.cluster
         if shared is None:
             broker.state_file(runs_dir).unlink(missing_ok=True)  # an earlier matrix's names processes long gone
             return
@@ -190,9 +188,10 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
     shared = SharedBrokers()
     try:
         shared.single = broker.start_embedded(Path(log_root) / "matrix")
-        clustered = [s for s in scenarios if row_nodes(s.params) > 1 and "broker-crash" not in str(s.params.get("faults", ""))]
+        clustered = [n for n in (row_broker(s.params)[0] for s in scenarios
+                                 if "broker-crash" not in str(s.params.get("faults", ""))) if n > 1]
         if clustered:
-            shared.starting = _ClusterStart(Path(log_root) / "matrix-cluster", row_nodes(clustered[0].params))
+            shared.starting = _ClusterStart(Path(log_root) / "matrix-cluster", clustered[0])
             shared.starting.start()
         yield shared
     finally:

@@ -35,10 +35,14 @@ every line it was handed before it sees the end of the stream.
 Acknowledging (``--ack``)
 -------------------------
 ``auto``    *unreliable receiver*, one that acknowledges on receipt: at each
-            turn of its loop (:data:`AUTO_COMMIT_INTERVAL_S`) the feeder
-            commits, per partition, the offset after the last record it has
-            handed over (written to the socket), stored by Spark or not.
-            Records in the receiver's buffers when it dies are lost.
+            turn of its loop that handed records over the feeder commits, per
+            partition, the offset after the last record it has handed over
+            (written to the socket), stored by Spark or not. Records in the
+            receiver's buffers when it dies are lost. (A 0.2 s timer, one
+            block interval, made that loss a matter of its phase against the
+            receiver's 200 ms blocks: 3 of 8 driver crashes at batch 3 with the
+            WAL on lost nothing, the others 14-101 events; committed at once,
+            8 of 8 lost 133-202, the block still filling and what sat in the socket.)
             New connections are not held; stored counts are kept only so a
             clean stop can wait for them (:meth:`Feeder.finish`).
 ``stored``  *reliable receiver*: the feeder commits a record only once Spark
@@ -109,11 +113,6 @@ from lab.errors import LabError
 from lab.pipelines.receiver_commits import GroupOffsets
 from lab.pipelines.receiver_epoch import Epoch, close_quietly
 
-#: Seconds between the unreliable receiver's commits (``--ack auto``): none, each turn of the loop that handed
-#: records over commits them. A 0.2 s timer (one block interval) made the loss a matter of its phase against the
-#: receiver's 200 ms blocks: 3 of 8 driver crashes at batch 3 (WAL on) lost nothing, the others 14-101 events;
-#: committed at once, 8 of 8 lost 133-202, the block still filling and what sat in the socket.
-AUTO_COMMIT_INTERVAL_S = 0.0
 #: Seconds a new connection is held waiting for the previous epoch's last counts.
 HOLD_TIMEOUT_S = 10.0
 #: Records polled from Kafka per refill of the send buffer.
@@ -193,7 +192,6 @@ class Feeder(threading.Thread):
         self._drop_reason: str | None = None
         self._finishing = False
         self._finished = threading.Event()
-        self._next_auto_commit = 0.0
         self._consumer = None
         self.group: GroupOffsets | None = None
 
@@ -346,7 +344,6 @@ class Feeder(threading.Thread):
         e.start = dict(self.group.committed)
         e.released = True
         e.release_ms = batch_ms if batch_ms is not None else e.accept_ms
-        self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
         self.events.write(ev.RECEIVER_FEED, epoch=e.number, resume_from={str(p): o for p, o in sorted(e.start.items())},
                           after_batch_time=batch_ms)
 
@@ -480,7 +477,6 @@ class Feeder(threading.Thread):
 
     def _maybe_auto_commit(self) -> None:
         e = self._epoch
-        if self.ack != "auto" or e is None or not e.released or time.monotonic() < self._next_auto_commit:
+        if self.ack != "auto" or e is None or not e.released:
             return
-        self._next_auto_commit = time.monotonic() + AUTO_COMMIT_INTERVAL_S
         self.group.commit(e.offsets_through(e.handed_over))
