@@ -399,7 +399,9 @@ def check_08(reports):
         assert r["exactly_once"] == r["acked"] == 8000, _counts(r)
         stored[mode] = max(e.get("persisted_data") or 0 for e in read_events(Path(r["run_dir"]))
                            if e["type"] == "flink-checkpoint" and e["status"] == "completed")
-    assert stored["aligned"] == 0 < 100_000 < stored["unaligned"], stored  # in-flight records, only unaligned
+    # In-flight records are stored by unaligned checkpoints only. How many depends on how full the buffers are
+    # when a barrier comes: 61 KB to 640 KB measured at the first checkpoint, a few bytes once the backlog is gone.
+    assert stored["aligned"] == 0 < stored["unaligned"], stored
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["exactly_once"] == eos["acked"] == 4500 and eos["restarts"] == 1, _counts(eos)
     state = eos["changelog"]  # Samza's changelog: every key's restored count exact
