@@ -83,6 +83,7 @@ RECEIVER_FEEDER_ERROR = "receiver-feeder-error"
 RECEIVER_LISTENER_ERROR = "receiver-listener-error"
 RECEIVER_HOLD_TIMEOUT = "receiver-hold-timeout"
 RECEIVER_COUNT_MISMATCH = "receiver-count-mismatch"
+RECEIVER_STOP = "receiver-stop"  #: (receiver) a clean stop: ``quick`` (its batches done first) or not (Spark's graceful stop), ``stop_s``
 RECEIVER_BROKER_OK = "receiver-broker-ok"
 RECEIVER_BROKER_ERROR = "receiver-broker-error"
 

@@ -36,7 +36,8 @@ starts its first driver, then waits for its turn (:mod:`lab.matrix_rows`,
 :func:`_relay`): a row's kernel start and imports (about 1.9 s), its first
 driver's JVM and session (about 2.5 s) and its plots and notebook end (about
 1.2 s) leave the matrix's critical path, while the runs' broker, topics and
-faults stay one at a time.
+faults stay one at a time. The first row starts held as well, while the shared
+broker starts, and gets its turn once the broker is up.
 """
 
 from __future__ import annotations
@@ -205,13 +206,14 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     """Start papermill on the scenario notebook for ``s``; the process (see :func:`run_one` for the arguments).
 
     ``ahead``: the row's kernel starts and imports now, and its run waits until
-    its turn file exists (:func:`lab.matrix_rows.give_turn`).
+    its turn (:func:`give_turn`, which records the row's broker: a row held reads
+    it only after its turn).
     """
     from lab import broker, processes
 
     d = run_dir_for(out, s)
     d.mkdir(parents=True, exist_ok=True)
-    if shared is not None:
+    if shared is not None and not ahead:
         shared.record(d / "lab-runs", s.params)
     else:  # a broker.json left by an earlier matrix names processes long gone
         broker.state_file(d / "lab-runs").unlink(missing_ok=True)
@@ -234,6 +236,13 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     if started is not None:
         started.append(proc)
     return proc
+
+
+def give_turn(out: Path, s: Scenario, shared) -> None:
+    """Row ``s``, started ahead, may run: its broker recorded (the shared ones as the rows before left them)."""
+    if shared is not None:  # a cluster broker a row restarted is a new JVM; the broker may still be starting
+        shared.record(run_dir_for(out, s) / "lab-runs", s.params)
+    matrix_rows.give_turn(run_dir_for(out, s))
 
 
 def run_over(out: Path, s: Scenario, proc) -> bool:
@@ -396,8 +405,11 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
     536 s to 490 s; the time outside the runs fell from 146 s to 71 s, the
     runs' own sum grew by 28 s (the overlapped work competes with them).
     Started at row *n*'s turn instead: 494 s to 468 s, the runs 32 s slower.
+    The first row starts held too, beside the shared broker's start, and gets
+    its turn once the broker is up.
     """
-    proc = start_row(todo[0], out, started=started, shared=shared)
+    proc = start_row(todo[0], out, started=started, shared=shared, ahead=True)
+    give_turn(out, todo[0], shared)
     for i, s in enumerate(todo):
         nxt = todo[i + 1] if i + 1 < len(todo) else None
         ahead, since, watch = None, time.monotonic(), matrix_rows.BatchWatch(run_dir_for(out, s))
@@ -408,9 +420,9 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
         if nxt and ahead is None:
             ahead = start_row(nxt, out, started=started, shared=shared)
         elif nxt:
-            if shared is not None:  # the cluster as this row's run left it (a broker it restarted is a new JVM)
-                shared.record(run_dir_for(out, nxt) / "lab-runs", nxt.params)
-            matrix_rows.give_turn(run_dir_for(out, nxt))
+            give_turn(out, nxt, shared)
+        elif shared is not None:  # the last run is over: its notebook's plots need no broker
+            shared.stop()
         record(s, finish_row(s, out, proc))
         proc = ahead
 

@@ -12,11 +12,14 @@ own). Its replication settings are the run topic's own
 (:func:`lab.kafka_cluster.broker_properties`), so rows with different
 settings can share it.
 
-1. :func:`shared_brokers` starts the broker from the calling thread, and the
-   cluster, when a row needs it, on a thread of its own beside the first rows
-   (measured: about 7 s off the matrix's critical path); that thread stays
-   until the cluster is stopped, since a child's parent-death signal follows
-   the thread that forked it. Neither is detached: they die with the matrix.
+1. :func:`shared_brokers` starts the broker, and the cluster when a row
+   needs it, each on a thread of its own, beside the first rows (the first
+   row's kernel and driver start while the broker does; the cluster's start,
+   about 7 s, is off the matrix's critical path; started instead three rows
+   before the first cluster row, it slowed the row beside it by 5 s, measured).
+   Each thread stays until its broker is stopped, since a child's parent-death
+   signal follows the thread that forked it. Neither is detached: they die
+   with the matrix. A row that needs one waits for its start.
 2. Before a row's run starts, :meth:`SharedBrokers.record` writes the broker
    it may use to the row's runs directory (``lab-runs/broker.json``), the way
    ``lab broker start`` leaves one; the run finds it there and leaves it running.
@@ -27,7 +30,9 @@ settings can share it.
    :meth:`SharedBrokers.follow` reads back the files of the cluster rows before
    it: the next row, and the stop, see the restarted JVM. A row started
    ahead (:mod:`lab.matrix_rows`) is recorded again when its turn comes.
-4. :meth:`SharedBrokers.stop` ends both by their recorded PIDs, whatever happened.
+4. :meth:`SharedBrokers.stop` ends both by their recorded PIDs, whatever happened:
+   once the last row's run is over (its notebook's plots need no broker), and
+   again when the matrix ends (nothing left by then).
 
 A row gets neither when it kills its broker (``broker-crash``) or asks for
 another product: it starts its own. So does every row when several run at once
@@ -63,16 +68,16 @@ def row_broker(params: dict) -> tuple[int, str]:
     return cfg.nodes, PRODUCT_NAMES[cfg.broker]
 
 
-class _ClusterStart(threading.Thread):
-    """Starts the cluster beside the first rows, on a thread that stays until the matrix stops it.
+class _BrokerStart(threading.Thread):
+    """Starts a broker (``nodes`` 1) or the cluster beside the first rows, on a thread that stays until it is stopped.
 
     A child's parent-death signal follows the thread that forked it, so the
-    thread that starts the cluster's processes must outlive them: it waits for
-    :attr:`release` once the cluster is up (or failed to start).
+    thread that starts the brokers' processes must outlive them: it waits for
+    :attr:`release` once they are up (or failed to start).
     """
 
     def __init__(self, log_dir: Path, nodes: int) -> None:
-        super().__init__(name="lab-matrix-cluster", daemon=True)
+        super().__init__(name=f"lab-matrix-broker-{nodes}", daemon=True)
         self.log_dir, self.nodes = log_dir, nodes
         self.ready, self.release = threading.Event(), threading.Event()
         self.info = None
@@ -82,8 +87,10 @@ class _ClusterStart(threading.Thread):
         from lab import broker
 
         try:
-            # Recorded as detached: a broker a row restarts must outlive the row's kernel (see the protocol).
-            self.info = replace(broker.start_embedded(self.log_dir, nodes=self.nodes), detached=True)
+            info = broker.start_embedded(self.log_dir, nodes=self.nodes)
+            # The cluster is recorded as detached: a broker a row restarts must outlive the row's kernel (see the
+            # protocol). The single broker is killed by no row that shares it.
+            self.info = replace(info, detached=True) if self.nodes > 1 else info
         except BaseException as e:  # the cluster rows then start their own, and say why they cannot
             self.error = e
         finally:
@@ -99,14 +106,35 @@ class SharedBrokers:
     cluster: object | None = None
     #: Runs directories the cluster was recorded in, in the order the rows run.
     cluster_rows: list = field(default_factory=list)
-    #: The cluster's start, while it may still be under way (see :class:`_ClusterStart`).
-    starting: _ClusterStart | None = None
-
+    #: The cluster's start, while it may still be under way (see :class:`_BrokerStart`).
+    starting: _BrokerStart | None = None
+    #: The broker's start, while it may still be under way.
+    starting_single: _BrokerStart | None = None
     def _cluster_up(self) -> None:
         """Wait for the cluster's start, if one is under way; a start that failed leaves no cluster to share."""
         if self.starting is not None and self.cluster is None and self.starting.error is None:
             self.starting.ready.wait()
             self.cluster = self.starting.info
+
+    def single_up(self) -> None:
+        """Wait for the broker's start, if one is under way.
+
+        Raises
+        ------
+        LabError
+            When it could not start (the matrix stops; what was started is stopped on the way out).
+        """
+        from lab.errors import LabError
+
+        start = self.starting_single
+        if start is None or self.single is not None:
+            return
+        start.ready.wait()
+        if start.error is not None:
+            if isinstance(start.error, LabError):
+                raise start.error
+            raise LabError(f"the matrix's broker did not start: {start.error}") from start.error
+        self.single = start.info
 
     def for_row(self, params: dict):
         """The :class:`lab.broker.BrokerInfo` a row with ``params`` may use, or None (it starts its own)."""
@@ -115,6 +143,8 @@ class SharedBrokers:
         nodes, product = row_broker(params)
         if nodes > 1:
             self._cluster_up()
+        else:
+            self.single_up()
         shared = self.cluster if nodes > 1 else self.single
         if shared is None or product != shared.product:
             return None
@@ -156,11 +186,17 @@ class SharedBrokers:
         self._cluster_up()
         if self.cluster is not None:
             self.follow()
+        if self.starting_single is not None and self.single is None:
+            self.starting_single.ready.wait()
+            self.single = self.starting_single.info
         for info in (self.cluster, self.single):
             if info is not None:
                 broker.stop_embedded(info)
-        if self.starting is not None:
-            self.starting.release.set()
+        for start in (self.starting, self.starting_single):
+            if start is not None:
+                start.release.set()
+        # Stopped once: the matrix stops them as soon as the last row's run is over, and again on its way out.
+        self.cluster = self.single = self.starting = self.starting_single = None
 
 
 @contextmanager
@@ -169,15 +205,12 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
 
     None when scenarios run at once (``jobs > 1``), when ``LAB_KAFKA_BOOTSTRAP``
     is set, or when ``lab broker start`` left one running (runs find it
-    themselves). The cluster is started only when a scenario runs on one, beside
-    the first rows; a row that needs it waits for its start. Both are stopped
-    when the block ends, whatever happened in it; a cluster that failed to start
-    leaves its rows to start their own (each then says why it cannot).
-
-    Raises
-    ------
-    LabError
-        When a broker cannot start (what was started is stopped first).
+    themselves). The broker, and the cluster when a scenario runs on one, start
+    beside the first rows; a row that needs one waits for its start. Both are
+    stopped when the block ends, whatever happened in it; a cluster that failed
+    to start leaves its rows to start their own (each then says why it cannot).
+    A broker that failed to start raises at the first row that needs it
+    (:meth:`SharedBrokers.single_up`).
     """
     from lab import broker
     from lab.config import env_runs_dir
@@ -187,11 +220,12 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
         return
     shared = SharedBrokers()
     try:
-        shared.single = broker.start_embedded(Path(log_root) / "matrix")
+        shared.starting_single = _BrokerStart(Path(log_root) / "matrix", 1)
+        shared.starting_single.start()
         clustered = [n for n in (row_broker(s.params)[0] for s in scenarios
                                  if "broker-crash" not in str(s.params.get("faults", ""))) if n > 1]
         if clustered:
-            shared.starting = _ClusterStart(Path(log_root) / "matrix-cluster", clustered[0])
+            shared.starting = _BrokerStart(Path(log_root) / "matrix-cluster", clustered[0])
             shared.starting.start()
         yield shared
     finally:

@@ -70,8 +70,9 @@ be read again *and* recovered from the log, which is where the duplicates of
 the WAL come from. While a batch already committed is still being written,
 a live audit counts its events as lost for that moment; the final audit
 comes after a clean stop, which first lets the receiver store every line it
-was handed (:meth:`Feeder.finish`) and then stops the StreamingContext
-gracefully, so nothing is in flight then. The supervisor's drain check
+was handed (:meth:`Feeder.finish`), then waits until the batches holding them
+have written their output (:mod:`lab.pipelines.receiver_stop`), so nothing
+is in flight then. The supervisor's drain check
 uses the same offsets: committed up to the log end.
 
 Delivery guarantee (what the lab measures; notebook 01 shows the table)
@@ -117,14 +118,14 @@ On failure
 ----------
 A failing output job (blocks gone) is reported as ``batch-lost`` and does not
 stop the stream. Any other error ends the driver with it (the supervisor
-restarts it). SIGTERM stops cleanly: the feeder finishes, then the
-StreamingContext stops gracefully (all received data processed).
+restarts it). SIGTERM stops cleanly: the feeder finishes, the batches holding
+what it handed over complete, then the StreamingContext stops
+(:mod:`lab.pipelines.receiver_stop`; Spark's graceful stop when a wait runs out).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 
@@ -132,14 +133,15 @@ from lab import events as ev
 from lab.driver import DriverContext
 from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
+from lab.pipelines import receiver_stop
+from lab.pipelines.receiver_conf import max_rate, spark_conf
 from lab.pipelines.receiver_epoch import decode_line
 from lab.pipelines.receiver_feed import Feeder
+from lab.pipelines.receiver_stop import BatchTimes
 from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
 
 #: Where the feeder's port is kept between driver attempts.
 PORT_FILE = "receiver.json"
-#: Seconds a clean stop waits for the receiver to store what it was handed.
-FINISH_WAIT_S = 8.0
 #: Seconds between looks at the timeline for receiver-restart faults.
 TAIL_S = 0.1
 
@@ -215,6 +217,7 @@ class _Runtime:
         self.recovering = ctx.attempt > 1
         self.ssc = None
         self.started_ms = int(time.time() * 1000)
+        self.batch_times = BatchTimes()  # for the clean stop (lab.pipelines.receiver_stop)
 
     # -- progress ---------------------------------------------------------------
     def on_commit(self, committed: dict[int, int]) -> None:
@@ -327,8 +330,17 @@ def _make_listener(runtime: _Runtime):
                 batch, _, _ = runtime.book.assign(batch_ms, records)
                 if batch is not None and records > 0 and wal_ack_point:
                     ctx.point("after-wal-before-ack", batch)
+                # Before the feeder counts it: once the feeder has counted every line, the clean stop waits for
+                # this batch to complete.
+                runtime.batch_times.submitted(batch_ms, records)
                 runtime.feeder.batch_allocated(batch_ms, records)
             except Exception as e:  # never let the listener bus swallow a bug silently
+                ctx.events.write(ev.RECEIVER_LISTENER_ERROR, error=repr(e)[:300])
+
+        def onBatchCompleted(self, batchCompleted) -> None:
+            try:
+                runtime.batch_times.completed(int(batchCompleted.batchInfo().batchTime().milliseconds()))
+            except Exception as e:
                 ctx.events.write(ev.RECEIVER_LISTENER_ERROR, error=repr(e)[:300])
 
         def onReceiverStarted(self, receiverStarted) -> None:
@@ -382,28 +394,6 @@ def _check_points(ctx: DriverContext) -> None:
         if f.point == "after-wal-before-ack" and not (cfg.wal == "on" and cfg.ack == "stored"):
             raise DriverConfigError(f"point after-wal-before-ack exists only with --wal on --ack stored "
                                     f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
-
-
-def max_rate(cfg) -> int:
-    """The receiver's records/s cap: ``--max-batch`` records per batch interval."""
-    return max(1, math.ceil(cfg.max_batch_records / cfg.batch_interval_s))
-
-
-def spark_conf(cfg) -> dict[str, str]:
-    """The streaming settings this pipeline adds to :func:`lab.spark.session_conf`."""
-    wal = "true" if cfg.wal == "on" else "false"
-    return {
-        "spark.streaming.receiver.writeAheadLog.enable": wal,
-        "spark.streaming.receiver.writeAheadLog.closeFileAfterWrite": "true",
-        "spark.streaming.driver.writeAheadLog.closeFileAfterWrite": "true",
-        "spark.streaming.receiver.maxRate": str(max_rate(cfg)),
-        "spark.streaming.blockInterval": "200ms",
-        # A block lives on the receiver's executor, whose core the receiver holds: the batch's tasks would wait
-        # spark.locality.wait (3 s) for it before running beside it (measured on local-cluster[2,1,1024], one
-        # copy: 3.9 s a batch, 0.1 s with two copies). Without the wait they run at once and fetch the block.
-        "spark.locality.wait": "0s",
-        "spark.streaming.gracefulStopTimeout": str(int(max(10.0, 10 * cfg.batch_interval_s) * 1000)),
-    }
 
 
 def run(ctx: DriverContext) -> None:
@@ -482,11 +472,9 @@ def run(ctx: DriverContext) -> None:
                 if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
                     feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
         if not stopped:
-            feeder.finish(FINISH_WAIT_S)
-            # Graceful, drained or not: a receiver's progress is what its batches were allocated (the offsets
-            # committed for stored blocks), so the last batches may still have their output to write.
-            skip_accumulator_wait(sc)
-            ssc.stop(stopSparkContext=True, stopGraceFully=True)
+            # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver_stop.
+            quick = skip_accumulator_wait(sc)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
+            receiver_stop.stop(ssc, feeder, runtime.batch_times, cfg.batch_interval_s, ctx.events, quick_stop=quick)
             stopped = True
     finally:
         if not stopped:  # an error: stop the batches before the runtime they call goes away

@@ -86,6 +86,9 @@ def test_receiver_running_counts_per_key_match_the_ledger(lab_env):
     done = [e for e in read_events(run_dir) if e["type"] == "batch-done"]
     assert sum(e["counted"] for e in done) == sum(expected.values()) == sum(e["rows"] for e in done)
     assert any((run_dir / "checkpoint").glob("checkpoint-*")), "the DStream checkpoint holds the state"
+    # The clean stop waited for the batches holding what was handed over, then stopped without Spark's wait:
+    # the last running counts above were written all the same (lab.pipelines.receiver_stop).
+    assert [e["quick"] for e in read_events(run_dir) if e["type"] == "receiver-stop"] == [True]
 
 
 def test_receiver_running_counts_survive_a_driver_crash_with_the_wal(lab_env):

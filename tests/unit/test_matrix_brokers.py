@@ -40,3 +40,26 @@ def test_recording_writes_the_rows_broker_or_removes_an_older_record(tmp_path, m
     assert json.loads((runs / "broker.json").read_text())["broker_pid"] == 11
     shared.record(runs, {"faults": "broker-crash@at=2s:for=2s"})  # its own broker: an old record would mislead it
     assert not (runs / "broker.json").exists()
+
+
+
+def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_matrix_with_its_reason(tmp_path,
+                                                                                                  monkeypatch):
+    import threading
+
+    import pytest
+
+    from lab.errors import LabError
+    from lab.matrix_brokers import _BrokerStart
+
+    for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
+        monkeypatch.delenv(var, raising=False)
+    starting = _BrokerStart(tmp_path, 1)  # never started: its outcome is set by hand, as run() would
+    threading.Timer(0.1, lambda: (setattr(starting, "info", SINGLE), starting.ready.set())).start()
+    assert SharedBrokers(starting_single=starting).for_row({"pipeline": "direct"}) is SINGLE
+
+    failed = _BrokerStart(tmp_path, 1)
+    failed.error = LabError("the broker did not start: port in use (see broker-logs/matrix/kafka.log)")
+    failed.ready.set()
+    with pytest.raises(LabError, match="port in use"):
+        SharedBrokers(starting_single=failed).for_row({"pipeline": "direct"})

@@ -1,0 +1,63 @@
+"""The receiver's clean stop (lab.pipelines.receiver_stop): when it may stop without Spark's graceful wait."""
+
+import threading
+import time
+
+from lab.pipelines.receiver_stop import BatchTimes, done_wait_s, stop
+
+
+def test_the_wait_ends_once_the_newest_batch_with_records_and_one_after_the_stop_have_completed():
+    times = BatchTimes()
+    times.submitted(1_000, 50)
+    times.submitted(1_500, 0)  # empty batches are not waited for, but they count as "after the stop"
+    times.completed(1_000)
+    assert times.wait_done(after_ms=900, timeout_s=0.05)
+    assert not times.wait_done(after_ms=1_200, timeout_s=0.05), "no batch timed after 1200 has completed"
+    times.completed(1_500)
+    assert times.wait_done(after_ms=1_200, timeout_s=0.05)
+
+
+def test_a_batch_with_records_still_running_holds_the_stop_until_it_completes():
+    times = BatchTimes()
+    times.submitted(2_000, 120)
+    times.completed(1_500)
+    threading.Timer(0.1, times.completed, args=(2_000,)).start()
+    t0 = time.monotonic()
+    assert times.wait_done(after_ms=1_000, timeout_s=5)
+    assert 0.05 < time.monotonic() - t0 < 2
+
+
+class _Feeder:
+    def __init__(self, finished: bool) -> None:
+        self.finished = finished
+
+    def finish(self, timeout_s: float) -> bool:
+        return self.finished
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.calls = []
+
+    def stop(self, stopSparkContext: bool, stopGraceFully: bool) -> None:  # noqa: N803 - PySpark's names
+        self.calls.append((stopSparkContext, stopGraceFully))
+
+
+def test_the_stop_is_sparks_graceful_one_when_the_feeder_or_the_batches_did_not_finish(monkeypatch):
+    import lab.pipelines.receiver_stop as mod
+
+    monkeypatch.setattr(mod, "done_wait_s", lambda interval: 0.05)
+    done = BatchTimes()
+    done.completed(int(time.time() * 1000) + 60_000)  # a batch timed after any stop has completed
+    pending = BatchTimes()
+    pending.submitted(int(time.time() * 1000) + 60_000, 10)  # never completes
+
+    for feeder, times, quick in ((_Feeder(True), done, True), (_Feeder(False), done, False),
+                                 (_Feeder(True), pending, False)):
+        ssc = _Context()
+        assert stop(ssc, feeder, times, 0.5) is quick
+        assert ssc.calls == [(True, not quick)]
+
+
+def test_the_wait_is_ten_batch_intervals_and_at_least_ten_seconds():
+    assert done_wait_s(0.5) == 10.0 and done_wait_s(2.0) == 20.0
