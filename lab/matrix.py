@@ -422,7 +422,10 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
         elif nxt:
             give_turn(out, nxt, shared)
         elif shared is not None:  # the last run is over: its notebook's plots need no broker
-            shared.stop()
+            try:
+                shared.stop()
+            except Exception:  # noqa: BLE001 - stopped again when the matrix ends, which raises what fails
+                pass
         record(s, finish_row(s, out, proc))
         proc = ahead
 

@@ -18,8 +18,9 @@ settings can share it.
    about 7 s, is off the matrix's critical path; started instead three rows
    before the first cluster row, it slowed the row beside it by 5 s, measured).
    Each thread stays until its broker is stopped, since a child's parent-death
-   signal follows the thread that forked it. Neither is detached: they die
-   with the matrix. A row that needs one waits for its start.
+   signal follows the thread that forked it, so both die with the matrix (the
+   cluster is only *recorded* as detached, step 2). A row that needs one waits
+   for its start.
 2. Before a row's run starts, :meth:`SharedBrokers.record` writes the broker
    it may use to the row's runs directory (``lab-runs/broker.json``), the way
    ``lab broker start`` leaves one; the run finds it there and leaves it running.
@@ -29,7 +30,7 @@ settings can share it.
 3. Before a cluster row's run, and before the final stop,
    :meth:`SharedBrokers.follow` reads back the files of the cluster rows before
    it: the next row, and the stop, see the restarted JVM. A row started
-   ahead (:mod:`lab.matrix_rows`) is recorded again when its turn comes.
+   ahead (:mod:`lab.matrix_rows`) is recorded only when its turn comes.
 4. :meth:`SharedBrokers.stop` ends both by their recorded PIDs, whatever happened:
    once the last row's run is over (its notebook's plots need no broker), and
    again when the matrix ends (nothing left by then).
@@ -91,7 +92,7 @@ class _BrokerStart(threading.Thread):
             # The cluster is recorded as detached: a broker a row restarts must outlive the row's kernel (see the
             # protocol). The single broker is killed by no row that shares it.
             self.info = replace(info, detached=True) if self.nodes > 1 else info
-        except BaseException as e:  # the cluster rows then start their own, and say why they cannot
+        except BaseException as e:  # cluster rows then start their own; the broker's error stops the matrix
             self.error = e
         finally:
             self.ready.set()
@@ -110,6 +111,7 @@ class SharedBrokers:
     starting: _BrokerStart | None = None
     #: The broker's start, while it may still be under way.
     starting_single: _BrokerStart | None = None
+
     def _cluster_up(self) -> None:
         """Wait for the cluster's start, if one is under way; a start that failed leaves no cluster to share."""
         if self.starting is not None and self.cluster is None and self.starting.error is None:
@@ -126,15 +128,20 @@ class SharedBrokers:
         """
         from lab.errors import LabError
 
-        start = self.starting_single
-        if start is None or self.single is not None:
-            return
-        start.ready.wait()
-        if start.error is not None:
+        start = self._single_started()
+        if start is not None and start.error is not None:
             if isinstance(start.error, LabError):
                 raise start.error
             raise LabError(f"the matrix's broker did not start: {start.error}") from start.error
+
+    def _single_started(self) -> _BrokerStart | None:
+        """Wait for the broker's start, if one is under way, and take what it left; the start, or None."""
+        start = self.starting_single
+        if start is None or self.single is not None:
+            return None
+        start.ready.wait()
         self.single = start.info
+        return start
 
     def for_row(self, params: dict):
         """The :class:`lab.broker.BrokerInfo` a row with ``params`` may use, or None (it starts its own)."""
@@ -186,9 +193,7 @@ class SharedBrokers:
         self._cluster_up()
         if self.cluster is not None:
             self.follow()
-        if self.starting_single is not None and self.single is None:
-            self.starting_single.ready.wait()
-            self.single = self.starting_single.info
+        self._single_started()
         for info in (self.cluster, self.single):
             if info is not None:
                 broker.stop_embedded(info)
@@ -220,13 +225,16 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
         return
     shared = SharedBrokers()
     try:
-        shared.starting_single = _BrokerStart(Path(log_root) / "matrix", 1)
-        shared.starting_single.start()
+        # Each kept only once its thread runs: stop() waits for what a start leaves.
+        single = _BrokerStart(Path(log_root) / "matrix", 1)
+        single.start()
+        shared.starting_single = single
         clustered = [n for n in (row_broker(s.params)[0] for s in scenarios
                                  if "broker-crash" not in str(s.params.get("faults", ""))) if n > 1]
         if clustered:
-            shared.starting = _BrokerStart(Path(log_root) / "matrix-cluster", clustered[0])
-            shared.starting.start()
+            cluster = _BrokerStart(Path(log_root) / "matrix-cluster", clustered[0])
+            cluster.start()
+            shared.starting = cluster
         yield shared
     finally:
         shared.stop()

@@ -32,7 +32,9 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             Pipelines whose driver waits for its turn (``waits_for_turn`` in
                             :mod:`lab.pipelines.registry`), on a ``local`` master.
 ``LAB_QUICK_STOP``          ``on`` (default) / ``off``: a driver's clean stop skips PySpark's wait for
-                            its accumulator server's thread (:func:`lab.spark.skip_accumulator_wait`).
+                            its accumulator server's thread (:func:`lab.spark.skip_accumulator_wait`),
+                            and a receiver's stops its streaming context without Spark's graceful
+                            wait once its batches are done (:mod:`lab.pipelines.receiver_stop`).
 ``LAB_TASK_FETCH_WAIT_MS``  ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's Kafka source
                             of the structured pipeline (default :data:`TASK_FETCH_WAIT_MS`, 20;
                             Kafka's own is 500).

@@ -474,7 +474,7 @@ def run(ctx: DriverContext) -> None:
         if not stopped:
             # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver_stop.
             quick = skip_accumulator_wait(sc)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
-            receiver_stop.stop(ssc, feeder, runtime.batch_times, cfg.batch_interval_s, ctx.events, quick_stop=quick)
+            receiver_stop.stop(ssc, feeder, runtime.batch_times, ctx.events, quick_stop=quick)
             stopped = True
     finally:
         if not stopped:  # an error: stop the batches before the runtime they call goes away

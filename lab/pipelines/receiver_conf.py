@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from lab.pipelines.receiver_stop import done_wait_s
+#: Spark's block interval for the receiver (``spark.streaming.blockInterval``): how often its buffer becomes a block.
+BLOCK_INTERVAL_MS = 200
 
 
 def max_rate(cfg) -> int:
@@ -24,10 +25,10 @@ def spark_conf(cfg) -> dict[str, str]:
         "spark.streaming.receiver.writeAheadLog.closeFileAfterWrite": "true",
         "spark.streaming.driver.writeAheadLog.closeFileAfterWrite": "true",
         "spark.streaming.receiver.maxRate": str(max_rate(cfg)),
-        "spark.streaming.blockInterval": "200ms",
+        "spark.streaming.blockInterval": f"{BLOCK_INTERVAL_MS}ms",
         # A block lives on the receiver's executor, whose core the receiver holds: the batch's tasks would wait
         # spark.locality.wait (3 s) for it before running beside it (measured on local-cluster[2,1,1024], one
         # copy: 3.9 s a batch, 0.1 s with two copies). Without the wait they run at once and fetch the block.
         "spark.locality.wait": "0s",
-        "spark.streaming.gracefulStopTimeout": str(int(done_wait_s(cfg.batch_interval_s) * 1000)),
+        "spark.streaming.gracefulStopTimeout": str(int(max(10.0, 10 * cfg.batch_interval_s) * 1000)),
     }

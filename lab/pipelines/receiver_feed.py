@@ -192,6 +192,8 @@ class Feeder(threading.Thread):
         self._drop_reason: str | None = None
         self._finishing = False
         self._finished = threading.Event()
+        #: Once :meth:`finish` returned True: whether every line handed over was counted as allocated, exactly.
+        self.finished_exact = False
         self._consumer = None
         self.group: GroupOffsets | None = None
 
@@ -473,6 +475,9 @@ class Feeder(threading.Thread):
         prev = self._closed
         if (self._epoch is None or not self._epoch.released) and (prev is None or prev.stored >= prev.handed_over
                                                                   or not prev.graceful):
+            # Exact: a reliable receiver's counts, its connection closed gracefully and every line counted.
+            self.finished_exact = self.ack == "stored" and (prev is None or (prev.graceful
+                                                                             and prev.stored >= prev.handed_over))
             self._finished.set()
 
     def _maybe_auto_commit(self) -> None:

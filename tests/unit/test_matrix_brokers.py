@@ -42,7 +42,6 @@ def test_recording_writes_the_rows_broker_or_removes_an_older_record(tmp_path, m
     assert not (runs / "broker.json").exists()
 
 
-
 def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_matrix_with_its_reason(tmp_path,
                                                                                                   monkeypatch):
     import threading

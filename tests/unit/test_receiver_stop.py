@@ -3,7 +3,7 @@
 import threading
 import time
 
-from lab.pipelines.receiver_stop import BatchTimes, done_wait_s, stop
+from lab.pipelines.receiver_stop import FINISH_WAIT_S, PUSH_MARGIN_MS, BatchTimes, stop
 
 
 def test_the_wait_ends_once_the_newest_batch_with_records_and_one_after_the_stop_have_completed():
@@ -28,8 +28,8 @@ def test_a_batch_with_records_still_running_holds_the_stop_until_it_completes():
 
 
 class _Feeder:
-    def __init__(self, finished: bool) -> None:
-        self.finished = finished
+    def __init__(self, finished: bool, exact: bool = True) -> None:
+        self.finished, self.finished_exact = finished, exact
 
     def finish(self, timeout_s: float) -> bool:
         return self.finished
@@ -46,7 +46,7 @@ class _Context:
 def test_the_stop_is_sparks_graceful_one_when_the_feeder_or_the_batches_did_not_finish(monkeypatch):
     import lab.pipelines.receiver_stop as mod
 
-    monkeypatch.setattr(mod, "done_wait_s", lambda interval: 0.05)
+    monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.05)
     done = BatchTimes()
     done.completed(int(time.time() * 1000) + 60_000)  # a batch timed after any stop has completed
     pending = BatchTimes()
@@ -55,9 +55,27 @@ def test_the_stop_is_sparks_graceful_one_when_the_feeder_or_the_batches_did_not_
     for feeder, times, quick in ((_Feeder(True), done, True), (_Feeder(False), done, False),
                                  (_Feeder(True), pending, False)):
         ssc = _Context()
-        assert stop(ssc, feeder, times, 0.5) is quick
+        assert stop(ssc, feeder, times) is quick
         assert ssc.calls == [(True, not quick)]
+    ssc = _Context()
+    assert stop(ssc, _Feeder(True), done, quick_stop=False) is False and ssc.calls == [(True, True)], \
+        "LAB_QUICK_STOP off: Spark's graceful stop, as before"
 
 
-def test_the_wait_is_ten_batch_intervals_and_at_least_ten_seconds():
-    assert done_wait_s(0.5) == 10.0 and done_wait_s(2.0) == 20.0
+def test_without_exact_counts_the_batch_waited_for_is_timed_a_block_interval_later(monkeypatch):
+    import lab.pipelines.receiver_stop as mod
+
+    monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
+    soon = BatchTimes()
+    soon.completed(int(time.time() * 1000) + 100)  # after the stop, but within a block interval of it
+    assert stop(_Context(), _Feeder(True, exact=True), soon) is True
+    assert stop(_Context(), _Feeder(True, exact=False), soon) is False, "a line may still be in the block buffer"
+
+
+def test_the_batch_waited_for_is_timed_after_a_block_interval_and_both_waits_share_one_budget():
+    # A line still in the receiver's buffer becomes a block within one block interval (200 ms).
+    assert PUSH_MARGIN_MS >= 200
+    # The stop's waits and Spark's graceful fallback (10 s) stay within the supervisor's 20 s grace.
+    from lab.supervisor import STOP_GRACE_S
+
+    assert FINISH_WAIT_S + 10 < STOP_GRACE_S
