@@ -206,7 +206,7 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     """Start papermill on the scenario notebook for ``s``; the process (see :func:`run_one` for the arguments).
 
     ``ahead``: the row's kernel starts and imports now, and its run waits until
-    its turn (:func:`give_turn`, which records the row's broker: a row held reads
+    its turn (:func:`_give_turn`, which records the row's broker: a row held reads
     it only after its turn).
     """
     from lab import broker, processes
@@ -238,7 +238,7 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     return proc
 
 
-def give_turn(out: Path, s: Scenario, shared) -> None:
+def _give_turn(out: Path, s: Scenario, shared) -> None:
     """Row ``s``, started ahead, may run: its broker recorded (the shared ones as the rows before left them)."""
     if shared is not None:  # a cluster broker a row restarted is a new JVM; the broker may still be starting
         shared.record(run_dir_for(out, s) / "lab-runs", s.params)
@@ -409,7 +409,7 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
     its turn once the broker is up.
     """
     proc = start_row(todo[0], out, started=started, shared=shared, ahead=True)
-    give_turn(out, todo[0], shared)
+    _give_turn(out, todo[0], shared)
     for i, s in enumerate(todo):
         nxt = todo[i + 1] if i + 1 < len(todo) else None
         ahead, since, watch = None, time.monotonic(), matrix_rows.BatchWatch(run_dir_for(out, s))
@@ -420,7 +420,7 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
         if nxt and ahead is None:
             ahead = start_row(nxt, out, started=started, shared=shared)
         elif nxt:
-            give_turn(out, nxt, shared)
+            _give_turn(out, nxt, shared)
         elif shared is not None:  # the last run is over: its notebook's plots need no broker
             try:
                 shared.stop()

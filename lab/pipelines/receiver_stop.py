@@ -98,7 +98,7 @@ def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -
     t0 = time.monotonic()
     finished = feeder.finish(FINISH_WAIT_S)
     left = FINISH_WAIT_S - (time.monotonic() - t0)
-    margin = 0 if getattr(feeder, "finished_exact", False) else PUSH_MARGIN_MS
+    margin = 0 if feeder.finished_exact else PUSH_MARGIN_MS
     quick = quick_stop and finished and left > 0 and times.wait_done(int(time.time() * 1000) + margin, left)
     ssc.stop(stopSparkContext=True, stopGraceFully=not quick)
     if events is not None:
