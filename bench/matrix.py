@@ -16,7 +16,9 @@ scenario at a time (one shared broker), then two at once (a broker each), and
 compares them the same way, into ``bench/results/matrix_jobs.json``. ``--ahead-pair`` runs it with each
 row's notebook started only when the row before has ended (``LAB_ROW_AHEAD=off``), then with the next row's
 notebook started while a row runs (the default, :mod:`lab.matrix_rows`), into ``bench/results/matrix_ahead.json``
-(with ``--original``: its 14 rows, ``matrix_original_ahead.json``).
+(with ``--original``: its 14 rows, ``matrix_original_ahead.json``). ``--beside-pair`` runs it with the cluster's
+rows in the relay, in grid order (``LAB_CLUSTER_BESIDE=off``), then beside the other rows (the default,
+:mod:`lab.matrix_lane`), into ``bench/results/matrix_beside.json``.
 """
 
 from __future__ import annotations
@@ -140,13 +142,15 @@ def main(argv=None) -> int:
     p.add_argument("--jobs-pair", action="store_true", help="run with --jobs 1, then --jobs 2; compare")
     p.add_argument("--ahead-pair", action="store_true",
                    help="run with LAB_ROW_AHEAD=off, then on (the default); compare")
+    p.add_argument("--beside-pair", action="store_true",
+                   help="run with LAB_CLUSTER_BESIDE=off, then on (the default); compare")
     p.add_argument("--original", action="store_true",
                    help="run only the grid's 14 original rows (into bench/results/matrix_original.json)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a parameter for every row (a YAML value), e.g. batch_interval_s=1; into "
                         "bench/results/matrix_original_set.json with --original, else matrix_defaults_set.json")
     a = p.parse_args(argv)
-    if a.set and (a.pair or a.jobs_pair or a.ahead_pair):
+    if a.set and (a.pair or a.jobs_pair or a.ahead_pair or a.beside_pair):
         p.error("--set applies to --original or the plain run only")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="lab-matrix-bench-"))
     target = RESULTS / "matrix.json"
@@ -162,6 +166,13 @@ def main(argv=None) -> int:
         record, took = paired(before, after), after["seconds"]
         target = RESULTS / ("matrix_original_ahead.json" if a.original else "matrix_ahead.json")
         print(f"rows one after another {before['minutes']} min, the next started ahead {after['minutes']} min; "
+              f"classifications unchanged: {record['classifications_unchanged']}")
+    elif a.beside_pair:
+        before = one(out / "beside-off", {"LAB_CLUSTER_BESIDE": "off"})
+        after = one(out / "beside-on", {})
+        record, took = paired(before, after), after["seconds"]
+        target = RESULTS / "matrix_beside.json"
+        print(f"cluster rows in the relay {before['minutes']} min, beside it {after['minutes']} min; "
               f"classifications unchanged: {record['classifications_unchanged']}")
     elif a.pair:
         before, after = one(out / "techniques-off", ALL_OFF), one(out / "defaults", {})

@@ -161,7 +161,9 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     log_dir : Path
         ``tansu.log`` / ``kafka.log`` and ``proxy.log`` go there (appended), and the
         proxy's ready file. Kafka also keeps ``server.properties`` and its data
-        (``kafka-data``, formatted on first use) there.
+        (``kafka-data``, formatted on first use) there; this start removes the data an
+        earlier broker left and keeps its log as ``kafka.log.1`` (:func:`lab.kafka_broker.clear_stale`;
+        a restart on the data, after a crash, does not come here).
     port : int, optional
         Port clients use (the proxy's). The OS chooses one when omitted.
     detach : bool
@@ -184,6 +186,10 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     product = product_from_env(product)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    if product == "kafka":  # a first start: what an earlier broker left only slows it (kafka_broker.clear_stale)
+        for d in ([log_dir] if nodes == 1 else [kafka_cluster.controller_dir(log_dir),
+                                                 *(kafka_cluster.node_dir(log_dir, n) for n in range(1, nodes + 1))]):
+            kafka_broker.clear_stale(d)
     if nodes != 1:
         return _start_cluster(log_dir, port, detach, product, nodes)
     # Before starting anything: a missing binary, jar or JVM leaves nothing to clean up.

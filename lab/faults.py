@@ -4,18 +4,21 @@ Syntax, several faults separated by commas::
 
     KIND@TRIGGER[:POINT][:OPTION=VALUE...]
 
-``TRIGGER`` is ``at=<seconds>s`` (time since the run started) or
-``batch=<n>`` (when the pipeline reaches batch ``n``). ``POINT`` names the
-place inside a batch where a driver crash happens; it makes a run
-reproducible because the crash waits for the pipeline to reach that exact
-place. Options: ``for=<seconds>s`` (how long a broker outage, an ack loss or a
+``TRIGGER`` is ``at=<seconds>s`` (time since the run started),
+``batch=<n>`` (when the pipeline reaches batch ``n``) or, for ``leader-crash``
+only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
+the run's replication watch sees them: ``isr=1`` is "the leader alone").
+``POINT`` names the place inside a batch where a driver crash happens; it
+makes a run reproducible because the crash waits for the pipeline to reach
+that exact place. Options: ``for=<seconds>s`` (how long a broker outage, an ack loss or a
 follower lag lasts; how long a crashed broker or leader stays down),
 ``count=<n>`` (how many produce responses an ack loss drops; how many
 transactions a txn-abort aborts).
 
 Examples: ``driver-crash@at=5s``,
 ``driver-crash@batch=3:after-output-before-commit``,
-``broker-outage@at=4s:for=3s``, ``ack-loss@at=1s:count=5``.
+``broker-outage@at=4s:for=3s``, ``ack-loss@at=1s:count=5``,
+``follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s``.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class FaultSpec:
         Whether only a ``batch=N`` trigger makes sense.
     options : tuple of str
         The plan options it takes (``for``, ``count``).
+    isr_trigger : bool
+        Whether an ``isr=<n>`` trigger (partition 0's ISR shrunk to ``n``) applies.
     requires : callable, optional
         ``requires(config) -> str | None``: why this run's settings cannot
         carry it out, or ``None`` when they can.
@@ -78,6 +83,7 @@ class FaultSpec:
     points: bool = False
     needs_batch: bool = False
     options: tuple[str, ...] = ()
+    isr_trigger: bool = False
     requires: Callable | None = None
     button: tuple[str, str] | None = None
     panel_options: tuple = ()
@@ -187,7 +193,8 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               panel_options=(("duration_s", 3.0),)),
     FaultSpec("leader-crash", "SIGKILL to the broker leading the run topic's partition 0 (a cluster's broker JVM); "
               "restarted on its data after for=Ns",
-              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_cluster("leader-crash"),
+              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), isr_trigger=True,
+              requires=_needs_cluster("leader-crash"),
               button=("Crash leader 5 s", "SIGKILL the broker that leads partition 0; it restarts on its data 5 s later"),
               panel_options=(("duration_s", 5.0),)),
     FaultSpec("follower-lag", "the replication proxies hold every follower fetch for=Ns: followers fall behind "
@@ -250,6 +257,11 @@ def check_fault(fault: "Fault", config) -> None:
     why = spec.requires and spec.requires(config)
     if why:
         raise LabError(why)
+    nodes = getattr(config, "nodes", 1)
+    if fault.isr is not None and fault.isr >= nodes:
+        # Every replica is in sync when the topic is created: the trigger would fire at once.
+        raise LabError(f"fault {fault.to_text()!r}: isr={fault.isr} must be below the replica count ({nodes}); "
+                       f"valid: isr=1 to isr={nodes - 1}")
 
 
 def check_plan(faults, config) -> None:
@@ -260,7 +272,7 @@ def check_plan(faults, config) -> None:
 
 # -- plan syntax ------------------------------------------------------------------
 
-_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$")
+_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -282,6 +294,8 @@ class Fault:
         How long an outage or an ack loss lasts.
     count : int or None
         How many produce responses an ack loss drops (``None``: all within ``duration_s``).
+    isr : int or None
+        For a condition trigger: fire once partition 0's ISR has this many replicas or fewer.
     index : int
         Position in the plan; identifies the fault in the run's events.
     """
@@ -292,11 +306,13 @@ class Fault:
     point: str | None = None
     duration_s: float = 3.0
     count: int | None = None
+    isr: int | None = None
     index: int = 0
 
     def to_text(self) -> str:
         """Render the fault in plan syntax (parsing it gives the same fault)."""
-        trigger = f"at={self.at_s:g}s" if self.at_s is not None else f"batch={self.batch}"
+        trigger = (f"at={self.at_s:g}s" if self.at_s is not None else f"isr={self.isr}" if self.isr is not None
+                   else f"batch={self.batch}")
         parts = [f"{self.kind}@{trigger}"]
         if self.point:
             parts.append(self.point)
@@ -347,11 +363,21 @@ def _parse_one(item: str, index: int) -> Fault:
     m = _TRIGGER.match(trigger)
     if not m:
         raise LabError(
-            f"bad trigger {trigger!r} in fault {item!r}; valid: at=<seconds>s (e.g. at=5s) or batch=<n> (e.g. batch=3)"
+            f"bad trigger {trigger!r} in fault {item!r}; valid: at=<seconds>s (e.g. at=5s), batch=<n> (e.g. batch=3)"
+            f" or, for {', '.join(k for k, s in FAULTS.items() if s.isr_trigger)}, isr=<n> (e.g. isr=1)"
         )
     fault = Fault(kind=kind, index=index)
     if m.group(1):
         fault = replace(fault, at_s=float(m.group(2)))
+    elif m.group(5):
+        if not FAULTS[kind].isr_trigger:
+            isr_ok = ", ".join(k for k, s in FAULTS.items() if s.isr_trigger)
+            raise LabError(f"fault {item!r}: the isr=<n> trigger applies to {isr_ok}, not {kind}; "
+                           f"write {kind}@at=<seconds>s or {kind}@batch=<n>")
+        if int(m.group(6)) < 1:
+            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write isr=<n> with n >= 1 (an ISR always "
+                           "holds its leader)")
+        fault = replace(fault, isr=int(m.group(6)))
     else:
         fault = replace(fault, batch=int(m.group(4)))
     for extra in extras:
@@ -393,7 +419,8 @@ def plan_from_events(path) -> str:
 
     Presses and time triggers replay at the same second of the run; faults
     fired at a named point replay at the same point of the same batch; task
-    failures at the same batch. ``lab run --faults-from`` uses this.
+    failures at the same batch; a fault an ISR fired (``isr=N``) once the ISR
+    is that small again. ``lab run --faults-from`` uses this.
 
     Raises
     ------
@@ -419,6 +446,8 @@ def plan_from_events(path) -> str:
             f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])
         elif e["kind"] == "task-failure":
             f = Fault(e["kind"], batch=int(e["batch"]))
+        elif e.get("isr") is not None:  # fired by an isr=N trigger: again when the ISR is that small
+            f = Fault(e["kind"], isr=max(1, len(e["isr"])), duration_s=float(e.get("duration_s") or 3.0))
         else:
             f = Fault(e["kind"], at_s=round(float(e.get("elapsed_s", 0.0)), 1),
                       duration_s=float(e.get("duration_s") or 3.0), count=e.get("count"))

@@ -316,6 +316,44 @@ def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: boo
     return proc, ports["PLAINTEXT"]
 
 
+def clear_stale(node_dir: Path) -> bool:
+    """Before a broker's first start on ``node_dir``: remove the data an earlier broker left there, keep its last log.
+
+    A new broker (``lab broker start``, a notebook's or the matrix's) has no use
+    for the topics of the runs before it, and each one it finds costs its start
+    (measured: 2.8 s to ready on the matrix's data of 16 earlier matrices, 237 MB
+    and 1,241 directories, 1.2 s on a fresh copy); they also filled the disk. A
+    restart on the same data (``broker-crash``, ``leader-crash``) never comes here.
+    ``kafka.log`` becomes ``kafka.log.1`` (one earlier log is kept).
+
+    Returns whether there was data to remove.
+
+    Raises
+    ------
+    LabError
+        When a running Kafka holds the data (its ``.lock``): two brokers cannot share it.
+    """
+    import fcntl
+
+    data_dir = Path(node_dir) / "kafka-data"
+    log = Path(node_dir) / "kafka.log"
+    if log.exists():
+        os.replace(log, log.with_name("kafka.log.1"))
+    if not data_dir.is_dir():  # none, or not a broker's (left alone: Kafka's start then says why it cannot use it)
+        return False
+    lock = data_dir / ".lock"
+    if lock.exists():
+        # Kafka holds a POSIX record lock on it while it runs (a JVM killed leaves the file, not the lock).
+        with open(lock, "a") as f:
+            try:
+                fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise LabError(f"a running Kafka broker holds {data_dir}; stop it first (lab broker stop, with "
+                               "the LAB_RUNS_DIR it was started with)") from None
+    shutil.rmtree(data_dir)
+    return True
+
+
 def copy_formatted(java: str, classpath: str, log_dir: Path, data_dir: Path, proxy_port: int, log: Path) -> bool:
     """Give ``data_dir`` a copy of the formatted template (:mod:`lab.kafka_template`), made on first use.
 

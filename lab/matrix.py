@@ -37,7 +37,9 @@ starts its first driver, then waits for its turn (:mod:`lab.matrix_rows`,
 driver's JVM and session (about 2.5 s) and its plots and notebook end (about
 1.2 s) leave the matrix's critical path, while the runs' broker, topics and
 faults stay one at a time. The first row starts held as well, while the shared
-broker starts, and gets its turn once the broker is up.
+broker starts, and gets its turn once the broker is up. The rows on the shared
+cluster run one at a time beside them, on their own brokers, once the relay is
+past its timing-sensitive rows (:mod:`lab.matrix_lane`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import matrix_brokers, matrix_rows
+from lab import matrix_brokers, matrix_lane, matrix_rows
 from lab.errors import LabError, choices_error
 
 #: What a grid row may expect, and the measured counts that satisfy it.
@@ -325,6 +327,7 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
     from tqdm import tqdm
 
     relay = jobs <= 1 and matrix_rows.ahead()  # a bad LAB_ROW_AHEAD fails here, before any run
+    beside = relay and matrix_lane.beside()  # LAB_CLUSTER_BESIDE too
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, dict] = {}
@@ -341,15 +344,26 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
     if todo:
         from lab.config import env_runs_dir
 
-        with matrix_brokers.shared_brokers(jobs, todo, Path(env_runs_dir()) / "broker-logs") as shared:
-            _run_todo(todo, out, jobs, shared, rows, grid, bar, relay)
+        with matrix_brokers.shared_brokers(jobs, todo, Path(env_runs_dir()) / "broker-logs",
+                                           defer_cluster=beside) as shared:
+            _run_todo(todo, out, jobs, shared, rows, grid, bar, relay, beside)
     bar.close()
     return write_table(out, grid, rows)
 
 
-def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, bar, relay: bool) -> None:
-    """Run ``todo``'s scenarios, filling ``rows`` and rewriting the table after each; ``relay``: see :func:`_relay`."""
+def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, bar, relay: bool,
+              beside: bool = False) -> None:
+    """Run ``todo``'s scenarios, filling ``rows`` and rewriting the table after each.
+
+    ``relay``: see :func:`_relay`; ``beside``: with it, the shared cluster's rows run
+    on a lane of their own (:mod:`lab.matrix_lane`).
+    """
     started: list = []
+    lane, start_at = None, 0
+    if relay:
+        todo, lane_rows, start_at = matrix_lane.split(todo, shared) if beside else (todo, [], 0)
+        lane = matrix_lane.Lane(lane_rows, lambda s: run_one(s, out, started=started, shared=shared),
+                                before=shared.start_cluster if lane_rows else None)
     # Each finished run's HTML is exported on a thread of its own while the next run starts: 0.5-1.1 s a run
     # that was on the matrix's critical path (measured, 14 rows: 8.2 s of 4.2 min).
     exporter = ThreadPoolExecutor(max_workers=1)
@@ -367,7 +381,7 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         if relay:
-            _relay(todo, out, shared, started, record)
+            _relay(todo, out, shared, started, record, lane, start_at)
         else:
             futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
             for f in as_completed(futures):
@@ -378,8 +392,12 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
             write_table(out, grid, rows)
     except BaseException:
         # Interrupted: queued runs never start, running ones end (their kernels and runs with them).
+        if lane is not None:
+            lane.stop()
         pool.shutdown(wait=False, cancel_futures=True)
         matrix_rows.stop_rows(started)
+        if lane is not None:
+            lane.abandon(lambda: matrix_rows.stop_rows(started))
         for s in todo:
             # Again, now that the kernels are gone too: run_one removes it once papermill has ended, and a kernel
             # still starting rewrites its connection file there (ipykernel does once its sockets are bound), maybe
@@ -392,7 +410,7 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
         exporter.shutdown(wait=True, cancel_futures=True)
 
 
-def _relay(todo: list, out: Path, shared, started: list, record) -> None:
+def _relay(todo: list, out: Path, shared, started: list, record, lane=None, start_at: int = 0) -> None:
     """One run at a time, each row's notebook started while the row before it runs (:mod:`lab.matrix_rows`).
 
     Row *n+1* starts ahead once row *n*'s run has its first batch done (or
@@ -400,34 +418,45 @@ def _relay(todo: list, out: Path, shared, started: list, record) -> None:
     driver start, which it would compete with for the 2 cores. It gets its
     turn once row *n*'s run is over, and only then is row *n*'s papermill
     waited for (its plots and its notebook's end overlap row *n+1*'s run).
-    The runs never overlap: the shared broker and the proxy faults see one at
-    a time. Measured on the default grid (``bench/results/matrix_ahead.json``):
+    These runs never overlap: the shared broker and its proxy's faults see one
+    at a time (the cluster's rows may run beside them, on their own brokers:
+    :mod:`lab.matrix_lane`). Measured on the default grid (``bench/results/matrix_ahead.json``):
     536 s to 490 s; the time outside the runs fell from 146 s to 71 s, the
     runs' own sum grew by 28 s (the overlapped work competes with them).
     Started at row *n*'s turn instead: 494 s to 468 s, the runs 32 s slower.
     The first row starts held too, beside the shared broker's start, and gets
     its turn once the broker is up.
+
+    ``lane`` (:class:`lab.matrix_lane.Lane`): the cluster's rows, let go once row
+    ``start_at`` has its turn (or the relay is over); this thread records their results.
     """
-    proc = start_row(todo[0], out, started=started, shared=shared, ahead=True)
-    _give_turn(out, todo[0], shared)
+    lane = lane or matrix_lane.Lane([], None)
+    proc = start_row(todo[0], out, started=started, shared=shared, ahead=True) if todo else None
+    if todo:
+        _give_turn(out, todo[0], shared)
     for i, s in enumerate(todo):
+        if i == start_at:
+            lane.go()
         nxt = todo[i + 1] if i + 1 < len(todo) else None
         ahead, since, watch = None, time.monotonic(), matrix_rows.BatchWatch(run_dir_for(out, s))
         while not run_over(out, s, proc):
             if nxt and ahead is None and (time.monotonic() - since > matrix_rows.AHEAD_AFTER_S or watch.done()):
                 ahead = start_row(nxt, out, started=started, shared=shared, ahead=True)
+            lane.hand_over(record)
             time.sleep(0.1)
         if nxt and ahead is None:
             ahead = start_row(nxt, out, started=started, shared=shared)
         elif nxt:
             _give_turn(out, nxt, shared)
-        elif shared is not None:  # the last run is over: its notebook's plots need no broker
+        elif shared is not None and not lane.running:  # the last run is over: its notebook's plots need no broker
             try:
                 shared.stop()
             except Exception:  # noqa: BLE001 - stopped again when the matrix ends, which raises what fails
                 pass
         record(s, finish_row(s, out, proc))
+        lane.hand_over(record)
         proc = ahead
+    lane.finish(record)
 
 
 def write_table(out: Path, grid: Grid, rows: dict[str, dict]):

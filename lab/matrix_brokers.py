@@ -17,6 +17,8 @@ settings can share it.
    row's kernel and driver start while the broker does; the cluster's start,
    about 7 s, is off the matrix's critical path; started instead three rows
    before the first cluster row, it slowed the row beside it by 5 s, measured).
+   When the cluster's rows run on a lane of their own (:mod:`lab.matrix_lane`),
+   the cluster starts when that lane does (:meth:`SharedBrokers.start_cluster`).
    Each thread stays until its broker is stopped, since a child's parent-death
    signal follows the thread that forked it, so both die with the matrix (the
    cluster is only *recorded* as detached, step 2). A row that needs one waits
@@ -111,6 +113,15 @@ class SharedBrokers:
     starting: _BrokerStart | None = None
     #: The broker's start, while it may still be under way.
     starting_single: _BrokerStart | None = None
+    #: ``(log directory, nodes)`` of the cluster the rows need, started by :meth:`start_cluster`.
+    cluster_plan: tuple | None = None
+
+    def start_cluster(self) -> None:
+        """Start the cluster the rows need on a thread of its own, unless started already (or none is needed)."""
+        if self.starting is None and self.cluster is None and self.cluster_plan is not None:
+            start = _BrokerStart(*self.cluster_plan)
+            start.start()
+            self.starting = start  # kept only once its thread runs: stop() waits for what a start leaves
 
     def _cluster_up(self) -> None:
         """Wait for the cluster's start, if one is under way; a start that failed leaves no cluster to share."""
@@ -201,11 +212,11 @@ class SharedBrokers:
             if start is not None:
                 start.release.set()
         # Stopped once: the matrix stops them as soon as the last row's run is over, and again on its way out.
-        self.cluster = self.single = self.starting = self.starting_single = None
+        self.cluster = self.single = self.starting = self.starting_single = self.cluster_plan = None
 
 
 @contextmanager
-def shared_brokers(jobs: int, scenarios: list, log_root: Path):
+def shared_brokers(jobs: int, scenarios: list, log_root: Path, defer_cluster: bool = False):
     """The brokers the matrix's ``scenarios`` share (:class:`SharedBrokers`), or None when none may be shared.
 
     None when scenarios run at once (``jobs > 1``), when ``LAB_KAFKA_BOOTSTRAP``
@@ -215,7 +226,8 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
     stopped when the block ends, whatever happened in it; a cluster that failed
     to start leaves its rows to start their own (each then says why it cannot).
     A broker that failed to start raises at the first row that needs it
-    (:meth:`SharedBrokers.single_up`).
+    (:meth:`SharedBrokers.single_up`). ``defer_cluster``: the cluster starts only at
+    :meth:`SharedBrokers.start_cluster` (its rows' lane, :mod:`lab.matrix_lane`, calls it).
     """
     from lab import broker
     from lab.config import env_runs_dir
@@ -232,9 +244,9 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path):
         clustered = [n for n in (row_broker(s.params)[0] for s in scenarios
                                  if "broker-crash" not in str(s.params.get("faults", ""))) if n > 1]
         if clustered:
-            cluster = _BrokerStart(Path(log_root) / "matrix-cluster", clustered[0])
-            cluster.start()
-            shared.starting = cluster
+            shared.cluster_plan = (Path(log_root) / "matrix-cluster", clustered[0])
+            if not defer_cluster:
+                shared.start_cluster()
         yield shared
     finally:
         shared.stop()

@@ -12,7 +12,8 @@ Rules
   the live, settled driver is past the topic's end offsets and past every offset
   the ledger acknowledged (see :meth:`EndWatch.passed_everything`).
 * **No more batches** (:meth:`EndWatch.batchless_s`): the same, except that
-  faults are left, all of them waiting for a batch (``@batch=N``); besides, no
+  faults are left, all of them waiting for a batch (``@batch=N``) or for an
+  ISR to shrink (``@isr=N``: once nothing is written, none will); besides, no
   batch of the live driver is open (submitted or started, not done), that driver
   has started a batch of its own, and no batch event came for :data:`IDLE_END_S`
   (at least five batch intervals). The run then stops undrained and says which
@@ -91,9 +92,10 @@ class EndWatch:
 
     def batchless_s(self, progress: dict, *, driver, faults, producer_done: bool, restart_pending: bool,
                     bootstrap: str, on_cluster: bool) -> float | None:
-        """Seconds without a batch start when only batch-triggered faults are left and none can come, else None."""
+        """Seconds without a batch start when only batch- or ISR-triggered faults are left and none can come, else None."""
         if (not faults.pending or faults.deferred or faults.broker_restart_at is not None or faults.node_restarts
-                or any(f.batch is None for f in faults.pending) or restart_pending or not producer_done):
+                or any(f.batch is None and f.isr is None for f in faults.pending) or restart_pending
+                or not producer_done):
             return None
         if driver.attempt not in self._started or any(a == driver.attempt for a, _ in self._open):
             return None

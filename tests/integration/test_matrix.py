@@ -96,11 +96,17 @@ scenarios:
   - name: leader killed and restarted
     params: {acks: all}
     expect: acked-kept
+  - name: one broker, long enough to have the cluster rows beside it
+    params: {nodes: 1, faults: "", events: 4000, rate: 200}
+    expect: exactly-once
 """
 
 
 def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
-    """Two rows on the three-broker cluster: one cluster, the second row on the broker the first restarted; none left."""
+    """Two rows on the three-broker cluster: one cluster, the second row on the broker the first restarted; none left.
+
+    They run beside the single broker's rows (lab.matrix_lane): here, while its 20-second rows run.
+    """
     from lab import processes
     from tests.integration.conftest import assert_all_gone
 
@@ -110,9 +116,18 @@ def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
     done = subprocess.run(lab_cmd("matrix", "--grid", str(grid), "--out", str(out)),
                           env=clean_env(LAB_RUNS_DIR=str(tmp_path / "runs")), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "2 runs, 0 not as expected" in done.stdout, done.stdout
-    runs = sorted((read_events(p.parent)[0]["t"], p.parent) for p in out.glob("runs/*/lab-runs/*/broker.json"))
-    assert len(runs) == 2, runs
+    assert "4 runs, 0 not as expected" in done.stdout, done.stdout
+    used_by = {p.parent: json.loads(p.read_text()) for p in out.glob("runs/*/lab-runs/*/broker.json")}
+    alone = [d for d, info in used_by.items() if not info.get("nodes")]
+    runs = sorted((read_events(d)[0]["t"], d) for d, info in used_by.items() if info.get("nodes"))
+    assert len(runs) == 2 and len(alone) == 2, used_by  # two seeds of each row
+
+    def span(d):
+        events = read_events(d)
+        return next(e["t"] for e in events if e["type"] == "run-start"), events[-1]["t"]
+
+    beside = [(c, a) for _, c in runs for a in alone if span(c)[0] < span(a)[1] and span(a)[0] < span(c)[1]]
+    assert beside, "no cluster row ran while a single-broker row ran"
     (_, first), (_, second) = runs
     used = [json.loads((d / "broker.json").read_text()) for d in (first, second)]
     assert used[0]["controller_pid"] == used[1]["controller_pid"], "each row started a cluster of its own"
@@ -124,5 +139,6 @@ def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
     pids = {p for info in used for p in (info["controller_pid"], *(n[k] for n in info["nodes"]
                                                                     for k in ("broker_pid", "proxy_pid", "replication_proxy_pid")))}
     pids |= {e["pid"] for d in (first, second) for e in read_events(d) if e["type"] == "node-restart"}
+    pids |= {used_by[d][k] for d in alone for k in ("broker_pid", "proxy_pid")}  # the single broker too
     assert_all_gone(sorted(pids), within_s=5)
     assert not [p for p in pids if processes.pid_alive(p)]

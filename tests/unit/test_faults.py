@@ -30,6 +30,9 @@ def test_empty_plan_means_no_faults():
         ("ack-loss@at=1s:size=2", ["size", "for", "count"]),
         ("driver-crash@at=1s,,ack-loss@at=2s", ["empty item"]),
         ("broker-outage@batch=2:mid-output", ["named points apply to"]),
+        ("driver-crash@isr=1", ["isr=<n> trigger applies to leader-crash", "driver-crash@at=<seconds>s"]),
+        ("leader-crash@isr=0:for=2s", ["isr=0", "n >= 1"]),
+        ("leader-crash@isr=one", ["isr=one", "isr=<n>", "leader-crash"]),
     ],
 )
 def test_bad_plans_name_the_value_and_the_choices(plan, must_name):
@@ -46,12 +49,14 @@ faults = st.builds(
         kind=kind,
         at_s=trig[1] if trig[0] == "at" else None,
         batch=trig[1] if trig[0] == "batch" else None,
+        isr=trig[1] if trig[0] == "isr" and FAULTS[kind].isr_trigger else None,
         point=point if (FAULTS[kind].points and trig[0] == "batch") else None,
         duration_s=dur if "for" in FAULTS[kind].options else 3.0,
         count=count if "count" in FAULTS[kind].options else None,
     ),
     st.sampled_from(sorted(FAULT_KINDS)),
-    st.one_of(st.tuples(st.just("at"), st.integers(0, 600).map(float)), st.tuples(st.just("batch"), st.integers(0, 99))),
+    st.one_of(st.tuples(st.just("at"), st.integers(0, 600).map(float)), st.tuples(st.just("batch"), st.integers(0, 99)),
+              st.tuples(st.just("isr"), st.integers(1, 2))),
     st.one_of(st.none(), st.sampled_from(sorted(POINTS))),
     st.integers(1, 60).map(float),
     st.one_of(st.none(), st.integers(1, 50)),
@@ -60,7 +65,8 @@ faults = st.builds(
 
 @given(st.lists(faults, min_size=1, max_size=4))
 def test_plan_text_round_trips(plan):
-    plan = [f for f in plan if not (FAULTS[f.kind].needs_batch and f.batch is None)]
+    plan = [f for f in plan if not (FAULTS[f.kind].needs_batch and f.batch is None)
+            and (f.at_s, f.batch, f.isr) != (None, None, None)]
     plan = [Fault(**{**f.__dict__, "index": i}) for i, f in enumerate(plan)]
     if plan:
         assert list(parse_fault_plan(format_fault_plan(plan))) == plan
@@ -75,3 +81,18 @@ def test_after_commit_before_output_needs_the_commit_before_the_output():
     with pytest.raises(LabError, match="only with --commit before-output .this run: --commit auto"):
         make_config(pipeline="plain", faults="driver-crash@batch=2:after-commit-before-output")
     make_config(pipeline="plain", commit="before-output", faults="driver-crash@batch=2:after-commit-before-output")
+
+
+def test_recorded_faults_replay_at_their_second_point_or_isr(tmp_path):
+    import json
+
+    from lab.faults import plan_from_events
+
+    events = tmp_path / "events.jsonl"
+    lines = [{"type": "run-start"},
+             {"type": "fault", "kind": "follower-lag", "elapsed_s": 1.013, "duration_s": 8.0},
+             {"type": "fault", "kind": "leader-crash", "elapsed_s": 5.51, "isr": [2], "duration_s": 2.0},
+             {"type": "fault", "kind": "driver-crash", "elapsed_s": 9.0, "batch": 3, "point": "mid-output"}]
+    events.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert plan_from_events(events) == ("follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s,"
+                                        "driver-crash@batch=3:mid-output")

@@ -69,6 +69,28 @@ def test_batch_and_point_triggers(monkeypatch):
     assert driver.kills == [100, 100] and not inj.busy
 
 
+def test_an_isr_trigger_fires_on_partition_0_once_its_isr_has_shrunk(monkeypatch):
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
+    cfg = make_config(pipeline="plain", nodes=3, faults="leader-crash@isr=1:for=2s")
+    timeline, kills = Timeline(), []
+    inj = FaultInjector(cfg, timeline, elapsed=lambda: 4.2, kill_driver=lambda: None, driver_up=lambda: True,
+                        kill_executor=lambda: None, control_port=None,
+                        kill_leader=lambda: kills.append(2) or {"node": 2, "pid": 900, "leads": [0]})
+    state = {"type": "partition-state", "partition": 0, "leader": 2, "replicas": [1, 2, 3], "epoch": 0}
+    inj.tick()
+    inj.on_event({**state, "isr": [1, 2, 3]})
+    inj.on_event({**state, "isr": [2, 3]})
+    inj.on_event({**state, "partition": 1, "isr": [2]})  # another partition's ISR
+    inj.on_event({**state, "leader": None, "isr": [2]})  # no leader to kill
+    assert kills == [] and inj.busy
+    inj.on_event({**state, "isr": [2]})
+    fired = timeline.of("fault")
+    assert kills == [2] and fired[0]["isr"] == [2] and fired[0]["pid"] == 900 and fired[0]["elapsed_s"] == 4.2
+    assert 2 in inj.node_restarts  # restarted for=2s later
+    inj.on_event({**state, "isr": [1]})
+    assert kills == [2]  # once
+
+
 def test_a_fault_the_driver_carries_out_stops_being_pending(monkeypatch):
     monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
     inj, timeline, driver = make("task-failure@batch=2", pipeline="structured")

@@ -100,3 +100,34 @@ def test_a_partly_cleaned_template_is_made_again_not_copied(tmp_path):
     assert not kafka_template.complete(template)
     assert kafka_template.ensure_template(template, lambda t: fake_format(t, calls))
     assert len(calls) == 2 and kafka_template.complete(template)
+
+
+def test_a_first_start_clears_what_an_earlier_broker_left_unless_one_runs_on_it(tmp_path):
+    import subprocess
+    import sys
+
+    from lab.kafka_broker import clear_stale
+
+    node = tmp_path / "node"
+    assert clear_stale(node) is False  # nothing there yet
+    (node / "kafka-data" / "run-topic-0").mkdir(parents=True)
+    (node / "kafka-data" / ".lock").write_text("")  # left by a JVM killed with -9: the file, no lock
+    (node / "kafka.log").write_text("the earlier broker's log\n")
+    assert clear_stale(node) is True
+    assert not (node / "kafka-data").exists() and (node / "kafka.log.1").read_text() == "the earlier broker's log\n"
+    (node / "kafka-data").mkdir()
+    lock = node / "kafka-data" / ".lock"
+    lock.write_text("")
+    # A running broker holds a POSIX record lock on .lock (Java's FileChannel.tryLock): another process here.
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,sys,time\nf=open(sys.argv[1],'a')\n"
+                               "fcntl.lockf(f,fcntl.LOCK_EX)\nprint('held',flush=True)\ntime.sleep(60)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LabError, match="a running Kafka broker holds .*kafka-data; stop it first"):
+            clear_stale(node)
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert clear_stale(node) is True

@@ -62,3 +62,25 @@ def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_mat
     failed.ready.set()
     with pytest.raises(LabError, match="port in use"):
         SharedBrokers(starting_single=failed).for_row({"pipeline": "direct"})
+
+
+def test_a_deferred_cluster_starts_once_and_only_when_a_row_needs_it(tmp_path, monkeypatch):
+    """start_cluster() starts the planned cluster's thread once (the lane calls it when it starts)."""
+    from lab import matrix_brokers
+
+    started = []
+
+    class Start:
+        def __init__(self, log_dir, nodes):
+            self.args, self.error, self.info = (log_dir, nodes), None, CLUSTER
+
+        def start(self):
+            started.append(self.args)
+
+    monkeypatch.setattr(matrix_brokers, "_BrokerStart", Start)
+    shared = SharedBrokers(cluster_plan=(tmp_path, 3))
+    shared.start_cluster()
+    shared.start_cluster()
+    assert started == [(tmp_path, 3)]
+    SharedBrokers().start_cluster()  # no cluster row: nothing to start
+    assert len(started) == 1

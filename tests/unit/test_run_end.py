@@ -70,6 +70,15 @@ def test_a_batch_fault_that_cannot_come_ends_the_run_after_the_idle_time(clock):
                          bootstrap="b", on_cluster=False)  # a fault is left: not drained
 
 
+def test_an_isr_shrink_that_cannot_come_ends_the_run_like_a_batch_fault(clock):
+    w = watch()
+    batch(w, ev.BATCH_START, 0)
+    batch(w, ev.BATCH_DONE, 0)
+    clock.now += run_end.IDLE_END_S + 1
+    assert idle(w, faults=faults("leader-crash@isr=1:for=2s"), on_cluster=True) == pytest.approx(run_end.IDLE_END_S + 1)
+    assert idle(w, faults=faults("leader-crash@isr=1:for=2s,leader-crash@at=90s")) is None
+
+
 def test_never_while_a_batch_is_open_or_data_is_left(clock):
     w = watch()
     batch(w, ev.BATCH_SUBMITTED, 4)  # a receiver's queued batch: submitted, not started
@@ -116,3 +125,19 @@ def test_long_batch_intervals_wait_five_of_them(clock):
     assert idle(w) is None
     clock.now += 6
     assert idle(w) is not None
+
+
+def test_on_a_cluster_offsets_short_of_the_ledger_count_as_truncated_after_a_settle(clock, monkeypatch):
+    # The ledger acknowledged offset 14 of partition 0; the topic ends at 10 (an unclean election truncated it).
+    monkeypatch.setattr(run_end, "max_acked_offsets", lambda path: {0: 14, 1: 9})
+    w = watch()
+    args = dict(driver=driver(), producer_done=True, restart_pending=False, bootstrap="b")
+    up = SimpleNamespace(pending=[], deferred=[], broker_restart_at=None, node_restarts={}, busy=False)
+    assert not w.drained(PAST, faults=up, on_cluster=False, **args)  # one broker: never truncated, wait for it
+    assert not w.drained(PAST, faults=up, on_cluster=True, **args)  # at the end: the settle starts
+    clock.now += run_end.TRUNCATED_SETTLE_S - 0.1
+    assert not w.drained(PAST, faults=up, on_cluster=True, **args)
+    clock.now += 0.2
+    assert w.drained(PAST, faults=up, on_cluster=True, **args)
+    clock.now += 60
+    assert not w.drained({"positions": {0: 9, 1: 10}, "attempt": 1}, faults=up, on_cluster=True, **args)
