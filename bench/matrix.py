@@ -33,6 +33,9 @@ from pathlib import Path
 
 from lab.start_tuning import ALL_OFF
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make `bench` importable
+from bench.machine import core_seconds, cpu_model  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_MINUTES = 4
 #: The default grid's 14 rows before the stateful, replication and kafka-eos rows joined it (commit 9095b2a's
@@ -90,6 +93,7 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
     from lab.matrix import load_grid, run_matrix, summary_lines
 
+    core_s = core_seconds()  # before the run: a quiet machine's speed, to compare figures across machines
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -105,7 +109,7 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     print("\n".join(summary_lines(df)))
     return {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "env": env, "jobs": jobs, "cpus": os.cpu_count(),
-        "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
+        "cpu_model": cpu_model(), "core_seconds_before": core_s, "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
         "rows": df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict", "total_s")

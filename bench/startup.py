@@ -59,7 +59,7 @@ from lab.start_tuning import ALL_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
-from bench.machine import machine  # noqa: E402
+from bench.machine import core_seconds, machine  # noqa: E402
 
 #: The crash scenario per pipeline: the issue's structured scenario, and its like for the others.
 SCENARIOS = {
@@ -187,6 +187,7 @@ def main(argv=None) -> int:
     # The archive is made once per installed versions, before any measured start.
     subprocess.run([sys.executable, "-c", "from lab import class_archive; print(class_archive.ensure())"],
                    check=True, cwd=ROOT)
+    core_s = core_seconds()  # a quiet machine's speed, before the runs: figures from two machines compare
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-startup-") as tmp:
         for rnd in range(a.rounds):
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
         measured = {(r["pipeline"], r["variant"]) for r in runs}
         runs = [r for r in json.loads(out.read_text()).get("runs", [])
                 if (r.get("pipeline"), r.get("variant")) not in measured] + runs
-    result = {"machine": machine(),
+    result = {"machine": machine() | {"core_seconds_before": core_s},
               "scenarios": SCENARIOS, "variants": VARIANTS, "rounds": a.rounds,
               "summary": summarise(runs), "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)

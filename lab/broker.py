@@ -21,6 +21,7 @@ while the broker keeps running.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -184,12 +185,13 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     :mod:`lab.kafka_cluster` instead (``port`` cannot be chosen then: there is one client proxy per broker).
     """
     product = product_from_env(product)
+    if port is not None:
+        _refuse_taken_port(port)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     if product == "kafka":  # a first start: what an earlier broker left only slows it (kafka_broker.clear_stale)
-        for d in ([log_dir] if nodes == 1 else [kafka_cluster.controller_dir(log_dir),
-                                                 *(kafka_cluster.node_dir(log_dir, n) for n in range(1, nodes + 1))]):
-            kafka_broker.clear_stale(d)
+        kafka_broker.clear_stale([log_dir] if nodes == 1 else [
+            kafka_cluster.controller_dir(log_dir), *(kafka_cluster.node_dir(log_dir, n) for n in range(1, nodes + 1))])
     if nodes != 1:
         return _start_cluster(log_dir, port, detach, product, nodes)
     # Before starting anything: a missing binary, jar or JVM leaves nothing to clean up.
@@ -216,6 +218,24 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
         control_port=control_port, broker_pid=broker.pid, proxy_pid=proxy.pid, log_dir=str(log_dir),
         product=PRODUCT_NAMES[product], version=version, detached=detach,
     )
+
+
+def _refuse_taken_port(port: int) -> None:
+    """Raise :class:`LabError` at once when ``port`` on 127.0.0.1 is taken now.
+
+    Only an early answer: before it, a start with no jars cached fetched 44 MB of them
+    (3-10 s) to then fail on the port. The proxy's own bind stays the check that holds.
+    """
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server: TIME_WAIT is no refusal
+        try:
+            s.bind(("127.0.0.1", int(port)))
+        except OSError as e:
+            problem = "is already in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror})"
+            raise LabError(f"port {port} on 127.0.0.1 {problem}; "
+                           "choose another port or omit it to let the OS choose one") from None
 
 
 def check_nodes(nodes, product: str, port: int | None = None) -> int:

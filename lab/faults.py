@@ -18,7 +18,7 @@ transactions a txn-abort aborts).
 Examples: ``driver-crash@at=5s``,
 ``driver-crash@batch=3:after-output-before-commit``,
 ``broker-outage@at=4s:for=3s``, ``ack-loss@at=1s:count=5``,
-``follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s``.
+``follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s``.
 """
 
 from __future__ import annotations
@@ -356,9 +356,8 @@ def _parse_one(item: str, index: int) -> Fault:
     if kind not in FAULT_KINDS:
         raise choices_error("fault kind", kind, FAULT_KINDS)
     if not sep or not rest:
-        raise LabError(
-            f"fault {item!r} has no trigger; write {kind}@at=<seconds>s or {kind}@batch=<n>"
-        )
+        isr = f", {kind}@isr=<n>" if FAULTS[kind].isr_trigger else ""
+        raise LabError(f"fault {item!r} has no trigger; write {kind}@at=<seconds>s{isr} or {kind}@batch=<n>")
     trigger, *extras = rest.split(":")
     m = _TRIGGER.match(trigger)
     if not m:
@@ -446,8 +445,8 @@ def plan_from_events(path) -> str:
             f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])
         elif e["kind"] == "task-failure":
             f = Fault(e["kind"], batch=int(e["batch"]))
-        elif e.get("isr") is not None:  # fired by an isr=N trigger: again when the ISR is that small
-            f = Fault(e["kind"], isr=max(1, len(e["isr"])), duration_s=float(e.get("duration_s") or 3.0))
+        elif e.get("isr_at_most") is not None:  # fired by an isr=N trigger: the same trigger again
+            f = Fault(e["kind"], isr=int(e["isr_at_most"]), duration_s=float(e.get("duration_s") or 3.0))
         else:
             f = Fault(e["kind"], at_s=round(float(e.get("elapsed_s", 0.0)), 1),
                       duration_s=float(e.get("duration_s") or 3.0), count=e.get("count"))

@@ -155,9 +155,10 @@ class FaultInjector:
             # A condition, not a time: how long held followers take to leave the ISR varies (replica.lag.time.max.ms
             # plus up to half of it, more on a loaded machine; seen by the watch 3.4-6.5 s after the hold, median
             # 4.0 s, in 64 matrix runs), and a kill timed before it fails over to an in-sync follower: no loss.
-            for fault in [f for f in self.pending if f.isr is not None and len(event.get("isr") or ()) <= f.isr]:
+            isr = list(event.get("isr") or ())
+            for fault in [f for f in self.pending if f.isr is not None and isr and len(isr) <= f.isr]:
                 self.pending.remove(fault)
-                self.apply(fault, source="plan", isr=list(event.get("isr") or ()))
+                self.apply(fault, source="plan", isr=isr)
         elif kind == ev.DRIVER_READY:
             due, self.deferred = self.deferred, []
             for fault, source, context in due:
@@ -184,8 +185,8 @@ class FaultInjector:
         """
         info = {"index": fault.index, "kind": fault.kind, "elapsed_s": round(self.elapsed(), 3),
                 "batch": context.get("batch", fault.batch), "point": fault.point}
-        if "isr" in context:  # the ISR that fired an isr=N trigger
-            info["isr"] = context["isr"]
+        if "isr" in context:  # the ISR that fired an isr=N trigger, and N (what a replay plans again)
+            info.update(isr=context["isr"], isr_at_most=fault.isr)
         if fault.kind in ("driver-crash", "executor-crash") and not self.driver_up():
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,

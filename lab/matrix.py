@@ -359,11 +359,11 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
     on a lane of their own (:mod:`lab.matrix_lane`).
     """
     started: list = []
-    lane, start_at = None, 0
+    lane, start_at, relay_rows = None, 0, todo
     if relay:
-        todo, lane_rows, start_at = matrix_lane.split(todo, shared) if beside else (todo, [], 0)
+        relay_rows, lane_rows, start_at = matrix_lane.split(todo, shared) if beside else (todo, [], 0)
         lane = matrix_lane.Lane(lane_rows, lambda s: run_one(s, out, started=started, shared=shared),
-                                before=shared.start_cluster if lane_rows else None)
+                                before=(lambda: shared.start_cluster(wait=True)) if lane_rows else None)
     # Each finished run's HTML is exported on a thread of its own while the next run starts: 0.5-1.1 s a run
     # that was on the matrix's critical path (measured, 14 rows: 8.2 s of 4.2 min).
     exporter = ThreadPoolExecutor(max_workers=1)
@@ -381,7 +381,7 @@ def _run_todo(todo: list, out: Path, jobs: int, shared, rows: dict, grid: Grid, 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         if relay:
-            _relay(todo, out, shared, started, record, lane, start_at)
+            _relay(relay_rows, out, shared, started, record, lane, start_at)
         else:
             futures = {pool.submit(run_one, s, out, started=started, shared=shared): s for s in todo}
             for f in as_completed(futures):

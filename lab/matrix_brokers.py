@@ -34,8 +34,8 @@ settings can share it.
    it: the next row, and the stop, see the restarted JVM. A row started
    ahead (:mod:`lab.matrix_rows`) is recorded only when its turn comes.
 4. :meth:`SharedBrokers.stop` ends both by their recorded PIDs, whatever happened:
-   once the last row's run is over (its notebook's plots need no broker), and
-   again when the matrix ends (nothing left by then).
+   once the last row's run is over (its notebook's plots need no broker) and no
+   cluster row runs on its lane any more, and again when the matrix ends.
 
 A row gets neither when it kills its broker (``broker-crash``) or asks for
 another product: it starts its own. So does every row when several run at once
@@ -116,12 +116,17 @@ class SharedBrokers:
     #: ``(log directory, nodes)`` of the cluster the rows need, started by :meth:`start_cluster`.
     cluster_plan: tuple | None = None
 
-    def start_cluster(self) -> None:
-        """Start the cluster the rows need on a thread of its own, unless started already (or none is needed)."""
+    def start_cluster(self, wait: bool = False) -> None:
+        """Start the cluster the rows need on a thread of its own, unless started already (or none is needed).
+
+        ``wait``: return once it is up, or failed to start (its rows then start their own).
+        """
         if self.starting is None and self.cluster is None and self.cluster_plan is not None:
             start = _BrokerStart(*self.cluster_plan)
             start.start()
             self.starting = start  # kept only once its thread runs: stop() waits for what a start leaves
+        if wait:
+            self._cluster_up()
 
     def _cluster_up(self) -> None:
         """Wait for the cluster's start, if one is under way; a start that failed leaves no cluster to share."""

@@ -76,7 +76,8 @@ class Lane:
     """Runs ``rows`` one after another with ``run`` (``run(s) -> results row``) once :meth:`go` is called.
 
     ``before()``, when given, is called first, on the lane's thread (the
-    cluster's start). Finished rows wait in a queue for the main thread
+    cluster's start, waited for: a row then starts right after its check of
+    :meth:`stop`). Finished rows wait in a queue for the main thread
     (:meth:`done`). After :meth:`stop` no new row starts; the one running ends
     with its papermill.
     """
@@ -117,9 +118,18 @@ class Lane:
             self._thread.join(timeout)
 
     def hand_over(self, record) -> None:
-        """``record(row, results row)`` for each row finished since the last call (on the main thread)."""
+        """``record(row, results row)`` for each row finished since the last call (on the main thread).
+
+        Raises
+        ------
+        BaseException
+            What the lane's thread raised, once its finished rows are recorded: the matrix stops, as it
+            does when a row of its own fails that way.
+        """
         for done in self.done():
             record(*done)
+        if self.error is not None:
+            raise self.error
 
     def finish(self, record) -> None:
         """Let the lane go if it waits still, hand its rows over as they end, until none is left.
@@ -134,8 +144,6 @@ class Lane:
             self.hand_over(record)
             time.sleep(0.1)
         self.hand_over(record)
-        if self.error is not None:
-            raise self.error
 
     def abandon(self, stop_rows) -> None:
         """After an interrupt, once ``stop_rows()`` has ended the rows' papermills: end a row started meanwhile too."""
@@ -144,6 +152,7 @@ class Lane:
             self.join(2.0)
             stop_rows()
             self.join(30.0)
+            stop_rows()  # still one: it started after the call before
 
     def _work(self) -> None:
         self._go.wait()

@@ -391,8 +391,8 @@ def start(log_dir: Path, port: int | None, detach: bool, name: str = "proxy"):
         except LabError as e:
             ready.unlink(missing_ok=True)
             last = log_tail(proxy_log, proxy_log_start)
-            # The proxy's own bind is the only check of an asked-for port: checking first and
-            # binding later would leave the same gap this order exists to close.
+            # The proxy's own bind is the check that holds for an asked-for port (broker.start_embedded's
+            # early one only answers sooner): checking first and binding later would leave a gap.
             if port is not None and proxy.returncode == EXIT_CANNOT_BIND and "(clients)" in last:
                 reason = last.rpartition(": ")[2]
                 problem = "is already in use" if "in use" in reason else f"cannot be bound ({reason})"

@@ -33,6 +33,7 @@ def test_empty_plan_means_no_faults():
         ("driver-crash@isr=1", ["isr=<n> trigger applies to leader-crash", "driver-crash@at=<seconds>s"]),
         ("leader-crash@isr=0:for=2s", ["isr=0", "n >= 1"]),
         ("leader-crash@isr=one", ["isr=one", "isr=<n>", "leader-crash"]),
+        ("leader-crash", ["leader-crash@at=<seconds>s, leader-crash@isr=<n> or leader-crash@batch=<n>"]),
     ],
 )
 def test_bad_plans_name_the_value_and_the_choices(plan, must_name):
@@ -91,8 +92,9 @@ def test_recorded_faults_replay_at_their_second_point_or_isr(tmp_path):
     events = tmp_path / "events.jsonl"
     lines = [{"type": "run-start"},
              {"type": "fault", "kind": "follower-lag", "elapsed_s": 1.013, "duration_s": 8.0},
-             {"type": "fault", "kind": "leader-crash", "elapsed_s": 5.51, "isr": [2], "duration_s": 2.0},
+             {"type": "fault", "kind": "leader-crash", "elapsed_s": 5.51, "isr": [2], "isr_at_most": 2,
+              "duration_s": 2.0},
              {"type": "fault", "kind": "driver-crash", "elapsed_s": 9.0, "batch": 3, "point": "mid-output"}]
     events.write_text("".join(json.dumps(e) + "\n" for e in lines))
-    assert plan_from_events(events) == ("follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s,"
+    assert plan_from_events(events) == ("follower-lag@at=1s:for=8s,leader-crash@isr=2:for=2s,"
                                         "driver-crash@batch=3:mid-output")

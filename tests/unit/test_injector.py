@@ -82,10 +82,12 @@ def test_an_isr_trigger_fires_on_partition_0_once_its_isr_has_shrunk(monkeypatch
     inj.on_event({**state, "isr": [2, 3]})
     inj.on_event({**state, "partition": 1, "isr": [2]})  # another partition's ISR
     inj.on_event({**state, "leader": None, "isr": [2]})  # no leader to kill
+    inj.on_event({**state, "isr": []})  # no ISR reported
     assert kills == [] and inj.busy
     inj.on_event({**state, "isr": [2]})
     fired = timeline.of("fault")
-    assert kills == [2] and fired[0]["isr"] == [2] and fired[0]["pid"] == 900 and fired[0]["elapsed_s"] == 4.2
+    assert kills == [2] and fired[0]["isr"] == [2] and fired[0]["isr_at_most"] == 1 and fired[0]["pid"] == 900
+    assert fired[0]["elapsed_s"] == 4.2
     assert 2 in inj.node_restarts  # restarted for=2s later
     inj.on_event({**state, "isr": [1]})
     assert kills == [2]  # once

@@ -108,15 +108,13 @@ def test_a_first_start_clears_what_an_earlier_broker_left_unless_one_runs_on_it(
 
     from lab.kafka_broker import clear_stale
 
-    node = tmp_path / "node"
-    assert clear_stale(node) is False  # nothing there yet
-    (node / "kafka-data" / "run-topic-0").mkdir(parents=True)
+    node, other = tmp_path / "node-1", tmp_path / "node-2"
+    assert clear_stale([node]) == 0  # nothing there yet
+    for d in (node, other):
+        (d / "kafka-data" / "run-topic-0").mkdir(parents=True)
+        (d / "kafka.log").write_text(f"the earlier broker's log in {d.name}\n")
     (node / "kafka-data" / ".lock").write_text("")  # left by a JVM killed with -9: the file, no lock
-    (node / "kafka.log").write_text("the earlier broker's log\n")
-    assert clear_stale(node) is True
-    assert not (node / "kafka-data").exists() and (node / "kafka.log.1").read_text() == "the earlier broker's log\n"
-    (node / "kafka-data").mkdir()
-    lock = node / "kafka-data" / ".lock"
+    lock = other / "kafka-data" / ".lock"
     lock.write_text("")
     # A running broker holds a POSIX record lock on .lock (Java's FileChannel.tryLock): another process here.
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl,sys,time\nf=open(sys.argv[1],'a')\n"
@@ -124,10 +122,14 @@ def test_a_first_start_clears_what_an_earlier_broker_left_unless_one_runs_on_it(
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(LabError, match="a running Kafka broker holds .*kafka-data; stop it first"):
-            clear_stale(node)
-        assert lock.exists()
+        with pytest.raises(LabError, match=r"a running Kafka broker holds .*node-2/kafka-data; end it first"):
+            clear_stale([node, other])
+        # nothing removed, no log moved, in either directory: all or nothing
+        assert (node / "kafka-data" / "run-topic-0").is_dir() and (node / "kafka.log").exists()
+        assert lock.exists() and (other / "kafka.log").exists()
     finally:
         holder.kill()
         holder.wait()
-    assert clear_stale(node) is True
+    assert clear_stale([node, other]) == 2
+    assert not (node / "kafka-data").exists() and not (other / "kafka-data").exists()
+    assert (node / "kafka.log.1").read_text() == "the earlier broker's log in node-1\n"

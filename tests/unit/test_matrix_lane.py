@@ -10,7 +10,7 @@ from lab.matrix import Scenario
 from lab.matrix_brokers import SharedBrokers
 from lab.matrix_lane import Lane, beside, split
 
-CLUSTER_ROW = {"pipeline": "plain", "nodes": 3, "faults": "follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s"}
+CLUSTER_ROW = {"pipeline": "plain", "nodes": 3, "faults": "follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s"}
 
 
 def row(name, **params):
@@ -72,6 +72,8 @@ def test_after_stop_no_row_starts_and_an_error_is_kept_for_the_main_thread():
     failing.go()
     failing.join(5)
     assert isinstance(failing.error, ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        failing.hand_over(lambda *row: None)  # at the relay's next look, not after the whole relay
     waiting = Lane(["a"], lambda s: ran.append("never"))
     waiting.stop()  # still waiting for go: it ends
     waiting.join(5)

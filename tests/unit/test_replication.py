@@ -97,7 +97,7 @@ def test_cluster_faults_need_a_cluster_and_round_trip(monkeypatch):
 
 def test_an_isr_trigger_names_its_valid_range(monkeypatch):
     monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
-    plan = "follower-lag@at=1s:for=8s,leader-crash@isr=1:for=2s"
+    plan = "follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s"
     assert ",".join(f.to_text() for f in parse_fault_plan(plan)) == plan
     assert make_config(nodes=3, faults=plan).fault_plan[1].isr == 1
     with pytest.raises(LabError, match=r"isr=3 must be below the replica count \(3\); valid: isr=1 to isr=2"):
