@@ -453,6 +453,9 @@ def run(ctx: DriverContext) -> None:
     ssc = StreamingContext.getOrCreate(checkpoint, create)
     # end lesson: receiver-wal
     runtime.ssc = ssc
+    if recovered and book.by_time:  # its pending batches come back without a record count (receiver_stop)
+        runtime.batch_times.hold_through(max(book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
+                                         * int(cfg.batch_interval_s * 1000))
     ssc.addStreamingListener(_make_listener(runtime))
     ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.wal, ack=cfg.ack,
                      replication=cfg.replication, attempt=ctx.attempt)

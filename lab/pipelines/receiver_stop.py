@@ -12,15 +12,28 @@ have their output to write (a window-count run's last running counts).
    connection and waits until every line handed over has been allocated to
    a submitted batch (the feeder counts them from ``onBatchSubmitted``).
 2. :meth:`BatchTimes.wait_done` then waits until the newest batch submitted
-   with records has completed, and a batch timed after the moment step 1
-   ended as well. Spark allocates batch ``T`` at wall-clock time ``T`` or
-   later, so that batch holds every block reported before it. Where the
-   feeder's counts are not exact (an unreliable receiver's, ``--ack auto``, or
-   a connection that did not close gracefully: ``Feeder.finished_exact``), a
-   line may still be in the receiver's block buffer at that moment, so the
-   batch must be timed :data:`PUSH_MARGIN_MS` later: the buffer becomes a block
-   every block interval (:data:`lab.pipelines.receiver_conf.BLOCK_INTERVAL_MS`).
-   Batches complete in order
+   with records has completed. Where the feeder's counts are exact (a reliable
+   receiver's, its connection closed gracefully: ``Feeder.finished_exact``),
+   every line handed over is in a batch submitted with records (the listener
+   tells :class:`BatchTimes` of a batch before the feeder counts it), and so
+   is every record of a driver recovered from the checkpoint: its pending
+   batches are submitted again with no record count (Spark restores their
+   RDDs, it does not compute them), so a recovered driver also waits for every
+   batch through the newest one its earlier attempts saw submitted, and
+   :data:`RECOVERED_SLACK_BATCHES` more (one allocated in the killed driver's
+   last milliseconds, whose event never reached the timeline), as
+   :meth:`BatchTimes.hold_through` says. The batches of its down time, empty,
+   are not waited for. Where they are not (an unreliable receiver's, ``--ack auto``, or a
+   connection that did not close gracefully), a line may still be in the
+   receiver's block buffer at that moment, so a batch timed
+   :data:`PUSH_MARGIN_MS` after the moment step 1 ended must have completed as
+   well: the buffer becomes a block every block interval
+   (:data:`lab.pipelines.receiver_conf.BLOCK_INTERVAL_MS`), and Spark allocates
+   batch ``T`` at wall-clock time ``T`` or later, so that batch holds every
+   block reported before it. (Asked of exact counts too, that batch never
+   came within the wait when the context ran behind the clock: a driver
+   recovered from the write-ahead log on a loaded machine, its batches 20 s
+   late, measured.) Batches complete in order
    (one streaming job at a time, ``spark.streaming.concurrentJobs`` 1), and a
    batch completes only once its output has been written.
 3. Only then does the streaming context stop without waiting
@@ -29,9 +42,9 @@ have their output to write (a window-count run's last running counts).
 
 Both waits share :data:`FINISH_WAIT_S`. When it runs out, the stop is Spark's
 graceful one, as before: the receiver is stopped, every block it stored is
-given a batch, and those batches run for up to ``gracefulStopTimeout``; the
-whole stop stays within the supervisor's grace (``STOP_GRACE_S``, 20 s) as it
-did. The graceful stop waits for the generator's next tick and polls
+given a batch, and those batches run for up to ``gracefulStopTimeout`` (10 s
+at 0.5 s batches); the whole stop stays within the supervisor's grace
+(``STOP_GRACE_S``, 30 s). The graceful stop waits for the generator's next tick and polls
 (measured: ``StreamingContext.stop`` 1.0-1.5 s graceful, 0.2-0.4 s after the
 waits above, local[2], 0.5 s batches).
 """
@@ -44,11 +57,15 @@ import time
 from lab import events as ev
 from lab.pipelines.receiver_conf import BLOCK_INTERVAL_MS
 
-#: Seconds a clean stop waits, in all, for the receiver to store what it was handed and for its batches.
-FINISH_WAIT_S = 8.0
+#: Seconds a clean stop waits, in all, for the receiver to store what it was handed and for its batches. A run
+#: drained while its batches were behind: 10.4 s from the stop to the last batch with records done (a window-count
+#: run on a slower machine, 1.3-2.3 s a batch, measured), more than the 8 s this was.
+FINISH_WAIT_S = 16.0
 #: A batch timed this long after the feeder finished holds every line the receiver had read by then: one
 #: block interval for its buffer to become a block, and 100 ms for the block's report to reach the driver.
 PUSH_MARGIN_MS = BLOCK_INTERVAL_MS + 100
+#: Batches after the newest an earlier attempt saw submitted that a recovered driver's stop waits for too.
+RECOVERED_SLACK_BATCHES = 2
 
 
 class BatchTimes:
@@ -62,6 +79,12 @@ class BatchTimes:
         self._cond = threading.Condition()
         self._submitted = -1
         self._completed = -1
+        self._held = -1
+
+    def hold_through(self, batch_ms: int) -> None:
+        """A stop waits for batch ``batch_ms`` too, records or not (a recovered driver's pending batches)."""
+        with self._cond:
+            self._held = max(self._held, int(batch_ms))
 
     def submitted(self, batch_ms: int, records: int) -> None:
         """Batch ``batch_ms`` was submitted with ``records`` records (only batches with records are waited for)."""
@@ -75,14 +98,16 @@ class BatchTimes:
             self._completed = max(self._completed, int(batch_ms))
             self._cond.notify_all()
 
-    def wait_done(self, after_ms: int, timeout_s: float) -> bool:
+    def wait_done(self, after_ms: int | None, timeout_s: float) -> bool:
         """Wait until every batch submitted with records so far, and one timed after ``after_ms``, has completed.
 
+        ``after_ms`` None: the batches submitted with records, and those held (:meth:`hold_through`), only.
         Returns whether they did within ``timeout_s``.
         """
         with self._cond:
-            target = self._submitted
-            return self._cond.wait_for(lambda: self._completed >= target and self._completed > after_ms, timeout_s)
+            target = max(self._submitted, self._held)
+            return self._cond.wait_for(
+                lambda: self._completed >= target and (after_ms is None or self._completed > after_ms), timeout_s)
 
 
 def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -> bool:
@@ -98,8 +123,8 @@ def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -
     t0 = time.monotonic()
     finished = feeder.finish(FINISH_WAIT_S)
     left = FINISH_WAIT_S - (time.monotonic() - t0)
-    margin = 0 if feeder.finished_exact else PUSH_MARGIN_MS
-    quick = quick_stop and finished and left > 0 and times.wait_done(int(time.time() * 1000) + margin, left)
+    after = None if feeder.finished_exact else int(time.time() * 1000) + PUSH_MARGIN_MS
+    quick = quick_stop and finished and left > 0 and times.wait_done(after, left)
     ssc.stop(stopSparkContext=True, stopGraceFully=not quick)
     if events is not None:
         events.write(ev.RECEIVER_STOP, quick=quick, stop_s=round(time.monotonic() - t0, 3))

@@ -72,8 +72,37 @@ def test_without_exact_counts_the_batch_waited_for_is_timed_a_block_interval_lat
     assert stop(_Context(), _Feeder(True, exact=False), soon) is False, "a line may still be in the block buffer"
 
 
+def test_with_exact_counts_a_context_behind_the_clock_stops_once_its_batches_with_records_are_done(monkeypatch):
+    # A driver recovered from the write-ahead log runs the batches of its down time: 20 s behind the clock, measured.
+    import lab.pipelines.receiver_stop as mod
+
+    monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
+    behind = int(time.time() * 1000) - 20_000
+    late = BatchTimes()
+    late.submitted(behind, 146)
+    late.completed(behind)
+    assert stop(_Context(), _Feeder(True, exact=True), late) is True
+    assert stop(_Context(), _Feeder(True, exact=False), late) is False, "no batch timed after the stop yet"
+    nothing = BatchTimes()  # no batch has completed at all: nothing was handed over to wait for
+    assert stop(_Context(), _Feeder(True, exact=True), nothing) is True
+
+
+def test_a_recovered_driver_waits_for_the_pending_batches_its_earlier_attempt_left(monkeypatch):
+    # Submitted again at the restart with no record count: only their times say they hold records.
+    import lab.pipelines.receiver_stop as mod
+
+    monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
+    times = BatchTimes()
+    times.hold_through(5_000)
+    times.submitted(4_500, 0)
+    times.completed(4_500)
+    assert stop(_Context(), _Feeder(True, exact=True), times) is False, "batch 5000 may hold the killed driver's"
+    threading.Timer(0.1, times.completed, args=(5_000,)).start()
+    assert times.wait_done(None, timeout_s=5)
+
+
 def test_the_stops_waits_and_sparks_graceful_fallback_stay_within_the_supervisors_grace():
-    # The stop's waits and Spark's graceful fallback (10 s) stay within the supervisor's 20 s grace.
+    # The stop's waits and Spark's graceful fallback (10 s at 0.5 s batches) stay within the supervisor's grace.
     from lab.supervisor import STOP_GRACE_S
 
     assert FINISH_WAIT_S + 10 < STOP_GRACE_S
