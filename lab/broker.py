@@ -21,7 +21,6 @@ while the broker keeps running.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -233,9 +232,7 @@ def _refuse_taken_port(port: int) -> None:
         try:
             s.bind(("127.0.0.1", int(port)))
         except OSError as e:
-            problem = "is already in use" if e.errno == errno.EADDRINUSE else f"cannot be bound ({e.strerror})"
-            raise LabError(f"port {port} on 127.0.0.1 {problem}; "
-                           "choose another port or omit it to let the OS choose one") from None
+            raise proxy_mod.port_error(port, e.strerror or str(e)) from None
 
 
 def check_nodes(nodes, product: str, port: int | None = None) -> int:

@@ -394,16 +394,19 @@ def start(log_dir: Path, port: int | None, detach: bool, name: str = "proxy"):
             # The proxy's own bind is the check that holds for an asked-for port (broker.start_embedded's
             # early one only answers sooner): checking first and binding later would leave a gap.
             if port is not None and proxy.returncode == EXIT_CANNOT_BIND and "(clients)" in last:
-                reason = last.rpartition(": ")[2]
-                problem = "is already in use" if "in use" in reason else f"cannot be bound ({reason})"
-                raise LabError(f"port {port} on 127.0.0.1 {problem}; "
-                               "choose another port or omit it to let the OS choose one") from None
+                raise port_error(port, last.rpartition(": ")[2]) from None
             raise LabError(f"{e}; its last line: {last}" if last else str(e)) from None
         ready.unlink(missing_ok=True)  # read: the ports live on in BrokerInfo
     except BaseException:
         processes.stop_process(proxy, 2)
         raise
     return proxy, ports["listen"], ports["control"]
+
+
+def port_error(port: int, reason: str) -> LabError:
+    """The one-line error for an asked-for client ``port`` that cannot be bound, for ``reason`` (the OS's words)."""
+    problem = "is already in use" if "in use" in reason.lower() else f"cannot be bound ({reason})"
+    return LabError(f"port {port} on 127.0.0.1 {problem}; choose another port or omit it to let the OS choose one")
 
 
 def set_upstream(control_port: int, broker_port: int, proxy_log: Path) -> None:

@@ -47,8 +47,7 @@ from lab.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
-#: Seconds a driver gets to finish its batch after SIGTERM: a receiver's clean stop may wait 16 s for batches run
-#: behind the clock, then Spark's graceful 10 s (lab.pipelines.receiver_stop); 20 s killed one on a slower machine.
+#: Seconds a driver gets to finish its batch after SIGTERM (a receiver's stop: 16 s of waits + Spark's graceful 10 s).
 STOP_GRACE_S = 30.0
 #: Seconds between the drained checks (each asks the broker for the end offsets once the producer is done).
 DRAIN_CHECK_S = 0.5
