@@ -18,7 +18,8 @@ row's notebook started only when the row before has ended (``LAB_ROW_AHEAD=off``
 notebook started while a row runs (the default, :mod:`lab.matrix_rows`), into ``bench/results/matrix_ahead.json``
 (with ``--original``: its 14 rows, ``matrix_original_ahead.json``). ``--beside-pair`` runs it with the cluster's
 rows in the relay, in grid order (``LAB_CLUSTER_BESIDE=off``), then beside the other rows (the default,
-:mod:`lab.matrix_lane`), into ``bench/results/matrix_beside.json``.
+:mod:`lab.matrix_lane`), into ``bench/results/matrix_beside.json``. Each file keeps the headline of the measures it
+replaced under ``earlier`` (:func:`with_earlier`), each with the machine speed it recorded.
 """
 
 from __future__ import annotations
@@ -139,6 +140,23 @@ def paired(before: dict, after: dict) -> dict:
             "speed_up": round(before["seconds"] / after["seconds"], 2)}
 
 
+#: What a record keeps of each earlier measure it replaces (:func:`with_earlier`).
+HEADLINE = ("measured_at", "runs", "seconds", "verdicts", "cpu_model", "core_seconds_before")
+
+
+def with_earlier(record: dict, previous: dict | None) -> dict:
+    """``record`` with the headline of ``previous`` (the file it replaces) and of that file's own earlier ones (pure).
+
+    The same grid takes 1.6 times as long on a slower machine with the same code: a new measure
+    keeps the older ones beside it, newest first, each with the machine speed it recorded.
+    """
+    if not previous:
+        return record
+    last = previous.get("after", previous)  # a pair's headline is its second run's
+    earlier = [{k: last[k] for k in HEADLINE if k in last}, *previous.get("earlier", [])]
+    return {**record, "earlier": earlier}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None, help="results directory (default: a fresh temporary one)")
@@ -195,7 +213,8 @@ def main(argv=None) -> int:
         took = record["seconds"]
         target = RESULTS / ("matrix_defaults_set.json" if overrides else "matrix_defaults.json")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    previous = json.loads(target.read_text()) if target.is_file() else None
+    target.write_text(json.dumps(with_earlier(record, previous), indent=2, default=str) + "\n")
     print(f"{took / 60:.1f} minutes (the last run); written {target}")
     return 0
 
