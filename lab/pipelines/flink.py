@@ -23,11 +23,13 @@ Protocol
    subtasks have their partitions, ``flink-source`` with the offsets they start
    from (from the log: after a restore, the checkpoint's).
 3. Every :data:`POLL_S`: each checkpoint that ended (REST history) becomes a
-   ``flink-checkpoint`` event; each completed one ends a lab batch
-   (``batch-done``, its ranges from the group's committed offsets, which the source
-   commits when a checkpoint completes) and starts the next (``batch-start``);
-   ``progress.json`` is the group's committed offsets. A batch is therefore the
-   epoch between two completed checkpoints, numbered on across restarts.
+   ``flink-checkpoint`` event; each completed one ends a lab batch (``batch-done``,
+   its ranges from the checkpoint's offsets and the group's committed ones, which the
+   source commits when a checkpoint completes) and starts the next (``batch-start``);
+   ``progress.json`` is the group's committed offsets. A batch is therefore the epoch
+   between two completed checkpoints, numbered on across restarts, except that a
+   checkpoint covering none of the records waiting in the topic (a source not yet
+   reading: a job's first seconds on a loaded machine) leaves the batch open.
 4. On SIGTERM the job is stopped with a savepoint (the sink commits what it
    covers), then the driver records the final offsets and returns.
 
@@ -258,15 +260,23 @@ def _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begi
         new = sorted((cid, path) for path, cid, _ in completed_checkpoints(job_dir.parent)
                      if Path(path).parent == job_dir and cid not in done)
         if new:
-            if not pointed:  # never skip a planned crash: the point comes before the batch it belongs to ends
-                ctx.point("mid-output", batch)
             cid, path = new[-1]
             done.update(c for c, _ in new)
             # What a restart from this checkpoint reads: its own offsets (the group's commit comes later, and
             # only once the source's next fetch returns: up to 10 s when no record arrives).
             now = prev | _committed(consumer, tps) | _offsets_in(Path(path), cfg.topic)
-            ctx.batch_done(batch, sum(now[p] - prev[p] for p in now), checkpoint=cid,
-                           ranges={str(p): [prev[p], now[p]] for p in sorted(now)})
+            rows = sum(now[p] - prev[p] for p in now)
+            if rows == 0 and _waiting(consumer, tps, prev):
+                # A checkpoint that covers none of the records waiting in the topic does not end the batch. On a
+                # loaded machine a job's source read its first records only after checkpoint 2: a crash "mid-output"
+                # of batch 2 then killed a job that had read nothing (its restore held no offsets, and at-least-once
+                # barriers duplicated nothing). With nothing waiting, checkpoints go on ending batches, so a plan at
+                # a batch past the data still comes.
+                time.sleep(POLL_S)
+                continue
+            if not pointed:  # never skip a planned crash: the point comes before the batch it belongs to ends
+                ctx.point("mid-output", batch)
+            ctx.batch_done(batch, rows, checkpoint=cid, ranges={str(p): [prev[p], now[p]] for p in sorted(now)})
             ctx.progress(now, batch)
             prev, batch = now, batch + 1
             ctx.batch_start(batch, {p: (o, o) for p, o in prev.items()}, 0)
@@ -278,6 +288,12 @@ def _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begi
     _stop(child)
     _report_checkpoints(ctx, rest, job_id, reported)
     ctx.progress(prev | _committed(consumer, tps), batch - 1)
+
+
+def _waiting(consumer, tps, positions: dict[int, int]) -> bool:
+    """Whether the topic holds records past ``positions`` (per partition) that the job has not read yet."""
+    ends = consumer.end_offsets(tps)
+    return any(ends.get(tp, 0) > positions.get(tp.partition, 0) for tp in tps)
 
 
 def _offsets_in(checkpoint: Path, topic: str) -> dict[int, int]:
