@@ -266,21 +266,19 @@ def _watch(ctx, child, spec_path, job_id, rest, attempt_dir, consumer, tps, begi
             # only once the source's next fetch returns: up to 10 s when no record arrives).
             now = prev | _committed(consumer, tps) | _offsets_in(Path(path), cfg.topic)
             rows = sum(now[p] - prev[p] for p in now)
-            if rows == 0 and _waiting(consumer, tps, prev):
-                # A checkpoint that covers none of the records waiting in the topic does not end the batch. On a
-                # loaded machine a job's source read its first records only after checkpoint 2: a crash "mid-output"
-                # of batch 2 then killed a job that had read nothing (its restore held no offsets, and at-least-once
-                # barriers duplicated nothing). With nothing waiting, checkpoints go on ending batches, so a plan at
-                # a batch past the data still comes.
-                time.sleep(POLL_S)
-                continue
-            if not pointed:  # never skip a planned crash: the point comes before the batch it belongs to ends
-                ctx.point("mid-output", batch)
-            ctx.batch_done(batch, rows, checkpoint=cid, ranges={str(p): [prev[p], now[p]] for p in sorted(now)})
-            ctx.progress(now, batch)
-            prev, batch = now, batch + 1
-            ctx.batch_start(batch, {p: (o, o) for p, o in prev.items()}, 0)
-            started, pointed = time.monotonic(), False
+            # A checkpoint that covers none of the records waiting in the topic does not end the batch. On a
+            # loaded machine a job's source read its first records only after checkpoint 2: a crash "mid-output"
+            # of batch 2 then killed a job that had read nothing (its restore held no offsets, and at-least-once
+            # barriers duplicated nothing). With nothing waiting, checkpoints go on ending batches, so a plan at
+            # a batch past the data still comes.
+            if rows or not _waiting(consumer, tps, prev):
+                if not pointed:  # never skip a planned crash: the point comes before the batch it belongs to ends
+                    ctx.point("mid-output", batch)
+                ctx.batch_done(batch, rows, checkpoint=cid, ranges={str(p): [prev[p], now[p]] for p in sorted(now)})
+                ctx.progress(now, batch)
+                prev, batch = now, batch + 1
+                ctx.batch_start(batch, {p: (o, o) for p, o in prev.items()}, 0)
+                started, pointed = time.monotonic(), False
         elif not pointed and time.monotonic() - started >= half_interval:
             pointed = True
             ctx.point("mid-output", batch)  # blocks here when a crash is planned at it
