@@ -61,7 +61,8 @@ RUN set -eux; \
     /opt/lab/venv/bin/python -c 'import lab.spark, lab.sinks, lab.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
 
 # Every jar set of lab/jars.json (the copy just installed), each jar checked against its pinned
-# SHA-1, then the driver JVM's class archive for this image's Java and Spark (lab/class_archive.py). lab.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
+# SHA-1, then the class archives of the driver and broker JVMs for this image's Java, Spark and Kafka
+# (lab/class_archive.py, lab/broker_archive.py). lab.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
 # connector here (lab.spark puts it in spark.jars; the executors get it from the driver).
 # Route https: the image has no mvn. It is urllib, so OpenSSL needs a CA bundle: the standalone
 # CPython may look elsewhere than Ubuntu's, hence SSL_CERT_FILE. Owned by root and read-only

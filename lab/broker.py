@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psutil
 
-from lab import external_broker, kafka_broker, kafka_cluster, processes, tansu_broker
+from lab import broker_archive, external_broker, kafka_broker, kafka_cluster, processes, tansu_broker
 from lab import proxy as proxy_mod
 from lab.errors import LabError, choices_error
 
@@ -141,7 +141,7 @@ def product_from_env(product: str | None = None) -> str:
 # -- Apache Kafka ------------------------------------------------------------------------------
 
 def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str | None = None,
-                   nodes: int = 1) -> BrokerInfo:
+                   nodes: int = 1, archive_at_exit: Path | None = None) -> BrokerInfo:
     """Start the proxy and an embedded broker on 127.0.0.1, each binding its own ports.
 
     Order, so that no port is ever chosen by one process and bound by another:
@@ -171,7 +171,11 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     product : str
         ``"kafka"`` or ``"tansu"`` (:data:`PRODUCTS`); default ``LAB_BROKER``, else ``"kafka"``. Kafka needs the
         jar set ``kafka-broker`` (fetched first when not cached: :func:`lab.jars.ensure`)
-        and Java 17 or 21.
+        and Java 17 or 21. Its JVMs map the broker's class archive, built first when missing
+        (:mod:`lab.broker_archive`, a few seconds once per Java and Kafka version).
+    archive_at_exit : Path, optional
+        Kafka only, one node: the JVM writes a new class archive there as it exits, and maps
+        none (the archive's training, :func:`lab.broker_archive._train`).
 
     Raises
     ------
@@ -199,13 +203,15 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
         version = tansu_broker.version(tansu)
     else:
         java, classpath, version = kafka_broker.prerequisites()
+        if archive_at_exit is None:
+            broker_archive.ensure()
     proxy, proxy_port, control_port = proxy_mod.start(log_dir, port, detach)
     broker = None
     try:
         if product == "tansu":
             broker, broker_port = tansu_broker.start(tansu, log_dir, proxy_port, detach)
         else:
-            broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach)
+            broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach, archive_at_exit)
         proxy_mod.set_upstream(control_port, broker_port, log_dir / "proxy.log")
     except BaseException:
         for p in (proxy, broker):
@@ -258,6 +264,7 @@ def check_nodes(nodes, product: str, port: int | None = None) -> int:
 def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, nodes: int) -> BrokerInfo:
     check_nodes(nodes, product, port)
     _, _, version = kafka_broker.prerequisites()
+    broker_archive.ensure()
     controller, infos = kafka_cluster.start(log_dir, nodes, detach)
     first = infos[0]
     return BrokerInfo(

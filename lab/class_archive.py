@@ -131,7 +131,18 @@ def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus:
         ``present`` False with ``error`` when the build failed: drivers then start
         without the archive (slower, same results). Never raises for a failed build.
     """
-    path = archive_path(cache)
+    return ensure_archive(archive_path(cache), build, progress,
+                          "building the driver JVM's class archive, once for these Java and Spark versions (about 40 s)")
+
+
+def ensure_archive(path: Path, build_fn, progress=None, line: str = "building a class archive") -> ArchiveStatus:
+    """Build the archive ``path`` with ``build_fn(path)`` (its error text, or None) unless it exists.
+
+    The protocol of the driver's and the broker's archives (:mod:`lab.broker_archive`): a lock
+    file beside the archives keeps two builders from racing (the second waits, then finds the
+    first one's archive); ``progress`` gets ``line`` and the path before a build. A cache that
+    cannot be written is reported in ``error``, never raised.
+    """
     if path.is_file():
         return ArchiveStatus(path, True)
     began = time.monotonic()
@@ -142,9 +153,8 @@ def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus:
             if path.is_file():
                 return ArchiveStatus(path, True)
             if progress is not None:
-                progress(f"building the driver JVM's class archive, once for these Java and Spark versions "
-                         f"(about 40 s): {path}")
-            error = build(path)
+                progress(f"{line}: {path}")
+            error = build_fn(path)
     except OSError as e:  # a read-only cache (the Docker image's, at run time): start without it
         error = f"cannot write {path.parent}: {e.strerror or e}"
     seconds = round(time.monotonic() - began, 1)
@@ -152,14 +162,24 @@ def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus:
 
 
 def build(path: Path) -> str | None:
-    """Run the training session and move its archive to ``path``; the error text when that failed."""
+    """Run the driver's training session and move its archive to ``path``; the error text when that failed."""
+    return build_archive(path, "lab.class_archive", str(_spark_home()))
+
+
+def build_archive(path: Path, trainer: str, home: str) -> str | None:
+    """Run ``python -m <trainer> <work> <archive>`` and move the archive it leaves to ``path``.
+
+    ``home`` names the installation the archive belongs to (recorded beside it, ``<name>.json``):
+    the archives it replaces are those of the same kind (``path``'s name up to its first ``-``) and
+    ``home``, or of a home that no longer exists. The error text when the training failed, else None.
+    """
     work = Path(tempfile.mkdtemp(prefix="lab-cds-", dir=path.parent))
     try:
         tmp = work / "archive.jsa"
         out = work / "train.log"
         with open(out, "w") as log:
             try:
-                proc = subprocess.run([sys.executable, "-m", "lab.class_archive", str(work), str(tmp)],
+                proc = subprocess.run([sys.executable, "-m", trainer, str(work), str(tmp)],
                                       stdout=log, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S,
                                       start_new_session=True)
             except subprocess.TimeoutExpired:
@@ -167,10 +187,9 @@ def build(path: Path) -> str | None:
         if proc.returncode != 0 or not tmp.is_file():
             tail = out.read_text(errors="replace").strip().splitlines()[-3:]
             return f"the training session ended with code {proc.returncode}: {' | '.join(tail)[:300]}"
-        home = str(_spark_home())
-        _remove_replaced(path.parent, home)
+        _remove_replaced(path.parent, home, kind=path.name.split("-", 1)[0])
         os.replace(tmp, path)
-        write_atomic(path.with_suffix(".json"), json.dumps({"spark_home": home}))
+        write_atomic(path.with_suffix(".json"), json.dumps({"home": home}))
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -182,16 +201,17 @@ def _spark_home() -> Path:
     return Path(_find_spark_home()).resolve()
 
 
-def _remove_replaced(directory: Path, home: str) -> None:
-    """Delete the archives this one replaces: those of the same Spark installation, or of one that is gone.
+def _remove_replaced(directory: Path, home: str, kind: str = "driver") -> None:
+    """Delete the ``kind`` archives this one replaces: those of the same installation, or of one that is gone.
 
     Archives of other installations that still exist (another clone's virtual
     environment) are kept: each would otherwise rebuild its own on every switch.
     """
-    for old in directory.glob("driver-*.jsa"):
+    for old in directory.glob(f"{kind}-*.jsa"):
         try:
-            other = json.loads(old.with_suffix(".json").read_text())["spark_home"]
-        except (OSError, ValueError, KeyError):
+            data = json.loads(old.with_suffix(".json").read_text())
+            other = data.get("home", data.get("spark_home"))  # spark_home: archives made before the broker's
+        except (OSError, ValueError, AttributeError):
             other = None
         if other is None or other == home or not Path(other).is_dir():
             old.unlink(missing_ok=True)

@@ -88,12 +88,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.required = True
     sub.add_parser("doctor", help="check Python, Java, PySpark, the cached jars, the broker and disk space")
     f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's and Flink's Kafka connectors, the Kafka broker) "
-                                     "into the cache, then build the driver JVM's class archive")
+                                     "into the cache, then build the class archives of the driver and broker JVMs")
     f.add_argument("--set", dest="jar_set", default=None, metavar="NAME",
                    help="one jar set: spark-kafka, kafka-broker or flink-kafka (default: all)")
     f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
     f.add_argument("--no-class-archive", action="store_true",
-                   help="skip building the driver JVM's class archive (lab.class_archive; made once, after the jars)")
+                   help="skip building the class archives of the driver and broker JVMs (lab.class_archive, "
+                        "lab.broker_archive; made once, after the jars)")
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
@@ -269,13 +270,16 @@ def cmd_fetch(a) -> int:
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
     if not a.jar_set and not a.no_class_archive:
-        from lab import class_archive
+        from lab import broker_archive, class_archive
 
-        st = class_archive.ensure(progress=print)
-        if st.error:
-            print(f"class archive: not built ({st.error}); Spark drivers start without it, slower")
-        else:
-            print(f"class archive: {'built in %.0f s' % st.seconds if st.built else 'present'} at {st.path}")
+        for label, who, st in (("class archive", "Spark drivers", class_archive.ensure(progress=print)),
+                               ("broker class archive", "Kafka brokers", broker_archive.ensure(progress=print))):
+            if st is None:
+                print(f"{label}: off ({broker_archive.SWITCH}=off)")
+            elif st.error:
+                print(f"{label}: not built ({st.error}); {who} start without it, slower")
+            else:
+                print(f"{label}: {'built in %.0f s' % st.seconds if st.built else 'present'} at {st.path}")
     return 0
 
 

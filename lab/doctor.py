@@ -77,11 +77,26 @@ def check_class_archive() -> Check:
 
     if not StartTuning.from_env().class_archive:
         return Check("class archive", True, "off (LAB_CLASS_ARCHIVE=off): Spark drivers start without it")
-    path = class_archive.archive_path()
+    return _archive_check("class archive", class_archive.archive_path(), "Spark",
+                          "lab fetch (about 40 s, offline); the first Spark run builds it otherwise")
+
+
+def check_broker_archive() -> Check:
+    """The Kafka broker JVM's class archive (:mod:`lab.broker_archive`): present for today's Java and Kafka, or the fix."""
+    from lab import broker_archive, jars, kafka_broker
+
+    if not broker_archive.enabled():
+        return Check("broker class archive", True, f"off ({broker_archive.SWITCH}=off): Kafka brokers start without it")
+    if jars.missing(kafka_broker.KAFKA_JARS):
+        return Check("broker class archive", True, "made after the Kafka jars (see broker)")
+    return _archive_check("broker class archive", broker_archive.archive_path(), "Kafka",
+                          "lab fetch (about 10 s, offline); the first broker start builds it otherwise")
+
+
+def _archive_check(name: str, path: Path, product: str, fix: str) -> Check:
     if path.is_file():
-        return Check("class archive", True, f"{path.stat().st_size / 1e6:.0f} MB at {path}")
-    return Check("class archive", False, f"not built for these Java and Spark versions ({path})",
-                 "lab fetch (about 40 s, offline); the first Spark run builds it otherwise")
+        return Check(name, True, f"{path.stat().st_size / 1e6:.0f} MB at {path}")
+    return Check(name, False, f"not built for these Java and {product} versions ({path})", fix)
 
 
 def check_broker() -> Check:
@@ -156,8 +171,8 @@ def check_disk(path: str = ".") -> Check:
 def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
-    for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker, check_flink,
-               check_disk):
+    for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker_archive,
+               check_broker, check_flink, check_disk):
         try:
             result = fn()
             checks.extend(result if isinstance(result, list) else [result])

@@ -17,7 +17,9 @@ Protocol
 3. :func:`start`: ``kafka.Kafka server.properties`` with every listener on
    ``127.0.0.1:0`` (the OS picks the ports; Kafka logs them) and the client
    listener advertised as the proxy's port; ready when the log says
-   ``Kafka Server started``; returns the process and its client port.
+   ``Kafka Server started``; returns the process and its client port. Every
+   broker JVM (and the format's) runs with :func:`jvm_flags`: the flags below,
+   and the broker's class archive when it exists (:mod:`lab.broker_archive`).
 
 On failure
 ----------
@@ -138,6 +140,18 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def jvm_flags(archive_at_exit: Path | None = None) -> list[str]:
+    """A broker JVM's flags: :data:`KAFKA_JVM_FLAGS`, then its class archive's (:mod:`lab.broker_archive`).
+
+    With ``archive_at_exit`` the JVM writes a new archive there as it exits (the archive's
+    training) instead of mapping today's.
+    """
+    from lab import broker_archive
+
+    archive = [f"-XX:ArchiveClassesAtExit={archive_at_exit}"] if archive_at_exit else broker_archive.java_options()
+    return [*KAFKA_JVM_FLAGS, *archive]
+
+
 def run_jvm_tool(args: list, log: Path, what: str, timeout_s: float = 60.0) -> None:
     """Run a short-lived JVM (own process group, output appended to ``log``) to its end.
 
@@ -186,7 +200,7 @@ def format_data_dir(java: str, classpath: str, log_dir: Path, data_dir: Path, pr
     props = log_dir / f".format-{uuid.uuid4().hex[:8]}.properties"
     try:
         props.write_text(props_of(staging) if props_of else properties(staging, proxy_port))
-        run_jvm_tool([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.tools.StorageTool", "format",
+        run_jvm_tool([java, *jvm_flags(), "-cp", classpath, "kafka.tools.StorageTool", "format",
                       "-t", cluster or cluster_id(), "-c", props, *(["--standalone"] if standalone else [])],
                      log, f"Apache Kafka's StorageTool format of {data_dir}")
         os.rename(staging, data_dir)
@@ -261,15 +275,16 @@ def wait_ready(proc, log: Path, offset: int, timeout_s: float) -> dict[str, int]
         time.sleep(0.05)
 
 
-def spawn_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool):
+def spawn_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool,
+              archive_at_exit: Path | None = None):
     """Write ``text`` to ``props`` and spawn ``kafka.Kafka`` on it: ``(Popen, log offset)``; see :func:`await_jvm`.
 
     Spawned from the calling thread, which must outlive the JVM unless ``detach``
-    (its parent-death signal follows the thread that forked it).
+    (its parent-death signal follows the thread that forked it). ``archive_at_exit``: see :func:`jvm_flags`.
     """
     write_atomic(props, text)
     offset = log.stat().st_size if log.exists() else 0
-    proc = processes.spawn([java, *KAFKA_JVM_FLAGS, "-cp", classpath, "kafka.Kafka", props],
+    proc = processes.spawn([java, *jvm_flags(archive_at_exit), "-cp", classpath, "kafka.Kafka", props],
                            log_path=log, env=jvm_env(), die_with_parent=not detach)
     return proc, offset
 
@@ -291,25 +306,29 @@ def await_jvm(proc, log: Path, offset: int) -> dict[str, int]:
     return ports
 
 
-def start_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool):
+def start_jvm(java: str, classpath: str, props: Path, text: str, log: Path, detach: bool,
+              archive_at_exit: Path | None = None):
     """:func:`spawn_jvm` then :func:`await_jvm`: ``(Popen, {listener: bound port})``."""
-    proc, offset = spawn_jvm(java, classpath, props, text, log, detach)
+    proc, offset = spawn_jvm(java, classpath, props, text, log, detach, archive_at_exit)
     return proc, await_jvm(proc, log, offset)
 
 
-def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: bool):
+def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: bool,
+          archive_at_exit: Path | None = None):
     """Start the Kafka JVM on ``log_dir``'s data, advertising ``proxy_port``: ``(Popen, client port)``.
 
     Makes ``<log_dir>/kafka-data`` first when it does not exist: a copy of the formatted
     template (:func:`copy_formatted`), else its own format (a restart on the same
     directory keeps its data and is never formatted again). The caller stops
     the returned process on a later failure; on a failure here it is already stopped.
+    ``archive_at_exit``: the class archive's training (:func:`jvm_flags`).
     """
     log = log_dir / "kafka.log"
     data_dir = log_dir / "kafka-data"
     if not data_dir.exists() and not copy_formatted(java, classpath, log_dir, data_dir, proxy_port, log):
         format_data_dir(java, classpath, log_dir, data_dir, proxy_port, log)
-    proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log, detach)
+    proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log, detach,
+                            archive_at_exit)
     if "PLAINTEXT" not in ports:
         processes.stop_process(proc, 2)
         raise LabError(f"Apache Kafka's client listener port is not in its log (it says {ports}); see {log}")

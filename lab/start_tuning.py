@@ -35,6 +35,9 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             its accumulator server's thread (:func:`lab.spark.skip_accumulator_wait`),
                             and a receiver's stops its streaming context without Spark's graceful
                             wait once its batches are done (:mod:`lab.pipelines.receiver_stop`).
+``LAB_BROKER_ARCHIVE``      ``on`` (default) / ``off``: the Kafka broker's JVM maps its classes from the
+                            archive :mod:`lab.broker_archive` builds once (read there, not here: the
+                            broker is not a driver; in :data:`ALL_OFF` with the rest).
 ``LAB_TASK_FETCH_WAIT_MS``  ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's Kafka source
                             of the structured pipeline (default :data:`TASK_FETCH_WAIT_MS`, 20;
                             Kafka's own is 500).
@@ -77,7 +80,8 @@ STANDBYS = ("planned", "always", "off")
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
            "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
-           "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500"}
+           "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500",
+           "LAB_BROKER_ARCHIVE": "off"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 

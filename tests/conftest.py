@@ -52,6 +52,10 @@ def session_broker(tmp_path_factory):
     # Spark run rather than inside whichever test happens to start one first.
     archive = class_archive.ensure()
     assert archive.present, f"the class archive could not be built: {archive.error}"
+    from lab import broker_archive  # the broker's, likewise (a few seconds once)
+
+    archive = broker_archive.ensure()
+    assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
     info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"), product=broker_mod.product_from_env())
     SHARED_BROKER_PIDS.update(p for p in (info.broker_pid, info.proxy_pid) if p)
     try:
@@ -157,3 +161,13 @@ _ORDER = {"notebooks": 0, "browser": 1, "integration": 2, "unit": 3}
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _ORDER.get(item.path.parent.name, 2))
+
+
+def pytest_configure(config):
+    import signal
+
+    # A shell's background job (`make test &` in a script) starts with SIGINT ignored, and every process it
+    # starts inherits that: the tests that interrupt a `lab run` or `lab matrix` with SIGINT then waited out
+    # their timeouts (measured: three failures). Ctrl-C's default, restored here, is what users' runs get.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -1,0 +1,158 @@
+"""The Kafka broker JVM's class archive (Java's AppCDS): a broker ready in half the time, with half the CPU.
+
+Every ``lab run``, notebook scenario, matrix row and cluster node starts an
+Apache Kafka JVM, and most of its start is loading, parsing and verifying the
+classes of Kafka, Scala and their libraries. Mapped from an archive instead
+(measured on 2 cores, Kafka 4.1.1, Java 17, ``bench/broker_start.py
+--technique archive``, see ``bench/results/broker_archive.json``): a one-node
+broker is ready in about half the time and has used about half the CPU by then.
+
+Protocol
+--------
+* One archive per Java and Kafka jar set: its name carries a key hashed from
+  the Java executable and version, the broker's JVM flags
+  (:data:`lab.kafka_broker.KAFKA_JVM_FLAGS`), and the path, size and mtime of
+  every jar of the broker's class path: ``<cache>/cds/broker-<key>.jsa``, beside
+  the driver's (:mod:`lab.class_archive`), with ``broker-<key>.json`` naming the
+  jar directory. A new archive replaces that directory's older one.
+* Made by :func:`ensure` (``lab fetch``; else the first broker start, a few
+  seconds once): a training broker in its own process
+  (``python -m lab.broker_archive``) starts under ``-XX:ArchiveClassesAtExit``,
+  serves what the lab asks of a broker (:func:`_train`: a topic created,
+  idempotent and transactional producers, a commit and an abort, a consumer
+  group committing offsets), and is stopped with SIGTERM: Kafka shuts down
+  cleanly and the JVM writes the archive as it exits. Built under the same lock
+  as the driver's (:func:`lab.class_archive.ensure_archive`).
+* Used by :func:`java_options`: every broker JVM (``kafka.Kafka``, one node or
+  a cluster's, and the ``StorageTool`` format) maps it with
+  ``-XX:SharedArchiveFile`` when it exists. The JVM checks it again itself and
+  starts without it when the jars no longer match.
+* ``LAB_BROKER_ARCHIVE`` ``on`` (default) / ``off``: ``off`` neither builds nor
+  maps it (the bench's "before").
+
+On failure: a training that fails, or a cache that cannot be written, is
+reported in :class:`lab.class_archive.ArchiveStatus` and never raised; brokers
+then start without the archive, slower, the same.
+
+Delivery effect: none. The archive holds class metadata only; the broker runs
+the same code on the same data with the same settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+from lab.class_archive import ArchiveStatus, archive_dir, build_archive, ensure_archive
+
+#: The switch (see the module docstring).
+SWITCH = "LAB_BROKER_ARCHIVE"
+
+
+def enabled(env=None) -> bool:
+    """Whether brokers build and map the archive (``LAB_BROKER_ARCHIVE``; a bad value raises :class:`LabError`)."""
+    from lab.start_tuning import switch
+
+    return switch(os.environ if env is None else env, SWITCH)
+
+
+def key() -> str:
+    """The archive's key: a hash of the JVM, its flags and the jars the classes come from."""
+    from lab import jars
+    from lab.java import find_java
+    from lab.kafka_broker import KAFKA_JARS, KAFKA_JVM_FLAGS
+
+    java = find_java()
+    h = hashlib.sha256()
+    h.update(f"{os.path.realpath(java.executable)}\n{java.version}\n{' '.join(KAFKA_JVM_FLAGS)}\n".encode())
+    for jar in jars.classpath(KAFKA_JARS).split(os.pathsep):
+        st = os.stat(jar)
+        h.update(f"{jar} {st.st_size} {int(st.st_mtime)}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def archive_path(cache: str | Path | None = None) -> Path:
+    """Where today's archive is (or would be) stored."""
+    return archive_dir(cache) / f"broker-{key()}.jsa"
+
+
+def java_options(cache: str | Path | None = None) -> list[str]:
+    """A broker JVM's options for the archive: ``-XX:SharedArchiveFile=…`` when it exists and is on, else none.
+
+    Never raises for a missing archive, missing jars or a missing JVM (the broker's own
+    start reports those, with the fix).
+    """
+    try:
+        path = archive_path(cache) if enabled() else None
+    except Exception:
+        return []
+    return [f"-XX:SharedArchiveFile={path}"] if path is not None and path.is_file() else []
+
+
+def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus | None:
+    """Build today's archive unless it exists or is off (``None`` then); once per Java and Kafka jars.
+
+    Needs the Kafka jars cached (:func:`lab.jars.ensure`) and a JVM; without them it
+    returns a status with ``error`` (the broker's own start reports them). Never raises
+    for a failed build: brokers then start without the archive.
+    """
+    if not enabled():
+        return None
+    try:
+        path = archive_path(cache)
+    except Exception as e:  # no JVM or no jars yet
+        return ArchiveStatus(archive_dir(cache) / "broker-.jsa", False, error=f"cannot key the archive: {e}")
+    return ensure_archive(path, _build, progress,
+                          "building the Kafka broker JVM's class archive, once for these Java and Kafka versions "
+                          "(about 10 s)")
+
+
+def _build(path: Path) -> str | None:
+    from lab import jars
+    from lab.kafka_broker import KAFKA_JARS
+
+    return build_archive(path, "lab.broker_archive", str(jars.set_dir(KAFKA_JARS)))
+
+
+def _train(work: Path, archive: Path) -> None:
+    """A broker that writes its loaded classes to ``archive`` when it stops, serving a run's requests meanwhile."""
+    from kafka import KafkaProducer
+
+    from lab import broker, kafka_tools
+
+    info = broker.start_embedded(work / "broker", product="kafka", archive_at_exit=archive)
+    try:
+        kafka_tools.create_topic(info.bootstrap, "train", 2)
+        producer = KafkaProducer(bootstrap_servers=info.bootstrap, acks="all", enable_idempotence=True)
+        for i in range(500):
+            producer.send("train", str(i).encode())
+        producer.flush()
+        producer.close()
+        txn = KafkaProducer(bootstrap_servers=info.bootstrap, acks="all", enable_idempotence=True,
+                            transactional_id="lab-archive-training")
+        txn.init_transactions()
+        for commit in (True, False):
+            txn.begin_transaction()
+            txn.send("train", b"in a transaction")
+            txn.commit_transaction() if commit else txn.abort_transaction()
+        txn.close()
+        consumer = kafka_tools.consumer(info.bootstrap, group_id="lab-archive-training", enable_auto_commit=False,
+                                        auto_offset_reset="earliest", isolation_level="read_committed")
+        consumer.subscribe(["train"])
+        seen = 0
+        for _ in range(50):
+            seen += sum(len(r) for r in consumer.poll(timeout_ms=200).values())
+            if seen >= 501:
+                break
+        consumer.commit()
+        consumer.close()
+    finally:
+        broker.stop_embedded(info)  # SIGTERM: Kafka's clean shutdown, then the JVM writes the archive
+    if not archive.is_file():
+        raise SystemExit(f"the training broker stopped without writing {archive}; see {work / 'broker'}")
+
+
+if __name__ == "__main__":
+    _train(Path(sys.argv[1]), Path(sys.argv[2]))
