@@ -40,7 +40,7 @@ flink: venv
 # every pin of lab/flink-requirements.txt (408 MB more); cache/ the pinned jar sets. A second run reuses
 # what is there. `make offline BUNDLE=<dir>` builds .venv from wheels/ only (no package index), copies cache/ into
 # the jar cache (lab.jars.cache_dir(): LAB_CACHE_DIR, else ~/.cache/lab; newer files there are kept), then runs
-# `lab fetch` (finds every jar cached, builds the class archive), makes the Flink environment from wheels/ (measured
+# `lab fetch` (finds every jar cached, builds the class archives), makes the Flink environment from wheels/ (measured
 # with the network cut: 26 s) and runs `lab doctor`.
 BUNDLE ?= bundle
 

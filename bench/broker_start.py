@@ -17,6 +17,9 @@ falls on both:
   (structured, idempotent sink, ``driver-crash@batch=2:after-output-before-commit``),
   where the broker starts beside the standby driver's JVM.
 
+Each pair has the other technique at its default (``--technique format`` maps the class
+archive on both sides since it came; ``broker_start.json`` was measured before it).
+
 Run with ``python bench/broker_start.py [--technique T] [--broker-rounds N] [--scenario-rounds M] [--out FILE]``;
 prints one JSON object and writes it to ``FILE``. The template and the archive are
 made before the first round, so no round pays for them.
@@ -70,14 +73,14 @@ def broker_start_s(env: dict, work: Path) -> tuple[float, float]:
     return seconds, cpu
 
 
-def scenario_s(env: dict, runs_dir: Path) -> tuple[float, str]:
-    env = {**os.environ, **env, "LAB_RUNS_DIR": str(runs_dir)}
+def scenario_s(side: dict, runs_dir: Path) -> tuple[float, str]:
     t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "lab", *SCENARIO, "--json"], env=env, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "lab", *SCENARIO, "--json"], cwd=ROOT,
+                          env={**os.environ, **side, "LAB_RUNS_DIR": str(runs_dir)},
                           capture_output=True, text=True, timeout=600)
     seconds = time.monotonic() - t
     if proc.returncode != 0:
-        raise SystemExit(f"lab run failed ({env}): {proc.stderr.strip().splitlines()[-1:]}")
+        raise SystemExit(f"lab run failed ({side}): {proc.stderr.strip().splitlines()[-1:]}")
     report = json.loads(proc.stdout.strip().splitlines()[-1])  # --json: the report is the last line
     return seconds, report["guarantee"]
 

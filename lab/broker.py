@@ -188,6 +188,8 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     :mod:`lab.kafka_cluster` instead (``port`` cannot be chosen then: there is one client proxy per broker).
     """
     product = product_from_env(product)
+    if archive_at_exit is not None and (product != "kafka" or nodes != 1):
+        raise LabError(f"a class archive is trained on one Apache Kafka node, not on {nodes} {product} node(s)")
     if port is not None:
         _refuse_taken_port(port)
     log_dir = Path(log_dir)

@@ -15,8 +15,8 @@ Protocol
   every jar of the broker's class path: ``<cache>/cds/broker-<key>.jsa``, beside
   the driver's (:mod:`lab.class_archive`), with ``broker-<key>.json`` naming the
   jar directory. A new archive replaces that directory's older one.
-* Made by :func:`ensure` (``lab fetch``; else the first broker start, a few
-  seconds once): a training broker in its own process
+* Made by :func:`ensure` (``lab fetch``; else the first broker start, about
+  10 s once): a training broker in its own process
   (``python -m lab.broker_archive``) starts under ``-XX:ArchiveClassesAtExit``,
   serves what the lab asks of a broker (:func:`_train`: a topic created,
   idempotent and transactional producers, a commit and an abort, a consumer
@@ -52,23 +52,40 @@ SWITCH = "LAB_BROKER_ARCHIVE"
 
 
 def enabled(env=None) -> bool:
-    """Whether brokers build and map the archive (``LAB_BROKER_ARCHIVE``; a bad value raises :class:`LabError`)."""
+    """Whether brokers build and map the archive (``LAB_BROKER_ARCHIVE`` of ``env``, default ``os.environ``).
+
+    Raises
+    ------
+    LabError
+        A value other than on/off, named with the choices (a run's start checks it too:
+        :class:`lab.start_tuning.StartTuning`).
+    """
     from lab.start_tuning import switch
 
     return switch(os.environ if env is None else env, SWITCH)
 
 
 def key() -> str:
-    """The archive's key: a hash of the JVM, its flags and the jars the classes come from."""
+    """The archive's key: a hash of the JVM, its flags and the jars the classes come from.
+
+    Raises
+    ------
+    LabError
+        No JVM (:func:`lab.java.find_java`), or the Kafka jars not cached (a key never downloads them).
+    """
     from lab import jars
+    from lab.errors import LabError
     from lab.java import find_java
     from lab.kafka_broker import KAFKA_JARS, KAFKA_JVM_FLAGS
 
+    if jars.missing(KAFKA_JARS):
+        raise LabError(f"the {KAFKA_JARS} jars are not cached (lab fetch)")
     java = find_java()
     h = hashlib.sha256()
     h.update(f"{os.path.realpath(java.executable)}\n{java.version}\n{' '.join(KAFKA_JVM_FLAGS)}\n".encode())
-    for jar in jars.classpath(KAFKA_JARS).split(os.pathsep):
-        st = os.stat(jar)
+    directory = jars.set_dir(KAFKA_JARS)
+    for jar in (directory / j.file for j in jars.jar_set(KAFKA_JARS).jars):
+        st = jar.stat()
         h.update(f"{jar} {st.st_size} {int(st.st_mtime)}\n".encode())
     return h.hexdigest()[:16]
 
@@ -91,12 +108,28 @@ def java_options(cache: str | Path | None = None) -> list[str]:
     return [f"-XX:SharedArchiveFile={path}"] if path is not None and path.is_file() else []
 
 
-def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus | None:
-    """Build today's archive unless it exists or is off (``None`` then); once per Java and Kafka jars.
+def ensure(cache: str | Path | None = None, progress=None, retry: bool = False) -> ArchiveStatus | None:
+    """Build today's archive unless it exists or is off; once per Java and Kafka jars (about 10 s).
 
-    Needs the Kafka jars cached (:func:`lab.jars.ensure`) and a JVM; without them it
-    returns a status with ``error`` (the broker's own start reports them). Never raises
-    for a failed build: brokers then start without the archive.
+    Parameters
+    ----------
+    progress : callable, optional
+        Called with one line before a build starts.
+    retry : bool
+        Build again even though an earlier build failed (``lab fetch``;
+        :func:`lab.class_archive.ensure_archive`).
+
+    Returns
+    -------
+    ArchiveStatus or None
+        None when off. ``present`` False with ``error`` when it could not be built:
+        no JVM or no cached Kafka jars (the broker's own start reports those), a failed
+        training, a cache that cannot be written. Brokers then start without it.
+
+    Raises
+    ------
+    LabError
+        ``LAB_BROKER_ARCHIVE`` neither on nor off.
     """
     if not enabled():
         return None
@@ -106,7 +139,7 @@ def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus | No
         return ArchiveStatus(archive_dir(cache) / "broker-.jsa", False, error=f"cannot key the archive: {e}")
     return ensure_archive(path, _build, progress,
                           "building the Kafka broker JVM's class archive, once for these Java and Kafka versions "
-                          "(about 10 s)")
+                          "(about 10 s)", retry=retry)
 
 
 def _build(path: Path) -> str | None:
@@ -136,7 +169,10 @@ def _train(work: Path, archive: Path) -> None:
         for commit in (True, False):
             txn.begin_transaction()
             txn.send("train", b"in a transaction")
-            txn.commit_transaction() if commit else txn.abort_transaction()
+            if commit:
+                txn.commit_transaction()
+            else:
+                txn.abort_transaction()
         txn.close()
         consumer = kafka_tools.consumer(info.bootstrap, group_id="lab-archive-training", enable_auto_commit=False,
                                         auto_offset_reset="earliest", isolation_level="read_committed")

@@ -117,13 +117,15 @@ def java_options(cache: str | Path | None = None) -> list[str]:
     return [f"-XX:SharedArchiveFile={path}"] if path.is_file() else []
 
 
-def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus:
+def ensure(cache: str | Path | None = None, progress=None, retry: bool = False) -> ArchiveStatus:
     """Build today's archive unless it exists (once per machine and installed versions).
 
     Parameters
     ----------
     progress : callable, optional
         Called with one line before a build starts (it takes about half a minute).
+    retry : bool
+        Build again even though an earlier build failed (``lab fetch``); see :func:`ensure_archive`.
 
     Returns
     -------
@@ -132,19 +134,42 @@ def ensure(cache: str | Path | None = None, progress=None) -> ArchiveStatus:
         without the archive (slower, same results). Never raises for a failed build.
     """
     return ensure_archive(archive_path(cache), build, progress,
-                          "building the driver JVM's class archive, once for these Java and Spark versions (about 40 s)")
+                          "building the driver JVM's class archive, once for these Java and Spark versions (about 40 s)",
+                          retry=retry)
 
 
-def ensure_archive(path: Path, build_fn, progress=None, line: str = "building a class archive") -> ArchiveStatus:
-    """Build the archive ``path`` with ``build_fn(path)`` (its error text, or None) unless it exists.
+def ensure_archive(path: Path, build_fn, progress=None, line: str = "building a class archive", *,
+                   retry: bool = False) -> ArchiveStatus:
+    """Build the archive ``path`` with ``build_fn(path)`` unless it exists: the protocol of every class archive.
 
-    The protocol of the driver's and the broker's archives (:mod:`lab.broker_archive`): a lock
-    file beside the archives keeps two builders from racing (the second waits, then finds the
-    first one's archive); ``progress`` gets ``line`` and the path before a build. A cache that
-    cannot be written is reported in ``error``, never raised.
+    Used by the driver's (:func:`ensure`) and the broker's (:func:`lab.broker_archive.ensure`).
+    A lock file beside the archives keeps two builders from racing: the second waits, then
+    finds the first one's archive.
+
+    Parameters
+    ----------
+    path : Path
+        The archive.
+    build_fn : callable
+        ``build_fn(path)`` makes it; returns the error text, or None.
+    progress : callable, optional
+        Gets ``line`` and the path before a build.
+    retry : bool
+        A failed build leaves ``<path>.failed`` (its error), and later calls return that error
+        without building again, so a JVM that cannot write archives costs one training, not one
+        per start; ``retry`` (``lab fetch``) removes it and builds again.
+
+    Returns
+    -------
+    ArchiveStatus
+        Never raises for a failed build or a cache that cannot be written (``error`` says which).
     """
     if path.is_file():
         return ArchiveStatus(path, True)
+    failed = path.with_name(path.name + ".failed")
+    if failed.is_file() and not retry:
+        return ArchiveStatus(path, False, error=f"an earlier build failed ({failed.read_text(errors='replace')}); "
+                                                "`lab fetch` builds it again")
     began = time.monotonic()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,9 +177,12 @@ def ensure_archive(path: Path, build_fn, progress=None, line: str = "building a 
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second builder waits here, then finds the archive
             if path.is_file():
                 return ArchiveStatus(path, True)
+            failed.unlink(missing_ok=True)
             if progress is not None:
                 progress(f"{line}: {path}")
             error = build_fn(path)
+            if error is not None:
+                failed.write_text(error)
     except OSError as e:  # a read-only cache (the Docker image's, at run time): start without it
         error = f"cannot write {path.parent}: {e.strerror or e}"
     seconds = round(time.monotonic() - began, 1)
@@ -187,9 +215,12 @@ def build_archive(path: Path, trainer: str, home: str) -> str | None:
         if proc.returncode != 0 or not tmp.is_file():
             tail = out.read_text(errors="replace").strip().splitlines()[-3:]
             return f"the training session ended with code {proc.returncode}: {' | '.join(tail)[:300]}"
-        _remove_replaced(path.parent, home, kind=path.name.split("-", 1)[0])
+        kind = path.name.split("-", 1)[0]
+        _remove_replaced(path.parent, home, kind=kind)
         os.replace(tmp, path)
-        write_atomic(path.with_suffix(".json"), json.dumps({"home": home}))
+        # "spark_home" as well for a driver's: an older checkout sharing the cache reads only that name.
+        names = {"home": home, **({"spark_home": home} if kind == "driver" else {})}
+        write_atomic(path.with_suffix(".json"), json.dumps(names))
         return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -212,6 +243,8 @@ def _remove_replaced(directory: Path, home: str, kind: str = "driver") -> None:
             data = json.loads(old.with_suffix(".json").read_text())
             other = data.get("home", data.get("spark_home"))  # spark_home: archives made before the broker's
         except (OSError, ValueError, AttributeError):
+            other = None
+        if not isinstance(other, str):
             other = None
         if other is None or other == home or not Path(other).is_dir():
             old.unlink(missing_ok=True)

@@ -272,8 +272,10 @@ def cmd_fetch(a) -> int:
     if not a.jar_set and not a.no_class_archive:
         from lab import broker_archive, class_archive
 
-        for label, who, st in (("class archive", "Spark drivers", class_archive.ensure(progress=print)),
-                               ("broker class archive", "Kafka brokers", broker_archive.ensure(progress=print))):
+        # retry: `lab fetch` is where a failed build is tried again (lab.class_archive.ensure_archive)
+        for label, who, make in (("class archive", "Spark drivers", class_archive.ensure),
+                                 ("broker class archive", "Kafka brokers", broker_archive.ensure)):
+            st = make(progress=print, retry=True)
             if st is None:
                 print(f"{label}: off ({broker_archive.SWITCH}=off)")
             elif st.error:

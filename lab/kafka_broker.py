@@ -38,7 +38,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lab import processes
+from lab import broker_archive, processes
 from lab.errors import LabError
 
 #: The jar set of :mod:`lab.jars` the Kafka broker runs from.
@@ -146,8 +146,6 @@ def jvm_flags(archive_at_exit: Path | None = None) -> list[str]:
     With ``archive_at_exit`` the JVM writes a new archive there as it exits (the archive's
     training) instead of mapping today's.
     """
-    from lab import broker_archive
-
     archive = [f"-XX:ArchiveClassesAtExit={archive_at_exit}"] if archive_at_exit else broker_archive.java_options()
     return [*KAFKA_JVM_FLAGS, *archive]
 

@@ -36,8 +36,9 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             and a receiver's stops its streaming context without Spark's graceful
                             wait once its batches are done (:mod:`lab.pipelines.receiver_stop`).
 ``LAB_BROKER_ARCHIVE``      ``on`` (default) / ``off``: the Kafka broker's JVM maps its classes from the
-                            archive :mod:`lab.broker_archive` builds once (read there, not here: the
-                            broker is not a driver; in :data:`ALL_OFF` with the rest).
+                            archive :mod:`lab.broker_archive` builds once (which reads the switch
+                            itself as a broker starts; checked here too, so that a run's start
+                            names a bad value whatever its broker).
 ``LAB_TASK_FETCH_WAIT_MS``  ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's Kafka source
                             of the structured pipeline (default :data:`TASK_FETCH_WAIT_MS`, 20;
                             Kafka's own is 500).
@@ -147,6 +148,7 @@ class StartTuning:
     executor_jvm_options: str = EXECUTOR_JVM_OPTIONS
     quick_stop: bool = True
     task_fetch_wait_ms: int = TASK_FETCH_WAIT_MS
+    broker_archive: bool = True
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
@@ -154,7 +156,8 @@ class StartTuning:
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
         ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS``,
-        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP`` and ``LAB_TASK_FETCH_WAIT_MS`` (see the module docstring).
+        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP``, ``LAB_TASK_FETCH_WAIT_MS`` and ``LAB_BROKER_ARCHIVE`` (see the
+        module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -173,7 +176,8 @@ class StartTuning:
                    flink_jvm_options=env.get("LAB_FLINK_JVM_OPTIONS", FLINK_JVM_OPTIONS),
                    executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS),
                    quick_stop=switch(env, "LAB_QUICK_STOP"),
-                   task_fetch_wait_ms=_milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS))
+                   task_fetch_wait_ms=_milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS),
+                   broker_archive=switch(env, "LAB_BROKER_ARCHIVE"))
 
     def wants_standby(self, pipeline: str, master: str, needed: bool, first: bool = False) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

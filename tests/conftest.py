@@ -52,10 +52,11 @@ def session_broker(tmp_path_factory):
     # Spark run rather than inside whichever test happens to start one first.
     archive = class_archive.ensure()
     assert archive.present, f"the class archive could not be built: {archive.error}"
-    from lab import broker_archive  # the broker's, likewise (a few seconds once)
+    if broker_mod.product_from_env() == "kafka":
+        from lab import broker_archive  # the Kafka broker's, likewise (about 10 s once)
 
-    archive = broker_archive.ensure()
-    assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
+        archive = broker_archive.ensure()
+        assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
     info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"), product=broker_mod.product_from_env())
     SHARED_BROKER_PIDS.update(p for p in (info.broker_pid, info.proxy_pid) if p)
     try:

@@ -18,7 +18,7 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
                               worker_daemon="pyspark", worker_preload=False, flink_jvm_options="",
-                              executor_jvm_options="", quick_stop=False, task_fetch_wait_ms=500)
+                              executor_jvm_options="", quick_stop=False, task_fetch_wait_ms=500, broker_archive=False)
     with pytest.raises(LabError, match="LAB_TASK_FETCH_WAIT_MS='soon': expected a whole number of milliseconds"):
         StartTuning.from_env({"LAB_TASK_FETCH_WAIT_MS": "soon"})
 
