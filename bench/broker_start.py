@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 
 from bench.machine import core_seconds, machine  # noqa: E402
+from bench.run_cpu import stat_cpu_s  # noqa: E402
 from bench.testbed import summary  # noqa: E402
 
 SCENARIO = ["run", "--pipeline", "structured", "--sink", "idempotent", "--events", "3000", "--rate", "500",
@@ -52,13 +53,6 @@ TECHNIQUES = {
 }
 
 
-def cpu_s(pid: int) -> float:
-    """A process's user + system CPU seconds so far (``/proc/<pid>/stat``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def broker_start_s(env: dict, work: Path) -> tuple[float, float]:
     """(seconds until ready, the broker JVM's CPU seconds by then) of one start with ``env`` set."""
     from lab import broker
@@ -68,7 +62,7 @@ def broker_start_s(env: dict, work: Path) -> tuple[float, float]:
     t = time.monotonic()
     info = broker.start_embedded(log_dir, product="kafka")
     seconds = time.monotonic() - t
-    cpu = cpu_s(info.broker_pid)
+    cpu = stat_cpu_s(Path(f"/proc/{info.broker_pid}/stat").read_text())[1]
     broker.stop_embedded(info)
     return seconds, cpu
 

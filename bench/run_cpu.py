@@ -89,7 +89,7 @@ def thread_group(name: str) -> str:
     return "other"
 
 
-def _cpu_s(stat: str) -> tuple[str, float, str]:
+def stat_cpu_s(stat: str) -> tuple[str, float, str]:
     """(name, user + system seconds, start time) from a ``/proc/.../stat`` line (pure)."""
     name = stat[stat.find("(") + 1:stat.rfind(")")]
     f = stat[stat.rfind(")") + 2:].split()
@@ -115,13 +115,13 @@ class Sampler:
             if not pid.isdigit():
                 continue
             try:
-                name, cpu, start = _cpu_s(open(f"/proc/{pid}/stat").read())
+                name, cpu, start = stat_cpu_s(open(f"/proc/{pid}/stat").read())
                 key = (pid, start)
                 group = self.procs[key][0] if key in self.procs else process_group(open(f"/proc/{pid}/cmdline").read())
                 self.procs[key] = (group, cpu)
                 if group == "driver JVMs" and name == "java":
                     for tid in os.listdir(f"/proc/{pid}/task"):
-                        tname, tcpu, _ = _cpu_s(open(f"/proc/{pid}/task/{tid}/stat").read())
+                        tname, tcpu, _ = stat_cpu_s(open(f"/proc/{pid}/task/{tid}/stat").read())
                         self.threads[(pid, tid)] = (thread_group(tname), tcpu)
             except (OSError, IndexError, ValueError):
                 continue  # ended between the listing and the read
