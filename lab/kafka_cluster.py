@@ -289,6 +289,7 @@ def stop(controller_pid: int | None, nodes: list[NodeInfo], grace_s: float = kaf
 
     The brokers get SIGTERM at once and share one grace period: each one's
     controlled shutdown needs the controller, which is therefore stopped last.
+    ``grace_s`` 0: every JVM is killed without one (SIGKILL; its data is discarded).
     """
     for n in nodes:
         for pid in (n.proxy_pid, n.replication_proxy_pid):
@@ -307,7 +308,10 @@ def stop(controller_pid: int | None, nodes: list[NodeInfo], grace_s: float = kaf
         if processes.group_alive(pid):
             processes.kill_group(pid, signal.SIGKILL, 5.0)
     if controller_pid and processes.group_alive(controller_pid):
-        processes.kill_group(controller_pid, signal.SIGTERM, grace_s)
+        if grace_s > 0:
+            processes.kill_group(controller_pid, signal.SIGTERM, grace_s)
+        else:
+            processes.kill_group(controller_pid, signal.SIGKILL)
     for pid in [*alive, controller_pid, *(p for n in nodes for p in (n.proxy_pid, n.replication_proxy_pid))]:
         _reap(pid)
 

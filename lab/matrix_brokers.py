@@ -212,7 +212,8 @@ class SharedBrokers:
         self._single_started()
         for info in (self.cluster, self.single):
             if info is not None:
-                broker.stop_embedded(info)
+                # Under the matrix's directory; a later start there (a resumed matrix) clears it first.
+                broker.stop_embedded(info, discard_data=True)
         for start in (self.starting, self.starting_single):
             if start is not None:
                 start.release.set()

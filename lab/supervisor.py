@@ -481,7 +481,7 @@ class Run:
         if self._driver is not None:
             self._driver.kill_remaining()
         if self._restarted_broker is not None:
-            broker_mod.stop_embedded(self._restarted_broker)
+            broker_mod.stop_embedded(self._restarted_broker, discard_data=True)  # the run's own, as broker_for_run's
         if self.faults is not None:
             # A proxy this run does not stop (LAB_KAFKA_PROXY's, `lab broker start`'s) would carry
             # a cut or an unused ack-loss count into the next run.
