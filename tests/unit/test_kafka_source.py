@@ -35,6 +35,18 @@ def test_offset_log_of_either_reader_reads_as_partition_offsets(tmp_path):
     assert cp.end_offsets(2) is None
 
 
+def test_initial_offsets_are_spark_kafka_sources_record_of_where_batch_0_began(tmp_path):
+    cp = Checkpoint(tmp_path)
+    assert cp.initial_offsets() is None  # before the query's start, or another reader's checkpoint
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    # As Spark 4.x's Kafka source wrote it in a run's checkpoint (a NUL byte first).
+    (tmp_path / "sources" / "0" / "0").write_bytes(b'\x00v1\n{"events.run-1":{"0":0,"1":7,"2":0}}')
+    assert cp.initial_offsets() == {0: 0, 1: 7, 2: 0}
+    for other in (b"v2\n{}", b"\x00v1\n[1, 2]", b"\x00v1\nnot json", b'\x00v1\n{"t":{"0":-2}}', b"\xff\xfe"):
+        (tmp_path / "sources" / "0" / "0").write_bytes(other)
+        assert cp.initial_offsets() is None, other  # the broker is asked instead
+
+
 class _RecordingStream:
     """Stands in for ``spark.readStream``: records the format and options a reader sets."""
 
