@@ -223,8 +223,7 @@ def read_changelog(bootstrap: str, topic: str, isolation_level: str = "read_comm
 
     if isolation_level not in ISOLATION_LEVELS:
         raise choices_error("isolation level", isolation_level, ISOLATION_LEVELS)
-    c = kafka_tools.consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000,
-                             allow_auto_create_topics=False)
+    c = kafka_tools.bulk_consumer(bootstrap, isolation_level, allow_auto_create_topics=False)
     try:
         tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
         if not tps:

@@ -98,7 +98,7 @@ def output_records(bootstrap: str, topic: str, partitions: int, timeout_s: float
     from lab import kafka_tools
 
     ends = kafka_tools.end_offsets(bootstrap, topic, partitions)
-    c = kafka_tools.consumer(bootstrap, isolation_level="read_committed", max_poll_records=5000)
+    c = kafka_tools.bulk_consumer(bootstrap, "read_committed")
     out = []
     try:
         for r in kafka_tools.read_to_end(c, {TopicPartition(topic, p): ends[p] for p in range(partitions)},

@@ -7,7 +7,8 @@ committed to a group id (``group_id`` without subscription).
 
 Every kafka-python consumer the lab creates comes from :func:`consumer`:
 :data:`CONSUMER_DEFAULTS`, plus :data:`READ_SETTINGS` for consumers that
-read ranges in bulk (Spark tasks, the receiver's feeder), plus what a
+read ranges in bulk (Spark tasks, the receiver's feeder, the audit's whole-topic
+reads: :func:`bulk_consumer`), plus what a
 pipeline's own semantics set (group id, isolation level, poll size, its
 commit mode). Measurements of the settings below: 200,000 records of the
 lab's events on the embedded broker, on this 2-core machine.
@@ -116,6 +117,17 @@ def consumer(bootstrap: str, **overrides):
     return KafkaConsumer(bootstrap_servers=bootstrap, **{**CONSUMER_DEFAULTS, **overrides})
 
 
+def bulk_consumer(bootstrap: str, isolation_level: str, **overrides):
+    """A consumer for reading whole topics (an audit's reads, :func:`read_to_end`): :data:`READ_SETTINGS`,
+    polls of up to 5,000 records, ``isolation_level``, and ``overrides`` on top.
+
+    Without the read settings a 200,000-event run's audit read its topic in 10.8 s, with them in
+    3.1 s (measured, :func:`topic_copies`); the broker checked each batch's CRC when it was produced.
+    """
+    return consumer(bootstrap, **{**READ_SETTINGS, "isolation_level": isolation_level, "max_poll_records": 5000,
+                                  **overrides})
+
+
 def poll_records(consumer, max_records: int) -> list:
     """One ``poll()`` (up to 200 ms) of ``consumer``: its records in partition order, then offset order.
 
@@ -221,7 +233,7 @@ def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: s
     from kafka import TopicPartition
 
     ends = end_offsets(bootstrap, topic, partitions)
-    c = consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000)
+    c = bulk_consumer(bootstrap, isolation_level)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     counts: dict[str, list] = {}
     try:

@@ -106,8 +106,7 @@ def read_view(bootstrap: str, topic: str, isolation_level: str, timeout_s: float
 
     if isolation_level not in ISOLATION_LEVELS:
         raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
-    c = kafka_tools.consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000,
-                             allow_auto_create_topics=False)
+    c = kafka_tools.bulk_consumer(bootstrap, isolation_level, allow_auto_create_topics=False)
     seqs: list[int] = []
     ids: list[str] = []
     try:
