@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 
 from bench.machine import core_seconds, machine  # noqa: E402
-from bench.testbed import summary  # noqa: E402
+from bench.testbed import emit, summary  # noqa: E402
 
 
 def produce_events(bootstrap: str, topic: str, events: int) -> None:
@@ -87,9 +87,7 @@ def main(argv=None) -> int:
         "records_per_s": {side: round(a.events / summary(v)["median"]) for side, v in seconds.items()},
         "rounds": seconds,
     }
-    text = json.dumps(out, indent=2)
-    print(text)
-    Path(a.out).write_text(text + "\n")
+    emit(out, a.out)
     return 0
 
 

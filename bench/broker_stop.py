@@ -20,7 +20,6 @@ and writes it to ``FILE`` (default ``bench/results/broker_stop.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importa
 from bench.machine import core_seconds, machine  # noqa: E402
 from bench.pipelines import raw_consume  # noqa: E402
 from bench.run_cpu import machine_busy_s  # noqa: E402
-from bench.testbed import produce, summary  # noqa: E402
+from bench.testbed import emit, produce, summary  # noqa: E402
 
 EVENTS = 3000
 SIDES = {"before": False, "after": True}  # discard_data
@@ -81,9 +80,7 @@ def main(argv=None) -> int:
         "machine_cpu_during_stop_s": {side: {**summary(v), "n": len(v)} for side, v in cpus.items()},
         "rounds": {"stop_s": walls, "machine_cpu_s": cpus},
     }
-    text = json.dumps(out, indent=2)
-    print(text)
-    Path(a.out).write_text(text + "\n")
+    emit(out, a.out)
     return 0
 
 

@@ -69,6 +69,13 @@ def summary(xs: list) -> dict:
     return {"min": round(min(xs), 3), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3)} if xs else {}
 
 
+def emit(out: dict, path) -> None:
+    """Print a bench's figures as one JSON object and write them to ``path``."""
+    text = json.dumps(out, indent=2)
+    print(text)
+    Path(path).write_text(text + "\n")
+
+
 def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> dict:
     """Start one embedded ``product`` broker, produce ``events`` ``repeats`` times and read them back.
 
