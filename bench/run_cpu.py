@@ -102,6 +102,16 @@ def machine_busy_s() -> float:
     return (sum(v) - v[3] - v[4]) / TICK
 
 
+def live_processes():
+    """Each process in ``/proc`` now: ``(pid, command name, CPU seconds, start time)``; one that ends meanwhile is left out."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                yield (pid, *stat_cpu_s(open(f"/proc/{pid}/stat").read()))
+            except (OSError, IndexError, ValueError):
+                continue
+
+
 class Sampler:
     """Each process's and each driver JVM thread's CPU seconds, the largest seen since :meth:`baseline`."""
 
@@ -111,11 +121,8 @@ class Sampler:
         self.base: dict[tuple[str, str], float] = {}
 
     def sample(self) -> None:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        for pid, name, cpu, start in live_processes():
             try:
-                name, cpu, start = stat_cpu_s(open(f"/proc/{pid}/stat").read())
                 key = (pid, start)
                 group = self.procs[key][0] if key in self.procs else process_group(open(f"/proc/{pid}/cmdline").read())
                 self.procs[key] = (group, cpu)

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
-from bench.run_cpu import stat_cpu_s, machine_busy_s  # noqa: E402
+from bench.run_cpu import live_processes, machine_busy_s  # noqa: E402
 
 #: (group, any of these in the command line), first match wins; "other" otherwise.
 RULES = (
@@ -76,11 +76,8 @@ class SuiteSampler:
         self.procs: dict[tuple[str, str], list] = {}  # key: [group, launcher?, cpu]
 
     def sample(self) -> None:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
+        for pid, _, cpu, start in live_processes():
             try:
-                _, cpu, start = stat_cpu_s(open(f"/proc/{pid}/stat").read())
                 key = (pid, start)
                 seen = self.procs.get(key)
                 if seen is None or seen[1]:
