@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side (measured on 2 cores: 13:18 for 703 tests in two processes, .ci/run from a fresh clone;
-# 21:31 for 757 at the last measure (fresh clone, a core's fixed loop 0.281 s); 21:41 for 733 and 23:32 for 754 on a slower day (a core's fixed loop 0.3 s, bench/machine.py), the suite CPU-bound (bench/suite_cpu.py);
+# 21:31 for 757 at the last measure (fresh clone, a core's fixed loop 0.281 s); 23:49 for 762 in turns with the commit of the 13:18, which took 26:05 for its 703 that hour (bench/code_pair.py); 21:41 for 733 and 23:32 for 754 on a slower day (a core's fixed loop 0.3 s, bench/machine.py), the suite CPU-bound (bench/suite_cpu.py);
 # 13:46 for 699 the day before, both cores 80% busy by /proc/stat; 20:23 for 688 on an earlier day, 86-89% busy; three processes made each test about 50% slower; 19:56 for 661 before (21:10 in another run); 20:57 for 659 the stop before; 21:48 for 651 and 24:16 for 638 the stops before that; 21:56 for 587 before the flink pipeline and notebook 08 joined; one process took
 # 25 minutes before the solutions and the second browser test joined). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2

@@ -1,0 +1,177 @@
+"""The machine or the code? One command timed at an earlier commit and at the checkout, in turns, in one hour.
+
+This machine's speed changes from day to day and hour to hour: on 2026-11-25 the default
+matrix took 230 s with commit 5027e11; on 2026-11-27 the same commit took 414 s on the
+same machine. A figure measured on another day cannot tell a slower lab from a slower
+machine; the same command run with both commits, in turns, can.
+
+The earlier commit gets a git worktree and its own ``.venv`` (its own ``make venv``, so its
+own pins), under ``--trees`` (default ``/tmp/lab-code-pair``), made once and reused; ``--clean``
+removes them. Each round runs the command in the earlier tree, then in the checkout, each
+with its tree as the working directory and its own venv first on ``PATH``.
+In the command, ``{python}`` is the tree's venv Python and ``{out}`` a fresh directory for
+that run (removed after it). Each run's whole output goes to ``<trees>/logs/NAME-SIDE-ROUND.log``. Recorded per run: wall time, the machine's CPU seconds
+(``/proc/stat``), the exit status, the last line of output (of standard error when standard output has none), and the speed of one core just
+before it (``bench/machine.py``). ``--keep REGEX`` records the last line matching it
+instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compare too).
+
+Run with ``python bench/code_pair.py --baseline COMMIT --name NAME [--rounds N] -- COMMAND ...``;
+writes ``bench/results/code_pair_NAME.json``. For the default matrix::
+
+    python bench/code_pair.py --baseline 5027e11 --name matrix --rounds 2 -- {python} bench/matrix.py --out {out}
+
+Each tree's own bench writes its own results file; the figures compared are this bench's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make `bench` importable from the checkout
+from bench.machine import core_seconds, machine  # noqa: E402
+from bench.run_cpu import machine_busy_s  # noqa: E402
+from bench.testbed import emit, summary  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def fill(command: list[str], python: str, out: str) -> list[str]:
+    """``command`` with ``{python}`` and ``{out}`` replaced in each word (pure)."""
+    return [w.replace("{python}", python).replace("{out}", out) for w in command]
+
+
+def last_line(text: str, pattern: str | None = None) -> str:
+    """The last non-empty line of ``text`` (that matches ``pattern``, a regular expression, when given),
+    at most 200 characters, carriage-return progress bars cut (pure)."""
+    lines = [l.rsplit("\r", 1)[-1].strip() for l in text.splitlines()]
+    lines = [l for l in lines if l and (pattern is None or re.search(pattern, l))]
+    return lines[-1][:200] if lines else ""
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Per side, the spread of wall and CPU seconds of the runs that exited 0; and baseline over current (pure).
+
+    ``wall_ratio`` above 1: the checkout is faster than the baseline on the same machine.
+    """
+    out = {}
+    for side in ("baseline", "current"):
+        ok = [r for r in runs if r["side"] == side and r["exit"] == 0]
+        out[side] = {"runs": len(ok), "failed": sum(1 for r in runs if r["side"] == side and r["exit"] != 0),
+                     "wall_s": summary([r["wall_s"] for r in ok]),
+                     "machine_cpu_s": summary([r["machine_cpu_s"] for r in ok]),
+                     "core_seconds_before": summary([r["core_seconds_before"] for r in ok])}
+    b, c = out["baseline"]["wall_s"], out["current"]["wall_s"]
+    out["wall_ratio"] = round(b["median"] / c["median"], 2) if b and c else None
+    bc, cc = out["baseline"]["machine_cpu_s"], out["current"]["machine_cpu_s"]
+    out["cpu_ratio"] = round(bc["median"] / cc["median"], 2) if bc and cc else None
+    return out
+
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_info(rev: str) -> dict:
+    sha, date, subject = git("log", "-1", "--format=%H%n%cI%n%s", rev).split("\n", 2)
+    return {"commit": sha, "date": date, "subject": subject[:160]}
+
+
+def baseline_tree(commit: str, trees: Path) -> Path:
+    """The worktree of ``commit`` with its own venv, made when missing (its ``make venv``: its own pins)."""
+    tree = trees / commit[:12]
+    if not (tree / ".git").exists():
+        trees.mkdir(parents=True, exist_ok=True)
+        print(f"code_pair: a worktree of {commit[:12]} in {tree}", flush=True)
+        git("worktree", "add", "--detach", str(tree), commit)
+    if not (tree / ".venv" / "bin" / "python").exists() or not (tree / ".venv" / ".installed").exists():
+        print(f"code_pair: its venv (make venv, about a minute)", flush=True)
+        subprocess.run(["make", "--no-print-directory", "venv"], cwd=tree, check=True)
+    return tree
+
+
+def clean(trees: Path) -> None:
+    """Remove the worktrees (and their venvs) under ``trees`` that belong to this repository."""
+    for tree in sorted(trees.glob("*")) if trees.is_dir() else []:
+        if (tree / ".git").is_file():
+            git("worktree", "remove", "--force", str(tree))
+            print(f"code_pair: removed {tree}")
+    shutil.rmtree(trees / "logs", ignore_errors=True)
+    git("worktree", "prune")
+
+
+def one(side: str, tree: Path, command: list[str], round_no: int, keep: str | None = None,
+        log: Path | None = None) -> dict:
+    """Run ``command`` in ``tree`` with its venv; the run's figures (its whole output in ``log``, when given)."""
+    venv_bin = tree / ".venv" / "bin"
+    out = tempfile.mkdtemp(prefix=f"code-pair-{side}-")
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(tree / ".venv")}
+    argv = fill(command, str(venv_bin / "python"), out)
+    core_s = core_seconds()
+    busy0, t0 = machine_busy_s(), time.monotonic()
+    try:
+        # SIGINT's default even when this runs as a shell's background job (which ignores it)
+        p = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
+    if log is not None:  # what a failed run said, to look at after
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(p.stdout + ("\n--- standard error ---\n" + p.stderr if p.stderr else ""))
+    run = {"side": side, "round": round_no, "wall_s": round(wall, 1), "machine_cpu_s": round(busy, 1),
+           "core_seconds_before": core_s, "exit": p.returncode, "last_line": last_line(p.stdout, keep) or last_line(p.stderr, keep),
+           **({"log": str(log)} if log is not None else {})}
+    print(f"code_pair: round {round_no}, {side}: {run['wall_s']} s, {run['machine_cpu_s']} CPU s, exit {p.returncode}, "
+          f"core {core_s} s: {run['last_line']}", flush=True)
+    return run
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", help="the earlier commit (any git revision)")
+    ap.add_argument("--name", help="results file: bench/results/code_pair_NAME.json")
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each, in turns (default 2)")
+    ap.add_argument("--trees", default=str(Path(tempfile.gettempdir()) / "lab-code-pair"),
+                    help="where the earlier commits' worktrees and venvs are kept")
+    ap.add_argument("--keep", metavar="REGEX", default=None,
+                    help="record the last output line matching REGEX (default: the last line)")
+    ap.add_argument("--clean", action="store_true", help="remove the kept worktrees and venvs, then exit")
+    ap.add_argument("command", nargs="*", help="the command, run in each tree; {python} and {out} are filled in")
+    a = ap.parse_args(argv)
+    trees = Path(a.trees)
+    if a.clean:
+        clean(trees)
+        return 0
+    if not (a.baseline and a.name and a.command):
+        ap.error("--baseline, --name and a command after -- are needed (or --clean)")
+    if a.rounds < 1:
+        ap.error(f"--rounds {a.rounds}: must be 1 or more")
+    try:
+        base = commit_info(a.baseline)
+    except subprocess.CalledProcessError:
+        ap.error(f"--baseline {a.baseline}: not a commit of this repository (a hash, a tag, HEAD~3, ...)")
+    tree = baseline_tree(base["commit"], trees)
+    runs = []
+    logs = trees / "logs"
+    for i in range(1, a.rounds + 1):
+        runs.append(one("baseline", tree, a.command, i, a.keep, logs / f"{a.name}-baseline-{i}.log"))
+        runs.append(one("current", ROOT, a.command, i, a.keep, logs / f"{a.name}-current-{i}.log"))
+    current = commit_info("HEAD") | {"uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    result = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "command": a.command,
+              "baseline": base, "current": current, "rounds": a.rounds, "summary": summarise(runs), "runs": runs}
+    emit(result, RESULTS / f"code_pair_{a.name}.json")
+    return 0 if all(r["exit"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

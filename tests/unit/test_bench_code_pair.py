@@ -1,0 +1,40 @@
+"""bench/code_pair.py: one command at an earlier commit and at the checkout, compared run for run."""
+
+from bench.code_pair import fill, last_line, summarise
+
+
+def test_the_command_gets_each_trees_python_and_a_fresh_directory():
+    cmd = ["{python}", "bench/matrix.py", "--out", "{out}", "--set", "x={out}/y"]
+    assert fill(cmd, "/t/.venv/bin/python", "/tmp/o1") == [
+        "/t/.venv/bin/python", "bench/matrix.py", "--out", "/tmp/o1", "--set", "x=/tmp/o1/y"]
+    assert cmd[0] == "{python}", "the template is reused for the next run"
+
+
+def test_the_last_line_skips_blank_lines_and_progress_bar_redraws():
+    assert last_line("a\nmatrix: 4%\rmatrix: 100% 25/25\n\n") == "matrix: 100% 25/25"
+    assert last_line("") == "" and last_line("\n \n") == ""
+    assert len(last_line("x" * 500)) == 200
+
+
+def run(side, wall, cpu, exit=0, core=0.3):
+    return {"side": side, "wall_s": wall, "machine_cpu_s": cpu, "exit": exit, "core_seconds_before": core}
+
+
+def test_the_summary_compares_medians_of_the_runs_that_succeeded():
+    runs = [run("baseline", 414.4, 800), run("current", 394.8, 760), run("baseline", 420.0, 810),
+            run("current", 380.0, 740), run("current", 10.0, 5, exit=1)]
+    s = summarise(runs)
+    assert s["baseline"]["runs"] == 2 and s["current"]["runs"] == 2 and s["current"]["failed"] == 1
+    assert s["baseline"]["wall_s"]["median"] == 417.2 and s["current"]["wall_s"]["median"] == 387.4
+    assert s["wall_ratio"] == round(417.2 / 387.4, 2) and s["cpu_ratio"] == round(805 / 750, 2)
+
+
+def test_no_ratio_without_a_successful_run_on_each_side():
+    s = summarise([run("baseline", 400, 800), run("current", 10, 5, exit=2)])
+    assert s["wall_ratio"] is None and s["cpu_ratio"] is None and s["current"]["wall_s"] == {}
+
+
+def test_a_pattern_keeps_the_line_that_says_what_the_run_delivered():
+    out = "run 1: 3000 events\n  guarantee                  exactly-once\n  run directory              /r/1\n"
+    assert last_line(out, "guarantee") == "guarantee                  exactly-once"
+    assert last_line(out, "nothing like this") == ""
