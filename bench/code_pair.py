@@ -154,13 +154,20 @@ def main(argv=None) -> int:
         return 0
     if not (a.baseline and a.name and a.command):
         ap.error("--baseline, --name and a command after -- are needed (or --clean)")
+    if not re.fullmatch(r"[\w.-]+", a.name):
+        ap.error(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (it names bench/results/code_pair_NAME.json)")
     if a.rounds < 1:
         ap.error(f"--rounds {a.rounds}: must be 1 or more")
     try:
         base = commit_info(a.baseline)
     except subprocess.CalledProcessError:
         ap.error(f"--baseline {a.baseline}: not a commit of this repository (a hash, a tag, HEAD~3, ...)")
-    tree = baseline_tree(base["commit"], trees)
+    try:
+        tree = baseline_tree(base["commit"], trees)
+    except subprocess.CalledProcessError as e:
+        print(f"code_pair: could not make the tree of {base['commit'][:12]} in {trees} ({e}); "
+              f"`python bench/code_pair.py --clean` removes what was made", file=sys.stderr)
+        return 2
     runs = []
     logs = trees / "logs"
     for i in range(1, a.rounds + 1):
