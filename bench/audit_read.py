@@ -23,19 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 
 from bench.machine import core_seconds, machine  # noqa: E402
-from bench.testbed import emit, summary  # noqa: E402
+from bench.testbed import emit, produce, summary  # noqa: E402
 
 
-def produce_events(bootstrap: str, topic: str, events: int) -> None:
-    """``events`` records shaped as the lab's (a JSON object with a unique ``id``), acknowledged by all."""
-    from kafka import KafkaProducer
-
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=64 * 1024)
-    for i in range(events):
-        p.send(topic, key=b"k%02d" % (i % 64),
-               value=json.dumps({"id": f"e-{i:08d}", "seq": i, "key": f"k{i % 64:02d}", "produced_at": 0.0}).encode())
-    p.flush()
-    p.close()
+def event_value(i: int) -> bytes:
+    """Record ``i`` shaped as the lab's events: a JSON object with a unique ``id`` (the audit counts copies by it)."""
+    return json.dumps({"id": f"e-{i:08d}", "seq": i, "key": f"k{i % 64:02d}", "produced_at": 0.0}).encode()
 
 
 def read_once(bootstrap: str, topic: str, events: int, bulk: bool) -> float:
@@ -72,7 +65,7 @@ def main(argv=None) -> int:
         info = broker.start_embedded(Path(tmp) / "logs", product="kafka")
         try:
             kafka_tools.create_topic(info.bootstrap, "events", 3)
-            produce_events(info.bootstrap, "events", a.events)
+            produce(info.bootstrap, "events", a.events, event_value)
             for _ in range(a.rounds):
                 for side, bulk in sides.items():
                     seconds[side].append(read_once(info.bootstrap, "events", a.events, bulk))

@@ -49,15 +49,18 @@ BROKERS = ("kafka", "tansu")
 PAYLOAD = b'{"id":"00000000-0000-4000-8000-000000000000","seq":0,"key":"k00","produced_at":0.0}'
 
 
-def produce(bootstrap: str, topic: str, events: int) -> float:
-    """Produce ``events`` small JSON records as fast as possible; return records/s."""
+def produce(bootstrap: str, topic: str, events: int, value=None) -> float:
+    """Produce ``events`` small JSON records as fast as possible; return records/s.
+
+    ``value``: record ``i``'s bytes (``value(i)``); default :data:`PAYLOAD` for every record.
+    """
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5, enable_idempotence=True,
                       linger_ms=5, batch_size=64 * 1024)
     t = time.perf_counter()
     for i in range(events):
-        p.send(topic, key=b"k%02d" % (i % 64), value=PAYLOAD)
+        p.send(topic, key=b"k%02d" % (i % 64), value=PAYLOAD if value is None else value(i))
     p.flush()
     took = time.perf_counter() - t
     p.close()
