@@ -6,10 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
-# Test processes side by side (measured on 2 cores: 13:18 for 703 tests in two processes, .ci/run from a fresh clone;
-# 21:31 for 757 at the last measure (fresh clone, a core's fixed loop 0.281 s); 23:49 for 762 in turns with the commit of the 13:18, which took 26:05 for its 703 that hour (bench/code_pair.py); 21:41 for 733 and 23:32 for 754 on a slower day (a core's fixed loop 0.3 s, bench/machine.py), the suite CPU-bound (bench/suite_cpu.py);
-# 13:46 for 699 the day before, both cores 80% busy by /proc/stat; 20:23 for 688 on an earlier day, 86-89% busy; three processes made each test about 50% slower; 19:56 for 661 before (21:10 in another run); 20:57 for 659 the stop before; 21:48 for 651 and 24:16 for 638 the stops before that; 21:56 for 587 before the flink pipeline and notebook 08 joined; one process took
-# 25 minutes before the solutions and the second browser test joined). TEST_WORKERS=1: one process.
+# Test processes side by side: on 2 cores the suite is CPU-bound (both cores 80-99% busy by /proc/stat,
+# bench/suite_cpu.py); two processes took 13:18 for 703 tests on 2026-11-25 where one had taken 25 minutes for
+# fewer, and three made each test about 50% slower. The figure depends on the day's machine: 23:49 for 762 tests
+# on 2026-11-27, just after the commit of the 13:18 took 26:05 (README, bench/code_pair.py). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
 
 .PHONY: venv flink bundle offline demo test test-fast reference lab bench bench-matrix doctor clean

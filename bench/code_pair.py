@@ -7,7 +7,7 @@ machine; the same command run with both commits, in turns, can.
 
 The earlier commit gets a git worktree and its own ``.venv`` (its own ``make venv``, so its
 own pins), under ``--trees`` (default ``/tmp/lab-code-pair``), made once and reused; ``--clean``
-removes them. Each round runs the command in the earlier tree, then in the checkout, each
+removes them (not the logs). Each round runs the command in the earlier tree, then in the checkout, each
 with its tree as the working directory and its own venv first on ``PATH``.
 In the command, ``{python}`` is the tree's venv Python and ``{out}`` a fresh directory for
 that run (removed after it). Each run's whole output goes to ``<trees>/logs/NAME-SIDE-ROUND.log``. Recorded per run: wall time, the machine's CPU seconds
@@ -18,7 +18,8 @@ instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compar
 Run with ``python bench/code_pair.py --baseline COMMIT --name NAME [--rounds N] -- COMMAND ...``;
 writes ``bench/results/code_pair_NAME.json``. For the default matrix::
 
-    python bench/code_pair.py --baseline 5027e11 --name matrix --rounds 2 -- {python} bench/matrix.py --out {out}
+    python bench/code_pair.py --baseline 5027e11 --name matrix --rounds 2 --keep 'runs, [0-9]+ not as expected' \
+        -- {python} bench/matrix.py --out {out}
 
 Each tree's own bench writes its own results file; the figures compared are this bench's.
 """
@@ -100,12 +101,15 @@ def baseline_tree(commit: str, trees: Path) -> Path:
 
 
 def clean(trees: Path) -> None:
-    """Remove the worktrees (and their venvs) under ``trees`` that belong to this repository."""
+    """Remove the worktrees (and their venvs) under ``trees`` that belong to this repository.
+
+    The runs' logs (``<trees>/logs``) stay: a run's figures in ``bench/results`` name its log, and what a run
+    said (a matrix's row that failed, a test that failed) is known only from it.
+    """
     for tree in sorted(trees.glob("*")) if trees.is_dir() else []:
         if (tree / ".git").is_file():
             git("worktree", "remove", "--force", str(tree))
             print(f"code_pair: removed {tree}")
-    shutil.rmtree(trees / "logs", ignore_errors=True)
     git("worktree", "prune")
 
 

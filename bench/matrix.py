@@ -113,8 +113,9 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
         "cpu_model": cpu_model(), "core_seconds_before": core_s, "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
-        "rows": df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict", "total_s")
-                    if c in df.columns]].to_dict(orient="records"),
+        "rows": [{k: v for k, v in r.items() if k != "error" or (isinstance(v, str) and v)}
+                 for r in df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict",
+                                          "total_s", "error") if c in df.columns]].to_dict(orient="records")],
         "results_dir": str(out),
     }
 
@@ -140,8 +141,10 @@ def paired(before: dict, after: dict) -> dict:
             "speed_up": round(before["seconds"] / after["seconds"], 2)}
 
 
-#: What a record keeps of each earlier measure it replaces (:func:`with_earlier`).
+#: What a record keeps of each earlier measure it replaces (:func:`with_earlier`), with its rows not as expected.
 HEADLINE = ("measured_at", "runs", "seconds", "verdicts", "cpu_model", "core_seconds_before")
+#: What it keeps of such a row: which one, what it measured, and a failed run's error.
+ROW_HEADLINE = ("name", "expect", "guarantee", "verdict", "error")
 
 
 def with_earlier(record: dict, previous: dict | None) -> dict:
@@ -153,7 +156,12 @@ def with_earlier(record: dict, previous: dict | None) -> dict:
     if not previous:
         return record
     last = previous.get("after", previous)  # a pair's headline is its second run's
-    earlier = [{k: last[k] for k in HEADLINE if k in last}, *previous.get("earlier", [])]
+    headline = {k: last[k] for k in HEADLINE if k in last}
+    odd = [{k: r[k] for k in ROW_HEADLINE if k in r} for r in last.get("rows", [])
+           if r.get("verdict", "as expected") != "as expected"]
+    if odd:  # which row failed stays known once the measure is only a headline
+        headline["not_as_expected"] = odd
+    earlier = [headline, *previous.get("earlier", [])]
     return {**record, "earlier": earlier}
 
 

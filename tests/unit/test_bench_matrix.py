@@ -19,3 +19,14 @@ def test_a_new_measure_keeps_the_ones_it_replaces():
 def test_a_pair_is_remembered_by_its_second_run():
     pair = {"before": {"seconds": 300.0}, "after": {"measured_at": "t", "seconds": 240.0}, "speed_up": 1.25}
     assert with_earlier({"seconds": 250.0}, pair)["earlier"] == [{"measured_at": "t", "seconds": 240.0}]
+
+
+def test_a_row_not_as_expected_stays_named_with_its_error():
+    rows = [{"name": "a", "expect": "exactly-once", "guarantee": "exactly-once", "verdict": "as expected", "lost": 0},
+            {"name": "b", "expect": "at-least-once", "guarantee": None, "verdict": "error", "lost": None,
+             "error": "papermill exited 1: LabError: no batch done"}]
+    kept = with_earlier({"seconds": 250.0}, {"measured_at": "t", "seconds": 397.5,
+                                             "verdicts": {"as expected": 1, "error": 1}, "rows": rows})
+    assert kept["earlier"][0]["not_as_expected"] == [
+        {"name": "b", "expect": "at-least-once", "guarantee": None, "verdict": "error",
+         "error": "papermill exited 1: LabError: no batch done"}]
