@@ -1,18 +1,19 @@
 """The machine or the code? One command timed at an earlier commit and at the checkout, in turns, in one hour.
 
 This machine's speed changes from day to day and hour to hour: on 2026-11-25 the default
-matrix took 230 s with commit 5027e11; on 2026-11-27 the same commit took 414 s on the
-same machine. A figure measured on another day cannot tell a slower lab from a slower
+matrix took 230 s with commit 5027e11; on 2026-11-27 the same commit took 451.5 and 454.9 s
+on the same machine. A figure measured on another day cannot tell a slower lab from a slower
 machine; the same command run with both commits, in turns, can.
 
 The earlier commit gets a git worktree and its own ``.venv`` (its own ``make venv``, so its
 own pins), under ``--trees`` (default ``/tmp/lab-code-pair``), made once and reused; ``--clean``
-removes them (not the logs). Each round runs the command in the earlier tree, then in the checkout, each
-with its tree as the working directory and its own venv first on ``PATH``.
+removes them (not the logs). Each round runs the command in the earlier tree, then in the
+checkout, each with its tree as the working directory and its own venv first on ``PATH``.
 In the command, ``{python}`` is the tree's venv Python and ``{out}`` a fresh directory for
-that run (removed after it). Each run's whole output goes to ``<trees>/logs/NAME-SIDE-ROUND.log``. Recorded per run: wall time, the machine's CPU seconds
-(``/proc/stat``), the exit status, the last line of output (of standard error when standard output has none), and the speed of one core just
-before it (``bench/machine.py``). ``--keep REGEX`` records the last line matching it
+that run (removed after it). Each run's whole output goes to ``<trees>/logs/NAME-SIDE-ROUND.log``.
+Recorded per run: wall time, the machine's CPU seconds (``/proc/stat``), the exit status, the
+last line of output (of standard error when standard output has none), and the speed of one
+core just before it (``bench/machine.py``). ``--keep REGEX`` records the last line matching it
 instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compare too).
 
 Run with ``python bench/code_pair.py --baseline COMMIT --name NAME [--rounds N] -- COMMAND ...``;
@@ -95,7 +96,7 @@ def baseline_tree(commit: str, trees: Path) -> Path:
         print(f"code_pair: a worktree of {commit[:12]} in {tree}", flush=True)
         git("worktree", "add", "--detach", str(tree), commit)
     if not (tree / ".venv" / "bin" / "python").exists() or not (tree / ".venv" / ".installed").exists():
-        print(f"code_pair: its venv (make venv, about a minute)", flush=True)
+        print("code_pair: its venv (make venv, about a minute)", flush=True)
         subprocess.run(["make", "--no-print-directory", "venv"], cwd=tree, check=True)
     return tree
 
