@@ -15,6 +15,10 @@ Recorded per run: wall time, the machine's CPU seconds (``/proc/stat``), the exi
 last line of output (of standard error when standard output has none), and the speed of one
 core just before it (``bench/machine.py``). ``--keep REGEX`` records the last line matching it
 instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compare too).
+``--timeline`` runs the command with ``LAB_RUNS_DIR={out}/runs`` and records, from its runs' timelines,
+when the first driver process started, when the first batch was done (seconds after the command
+started) and how long the command took after its last run's ``run-end`` (:func:`milestones`), for
+a change whose effect is smaller than the wall time's spread.
 
 Run with ``python bench/code_pair.py --baseline COMMIT --name NAME [--rounds N] -- COMMAND ...``;
 writes ``bench/results/code_pair_NAME.json``. For the default matrix::
@@ -28,6 +32,7 @@ Each tree's own bench writes its own results file; the figures compared are this
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -60,6 +65,35 @@ def last_line(text: str, pattern: str | None = None) -> str:
     return lines[-1][:200] if lines else ""
 
 
+#: The timeline milestones ``--timeline`` records (:func:`milestones`).
+MILESTONES = ("first_driver_s", "first_batch_done_s", "end_to_exit_s")
+
+
+def milestones(timelines: list[list[dict]], launched: float, ended: float) -> dict:
+    """When the first driver process started and the first batch was done, seconds after ``launched``,
+    and the seconds from the last ``run-end`` to ``ended`` (pure; ``None`` where no run has one).
+
+    ``timelines``: the ``events.jsonl`` of each run the command made (``t``: epoch seconds).
+    """
+    events = [e for timeline in timelines for e in timeline]
+
+    def first(types):
+        ts = [e["t"] for e in events if e.get("type") in types]
+        return round(min(ts) - launched, 3) if ts else None
+
+    ends = [e["t"] for e in events if e.get("type") == "run-end"]
+    return {"first_driver_s": first(("standby-start", "driver-start")), "first_batch_done_s": first(("batch-done",)),
+            "end_to_exit_s": round(ended - max(ends), 3) if ends else None}
+
+
+def read_timelines(runs_dir: Path) -> list[list[dict]]:
+    """The timeline of each run directory under ``runs_dir`` (none when it is missing)."""
+    out = []
+    for path in sorted(runs_dir.glob("*/events.jsonl")) if runs_dir.is_dir() else []:
+        out.append([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    return out
+
+
 def summarise(runs: list[dict]) -> dict:
     """Per side, the spread of wall and CPU seconds of the runs that exited 0; and baseline over current (pure).
 
@@ -72,6 +106,10 @@ def summarise(runs: list[dict]) -> dict:
                      "wall_s": summary([r["wall_s"] for r in ok]),
                      "machine_cpu_s": summary([r["machine_cpu_s"] for r in ok]),
                      "core_seconds_before": summary([r["core_seconds_before"] for r in ok])}
+        for name in MILESTONES:
+            values = [r[name] for r in ok if r.get(name) is not None]
+            if values:
+                out[side][name] = summary(values)
     b, c = out["baseline"]["wall_s"], out["current"]["wall_s"]
     out["wall_ratio"] = round(b["median"] / c["median"], 2) if b and c else None
     bc, cc = out["baseline"]["machine_cpu_s"], out["current"]["machine_cpu_s"]
@@ -115,18 +153,24 @@ def clean(trees: Path) -> None:
 
 
 def one(side: str, tree: Path, command: list[str], round_no: int, keep: str | None = None,
-        log: Path | None = None) -> dict:
-    """Run ``command`` in ``tree`` with its venv; the run's figures (its whole output in ``log``, when given)."""
+        log: Path | None = None, timeline: bool = False) -> dict:
+    """Run ``command`` in ``tree`` with its venv; the run's figures (its whole output in ``log``, when given;
+    with ``timeline``, its runs' :func:`milestones`)."""
     venv_bin = tree / ".venv" / "bin"
     out = tempfile.mkdtemp(prefix=f"code-pair-{side}-")
     env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(tree / ".venv")}
+    if timeline:
+        env["LAB_RUNS_DIR"] = str(Path(out) / "runs")
     argv = fill(command, str(venv_bin / "python"), out)
     core_s = core_seconds()
-    busy0, t0 = machine_busy_s(), time.monotonic()
+    marks = {}
+    busy0, t0, launched = machine_busy_s(), time.monotonic(), time.time()
     try:
         # SIGINT's default even when this runs as a shell's background job (which ignores it)
         p = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        if timeline:
+            marks = milestones(read_timelines(Path(out) / "runs"), launched, time.time())
     finally:
         shutil.rmtree(out, ignore_errors=True)
     wall, busy = time.monotonic() - t0, machine_busy_s() - busy0
@@ -135,9 +179,10 @@ def one(side: str, tree: Path, command: list[str], round_no: int, keep: str | No
         log.write_text(p.stdout + ("\n--- standard error ---\n" + p.stderr if p.stderr else ""))
     run = {"side": side, "round": round_no, "wall_s": round(wall, 1), "machine_cpu_s": round(busy, 1),
            "core_seconds_before": core_s, "exit": p.returncode, "last_line": last_line(p.stdout, keep) or last_line(p.stderr, keep),
-           **({"log": str(log)} if log is not None else {})}
+           **marks, **({"log": str(log)} if log is not None else {})}
+    said = "".join(f", {k} {v}" for k, v in marks.items())
     print(f"code_pair: round {round_no}, {side}: {run['wall_s']} s, {run['machine_cpu_s']} CPU s, exit {p.returncode}, "
-          f"core {core_s} s: {run['last_line']}", flush=True)
+          f"core {core_s} s{said}: {run['last_line']}", flush=True)
     return run
 
 
@@ -150,6 +195,9 @@ def main(argv=None) -> int:
                     help="where the earlier commits' worktrees and venvs are kept")
     ap.add_argument("--keep", metavar="REGEX", default=None,
                     help="record the last output line matching REGEX (default: the last line)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="runs into {out}/runs (LAB_RUNS_DIR); record when the first driver started and the first "
+                         "batch was done, and the time from the last run's end to the exit")
     ap.add_argument("--clean", action="store_true", help="remove the kept worktrees and venvs, then exit")
     ap.add_argument("command", nargs="*", help="the command, run in each tree; {python} and {out} are filled in")
     a = ap.parse_args(argv)
@@ -176,8 +224,8 @@ def main(argv=None) -> int:
     runs = []
     logs = trees / "logs"
     for i in range(1, a.rounds + 1):
-        runs.append(one("baseline", tree, a.command, i, a.keep, logs / f"{a.name}-baseline-{i}.log"))
-        runs.append(one("current", ROOT, a.command, i, a.keep, logs / f"{a.name}-current-{i}.log"))
+        runs.append(one("baseline", tree, a.command, i, a.keep, logs / f"{a.name}-baseline-{i}.log", a.timeline))
+        runs.append(one("current", ROOT, a.command, i, a.keep, logs / f"{a.name}-current-{i}.log", a.timeline))
     current = commit_info("HEAD") | {"uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}
     result = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "command": a.command,
               "baseline": base, "current": current, "rounds": a.rounds, "summary": summarise(runs), "runs": runs}

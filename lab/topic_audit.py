@@ -22,8 +22,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used, as in lab.auditor
 
 #: Columns of ``topic_lost.csv``: the acknowledged sends missing from the final read.
 LOST_COLUMNS = ("event_id", "seq", "key", "partition", "kafka_offset", "sent_at", "done_at")
@@ -73,6 +75,8 @@ def topic_audit_core(sends: pd.DataFrame, copies: dict[str, int]) -> tuple[Topic
 
 def ledger_sends(ledger_path: Path) -> pd.DataFrame:
     """Every send of the ledger with its status (read-only)."""
+    import pandas as pd
+
     db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
     try:
         return pd.read_sql_query(

@@ -1,6 +1,6 @@
 """bench/code_pair.py: one command at an earlier commit and at the checkout, compared run for run."""
 
-from bench.code_pair import fill, last_line, summarise
+from bench.code_pair import fill, last_line, milestones, read_timelines, summarise
 
 
 def test_the_command_gets_each_trees_python_and_a_fresh_directory():
@@ -38,3 +38,31 @@ def test_a_pattern_keeps_the_line_that_says_what_the_run_delivered():
     out = "run 1: 3000 events\n  guarantee                  exactly-once\n  run directory              /r/1\n"
     assert last_line(out, "guarantee") == "guarantee                  exactly-once"
     assert last_line(out, "nothing like this") == ""
+
+
+def test_milestones_are_seconds_after_the_command_started_from_its_runs_timelines():
+    first = [{"t": 100.4, "type": "standby-start"}, {"t": 101.0, "type": "run-start"},
+             {"t": 111.2, "type": "batch-done"}, {"t": 112.0, "type": "batch-done"}, {"t": 118.0, "type": "run-end"}]
+    second = [{"t": 119.0, "type": "driver-start"}, {"t": 125.5, "type": "batch-done"}, {"t": 130.0, "type": "run-end"}]
+    assert milestones([second, first], launched=100.0, ended=130.6) == {
+        "first_driver_s": 0.4, "first_batch_done_s": 11.2, "end_to_exit_s": 0.6}
+
+
+def test_a_command_without_runs_has_no_milestones(tmp_path):
+    assert read_timelines(tmp_path / "runs") == []
+    assert milestones([], 1.0, 2.0) == {"first_driver_s": None, "first_batch_done_s": None, "end_to_exit_s": None}
+
+
+def test_timelines_are_read_from_each_run_directory(tmp_path):
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "events.jsonl").write_text('{"t": 1.0, "type": "run-start"}\n\n{"t": 2.0, "type": "run-end"}\n')
+    (tmp_path / "r2").mkdir()  # a run that never wrote its timeline
+    assert read_timelines(tmp_path) == [[{"t": 1.0, "type": "run-start"}, {"t": 2.0, "type": "run-end"}]]
+
+
+def test_the_summary_has_the_milestones_of_runs_that_recorded_them():
+    runs = [run("baseline", 20.0, 30) | {"first_driver_s": 0.8}, run("baseline", 21.0, 30) | {"first_driver_s": 0.7},
+            run("current", 19.0, 30) | {"first_driver_s": 0.4}, run("current", 19.5, 30) | {"first_driver_s": None}]
+    s = summarise(runs)
+    assert s["baseline"]["first_driver_s"]["median"] == 0.75 and s["current"]["first_driver_s"]["median"] == 0.4
+    assert "first_batch_done_s" not in s["current"]
