@@ -35,7 +35,6 @@ from lab import flink_settings
 from lab.batch_sizing import DEFAULT_BATCH_INTERVAL_S, MIN_BATCH_INTERVAL_S, default_batch_interval, default_max_batch
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
-from lab.kafka_cluster import NODE_COUNTS
 from lab.pipelines.registry import PIPELINES
 from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
 from lab.sinks import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
@@ -345,6 +344,8 @@ class RunConfig:
         check_plan(self.fault_plan, self)
 
     def _validate_replication(self) -> None:
+        from lab.kafka_cluster import NODE_COUNTS  # here, not at the top: see _node_counts
+
         if isinstance(self.nodes, bool) or self.nodes not in NODE_COUNTS:
             raise choices_error("number of broker nodes", self.nodes, tuple(map(str, NODE_COUNTS)))
         if self.unclean not in ON_OFF:
@@ -424,6 +425,14 @@ def _env_choice(name: str, default: str, valid) -> str:
     return raw
 
 
+def _node_counts() -> tuple[str, ...]:
+    """:data:`lab.kafka_cluster.NODE_COUNTS` as text, imported only when asked: every driver and Python worker
+    daemon imports this module, and the cluster module brings the broker modules (0.1 s of imports)."""
+    from lab.kafka_cluster import NODE_COUNTS
+
+    return tuple(map(str, NODE_COUNTS))
+
+
 def make_config(**params) -> RunConfig:
     """Build and validate a :class:`RunConfig` from parameters and ``LAB_*`` variables.
 
@@ -455,7 +464,7 @@ def make_config(**params) -> RunConfig:
         spark_ui=SPARK_UI[_env_choice("LAB_SPARK_UI", "0", SPARK_UI)],
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
         broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
-        nodes=int(_env_choice("LAB_BROKER_NODES", "1", tuple(map(str, NODE_COUNTS)))),
+        nodes=int(_env_choice("LAB_BROKER_NODES", "1", _node_counts())),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 0.2),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),
