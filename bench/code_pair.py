@@ -128,6 +128,19 @@ def commit_info(rev: str) -> dict:
     return {"commit": sha, "date": date, "subject": subject[:160]}
 
 
+def baseline_commit(ap: argparse.ArgumentParser, rev: str) -> dict:
+    """:func:`commit_info` of ``--baseline``; a usage error naming it when it is no commit here."""
+    try:
+        return commit_info(rev)
+    except subprocess.CalledProcessError:
+        ap.error(f"--baseline {rev}: not a commit of this repository (a hash, a tag, HEAD~3, ...)")
+
+
+def checkout_info() -> dict:
+    """:func:`commit_info` of the checkout's ``HEAD``, and whether tracked files have uncommitted changes."""
+    return commit_info("HEAD") | {"uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
 def baseline_tree(commit: str, trees: Path) -> Path:
     """The worktree of ``commit`` with its own venv, made when missing (its ``make venv``: its own pins)."""
     tree = trees / commit[:12]
@@ -213,10 +226,7 @@ def main(argv=None) -> int:
         ap.error(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (it names bench/results/code_pair_NAME.json)")
     if a.rounds < 1:
         ap.error(f"--rounds {a.rounds}: must be 1 or more")
-    try:
-        base = commit_info(a.baseline)
-    except subprocess.CalledProcessError:
-        ap.error(f"--baseline {a.baseline}: not a commit of this repository (a hash, a tag, HEAD~3, ...)")
+    base = baseline_commit(ap, a.baseline)
     try:
         tree = baseline_tree(base["commit"], trees)
     except subprocess.CalledProcessError as e:
@@ -228,7 +238,7 @@ def main(argv=None) -> int:
     for i in range(1, a.rounds + 1):
         runs.append(one("baseline", tree, a.command, i, a.keep, logs / f"{a.name}-baseline-{i}.log", a.timeline))
         runs.append(one("current", ROOT, a.command, i, a.keep, logs / f"{a.name}-current-{i}.log", a.timeline))
-    current = commit_info("HEAD") | {"uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    current = checkout_info()
     result = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "command": a.command,
               "baseline": base, "current": current, "rounds": a.rounds, "summary": summarise(runs), "runs": runs}
     emit(result, RESULTS / f"code_pair_{a.name}.json")

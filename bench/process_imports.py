@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` importable
-from bench.code_pair import baseline_tree, commit_info, git  # noqa: E402
+from bench.code_pair import baseline_commit, baseline_tree, checkout_info  # noqa: E402
 from bench.machine import machine  # noqa: E402
 from bench.testbed import emit, summary  # noqa: E402
 
@@ -69,10 +69,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.rounds < 1:
         ap.error(f"--rounds {a.rounds}: must be 1 or more")
-    try:
-        base = commit_info(a.baseline)
-    except subprocess.CalledProcessError:
-        ap.error(f"--baseline {a.baseline}: not a commit of this repository (a hash, a tag, HEAD~3, ...)")
+    base = baseline_commit(ap, a.baseline)
     sides = {"baseline": baseline_tree(base["commit"], Path(a.trees)), "current": ROOT}
     times: dict = {name: {side: [] for side in sides} for name in PROCESSES}
     for _ in range(a.rounds):
@@ -83,8 +80,8 @@ def main(argv=None) -> int:
     for name, by_side in times.items():
         b, c = summary(by_side["baseline"]), summary(by_side["current"])
         figures[name] = {"baseline_s": b, "current_s": c, "saved_s": round(b["median"] - c["median"], 3)}
-    current = commit_info("HEAD") | {"uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))}
-    emit({"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "baseline": base, "current": current,
+    emit({"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "baseline": base,
+          "current": checkout_info(),
           "rounds": a.rounds, "processes": figures}, ROOT / "bench" / "results" / "process_imports.json")
     return 0
 
