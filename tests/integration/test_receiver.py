@@ -75,9 +75,22 @@ def sink_rows_of_batch(run_dir, batch: int) -> int:
 
 
 def resumed_from(timeline, attempt: int) -> dict[int, int]:
-    """Where the receiver's consumer of ``attempt`` resumed (its first connection)."""
-    feed = next(e for n, e in timeline if n == attempt and e["type"] == "receiver-feed")
-    return {int(p): o for p, o in feed["resume_from"].items()}
+    """Where the receiver's consumer of ``attempt`` resumed (its first connection).
+
+    A run may drain before that receiver connects (with acks on receipt the first receiver may have
+    committed every event before the crash): the feeder then holds the connection, as the driver is
+    stopping, and never feeds it. Its position is then the group's committed offsets, which its
+    disconnect records.
+    """
+    events = [e for n, e in timeline if n == attempt]
+    feed = next((e for e in events if e["type"] == "receiver-feed"), None)
+    if feed is not None:
+        return {int(p): o for p, o in feed["resume_from"].items()}
+    drained = next(e["t"] for _, e in timeline if e["type"] == "drained")
+    connect = next(e for e in events if e["type"] == "receiver-connect")
+    assert connect["held"] and connect["t"] > drained, "a receiver connected before the run drained is fed"
+    disconnect = next(e for e in events if e["type"] == "receiver-disconnect" and e["epoch"] == connect["epoch"])
+    return {int(p): o for p, o in disconnect["committed"].items()}
 
 
 def check_without_wal_a_driver_crash_loses_what_spark_held(report: dict, run_dir, ack: str) -> None:
