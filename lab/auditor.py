@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # pandas is imported where the table is built: ``lab run`` imports this module before it starts its first
-# driver, which starts 0.4 s sooner without pandas (bench/results/code_pair_lazy_pandas.json).
+# driver, which starts 0.4 s sooner without pandas (bench/results/code_pair_lazy_pandas.json;
+# lab.run_report.start_audit_imports).
 
 
 def classify(lost: int, duplicated: int, unexpected: int, unseen: int) -> str:

@@ -344,10 +344,9 @@ class RunConfig:
         check_plan(self.fault_plan, self)
 
     def _validate_replication(self) -> None:
-        from lab.kafka_cluster import NODE_COUNTS  # here, not at the top: see _node_counts
-
-        if isinstance(self.nodes, bool) or self.nodes not in NODE_COUNTS:
-            raise choices_error("number of broker nodes", self.nodes, tuple(map(str, NODE_COUNTS)))
+        counts = _node_counts()
+        if isinstance(self.nodes, bool) or self.nodes not in counts:
+            raise choices_error("number of broker nodes", self.nodes, tuple(map(str, counts)))
         if self.unclean not in ON_OFF:
             raise choices_error("unclean leader election setting", self.unclean, ON_OFF)
         if self.nodes == 1:
@@ -425,12 +424,12 @@ def _env_choice(name: str, default: str, valid) -> str:
     return raw
 
 
-def _node_counts() -> tuple[str, ...]:
-    """:data:`lab.kafka_cluster.NODE_COUNTS` as text, imported only when asked: every driver and Python worker
-    daemon imports this module, and the cluster module brings the broker modules (0.1 s of imports)."""
+def _node_counts() -> tuple[int, ...]:
+    """:data:`lab.kafka_cluster.NODE_COUNTS`, imported only when asked: every driver and Python worker daemon
+    imports this module, and the cluster module brings the broker modules (0.1 s of imports)."""
     from lab.kafka_cluster import NODE_COUNTS
 
-    return tuple(map(str, NODE_COUNTS))
+    return NODE_COUNTS
 
 
 def make_config(**params) -> RunConfig:
@@ -464,7 +463,7 @@ def make_config(**params) -> RunConfig:
         spark_ui=SPARK_UI[_env_choice("LAB_SPARK_UI", "0", SPARK_UI)],
         kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
         broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
-        nodes=int(_env_choice("LAB_BROKER_NODES", "1", _node_counts())),
+        nodes=int(_env_choice("LAB_BROKER_NODES", "1", tuple(map(str, _node_counts())))),
         runs_dir=env_runs_dir(),
         restart_delay_s=_env_float("LAB_RESTART_DELAY", 0.2),
         deadline_s=_env_float("LAB_DEADLINE", 120.0),

@@ -18,7 +18,6 @@ on its own (not from a planned fault) stops the run with its log's last line.
 
 from __future__ import annotations
 
-import importlib
 import json
 import signal
 import threading
@@ -42,7 +41,8 @@ from lab.producer import LedgeredProducer
 from lab.replication_watch import ReplicationWatch
 from lab.run_dir import new_run_dir
 from lab.run_end import EndWatch
-from lab.run_report import RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions
+from lab.run_report import (RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions,
+                            start_audit_imports)
 from lab.sinks import open_sink, sink_spec_for_run
 from lab.start_tuning import StartTuning
 
@@ -455,10 +455,7 @@ class Run:
         for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
-        # The audit's pandas (0.3 s of imports, kept off the way to the first driver: lab.auditor) loads while
-        # the drivers stop.
-        imports = threading.Thread(target=importlib.import_module, args=("pandas",), name="lab-audit-imports")
-        imports.start()
+        imports = start_audit_imports()  # while the drivers stop
         self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         imports.join()

@@ -18,7 +18,7 @@ def test_a_failing_import_names_its_error(tmp_path):
         seconds(Path(sys.executable), tmp_path, "import no_such_module_here")
 
 
-def test_each_process_imports_only_what_the_checkout_has():
+def test_every_module_a_process_is_timed_importing_exists_in_the_checkout():
     root = Path(__file__).resolve().parents[2]
     for name, code in PROCESSES.items():
         assert seconds(Path(sys.executable), root, code) > 0, name
