@@ -21,6 +21,7 @@ writes ``bench/results/process_imports.json``.
 from __future__ import annotations
 
 import argparse
+import ast
 import subprocess
 import sys
 import tempfile
@@ -33,13 +34,24 @@ from bench.code_pair import baseline_commit, baseline_tree, checkout_info  # noq
 from bench.machine import machine  # noqa: E402
 from bench.testbed import emit, summary  # noqa: E402
 
-#: What each process imports before its work (the structured pipeline's driver: ``lab.pipelines.structured.run``).
+def driver_imports(tree: Path) -> str:
+    """What a structured driver of ``tree`` imports before its JVM, as code: read from its source, so it cannot drift.
+
+    ``lab.driver`` runs the pipeline through the registry; the structured module's
+    own imports come with it, and ``run`` imports the rest at its top, before it
+    starts the session. Those import statements are taken from ``run`` as written.
+    """
+    path = tree / "lab" / "pipelines" / "structured.py"
+    run = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    inside = [ast.unparse(n) for n in run.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return "\n".join(["import lab.driver, lab.pipelines.registry, lab.pipelines.structured", *inside])
+
+
+#: What each process imports before its work, as code for a tree (each side of a pair times its own).
 PROCESSES = {
-    "lab run (until its first driver starts)": "import lab.cli, lab.config, lab.supervisor",
-    "driver (structured, before its JVM)": (
-        "import lab.driver, lab.pipelines.registry, lab.pipelines.structured, pyspark, lab.kafka_read, "
-        "lab.kafka_source, lab.config, lab.pipelines.stateful, lab.pipelines.structured_input, lab.spark"),
-    "Python worker daemon (before its first fork)": (
+    "lab run (until its first driver starts)": lambda tree: "import lab.cli, lab.config, lab.supervisor",
+    "driver (structured, before its JVM)": driver_imports,
+    "Python worker daemon (before its first fork)": lambda tree: (
         "import importlib, lab.spark\n"
         "for name in lab.spark.SQL_WORKER_IMPORTS: importlib.import_module(name)"),
 }
@@ -73,9 +85,9 @@ def main(argv=None) -> int:
     sides = {"baseline": baseline_tree(base["commit"], Path(a.trees)), "current": ROOT}
     times: dict = {name: {side: [] for side in sides} for name in PROCESSES}
     for _ in range(a.rounds):
-        for name, code in PROCESSES.items():
+        for name in PROCESSES:
             for side, tree in sides.items():
-                times[name][side].append(seconds(tree / ".venv" / "bin" / "python", tree, code))
+                times[name][side].append(seconds(tree / ".venv" / "bin" / "python", tree, PROCESSES[name](tree)))
     figures = {}
     for name, by_side in times.items():
         b, c = summary(by_side["baseline"]), summary(by_side["current"])

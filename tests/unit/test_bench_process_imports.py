@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.process_imports import PROCESSES, seconds
+from bench.process_imports import PROCESSES, driver_imports, seconds
 
 
 def test_the_time_is_measured_inside_a_fresh_interpreter(tmp_path):
@@ -20,5 +20,15 @@ def test_a_failing_import_names_its_error(tmp_path):
 
 def test_every_module_a_process_is_timed_importing_exists_in_the_checkout():
     root = Path(__file__).resolve().parents[2]
-    for name, code in PROCESSES.items():
-        assert seconds(Path(sys.executable), root, code) > 0, name
+    for name in PROCESSES:
+        assert seconds(Path(sys.executable), root, PROCESSES[name](root)) > 0, name
+
+
+def test_the_driver_imports_are_those_its_run_function_makes_before_the_session():
+    root = Path(__file__).resolve().parents[2]
+    code = driver_imports(root)
+    assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.driver")
+    # run() imports these at its top (lab/pipelines/structured.py); the bench must time the same statements
+    assert "from lab.pipelines.structured_input import kafka_event_stream, resolve_reader" in code
+    assert "from lab.spark import " in code and "spark_session" in code
+    assert "spark_session(" not in code, "only import statements, nothing that starts the session"
