@@ -22,7 +22,9 @@ before/after pair shares the machine's state; a variant's medians are under ``pi
 ``--archive NAME=PATH`` adds a variant ``NAME`` whose drivers map the class archive at ``PATH``
 instead of today's (:func:`archive_variant`), run in turns with the ``--variant`` ones (default
 ``all``, today's archive): two archives side by side, such as one made by an earlier training
-(:mod:`lab.class_archive`) and today's.
+(:mod:`lab.class_archive`) and today's. ``--jvm-flags NAME=FLAGS`` adds a variant ``NAME`` whose
+drivers start with ``FLAGS`` (``LAB_DRIVER_JVM_OPTIONS``) instead of today's: a candidate set of flags
+beside the default.
 """
 
 from __future__ import annotations
@@ -154,6 +156,11 @@ def archive_variant(path: str) -> dict:
     return {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile={path}"}
 
 
+def flags_variant(flags: str) -> dict:
+    """The environment of drivers started with the JVM flags ``flags`` instead of today's (pure)."""
+    return {"LAB_DRIVER_JVM_OPTIONS": flags}
+
+
 def one(pipeline: str, runs_dir: Path, variant: str = "all", variants: dict | None = None) -> dict:
     """One crash scenario of ``pipeline`` under ``variant``, sampled: its wall time, CPU per group, classification.
 
@@ -206,17 +213,25 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", action="append", choices=sorted(VARIANTS))
     ap.add_argument("--archive", action="append", default=[], metavar="NAME=PATH",
                     help="a variant NAME whose drivers map the class archive at PATH")
+    ap.add_argument("--jvm-flags", action="append", default=[], metavar="NAME=FLAGS",
+                    help="a variant NAME whose drivers start with FLAGS (LAB_DRIVER_JVM_OPTIONS) instead of today's")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
     a = ap.parse_args(argv)
-    variants, archives = dict(VARIANTS), []
+    variants, extra = dict(VARIANTS), []
     for spec in a.archive:
         name, _, path = spec.partition("=")
         if not name or name in variants or not Path(path).is_file():
             ap.error(f"--archive {spec!r}: give NAME=PATH, a new name and an existing archive file")
         # Absolute: drivers run in their run directory.
         variants[name] = archive_variant(str(Path(path).resolve()))
-        archives.append(name)
-    chosen = (a.variant or ["all"]) + archives  # today's start beside the archives
+        extra.append(name)
+    for spec in a.jvm_flags:
+        name, _, flags = spec.partition("=")
+        if not name or name in variants or not flags.strip():
+            ap.error(f"--jvm-flags {spec!r}: give NAME=FLAGS, a new name and at least one flag")
+        variants[name] = flags_variant(flags)
+        extra.append(name)
+    chosen = (a.variant or ["all"]) + extra  # today's start beside the archives and flag sets
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
         for rnd in range(a.rounds):

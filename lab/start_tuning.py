@@ -53,7 +53,10 @@ from lab.errors import LabError, choices_error
 
 #: Only the client compiler (C1): a driver lives seconds to minutes on 2 cores, and C2's compiling
 #: competes with the start for them (measured, bench/startup.py, restarted structured driver to first
-#: batch done, medians of 3: 11.0 s → 9.0 s).
+#: batch done, medians of 3: 11.0 s → 9.0 s). The GC and the heap stay the JVM's (G1, Spark's -Xmx): the serial GC
+#: measured 37.4 against 36.2 machine CPU-s for the 3,000-event crash run, 21.2 against 20.6 s (bench/run_cpu.py,
+#: run_cpu_gc.json, 8 rounds in turns; the driver JVMs' GC threads 0.72 against 0.88 CPU-s), and with a 256 MB
+#: young generation 34.5 against 35.6 CPU-s (run_cpu_gc_heap.json, 4 rounds): within one run's spread (30-40 CPU-s).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: The same for executor JVMs (``local-cluster``, standalone): a direct run with an executor kill on
 #: ``local-cluster[2,1,1024]`` took 22.0 → 15.3 CPU-s, 28.6 → 25.5 s (bench/jvm_flags.py, medians of 3). The

@@ -61,3 +61,15 @@ def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
     with pytest.raises(SystemExit):  # so is a name the bench's own variants have
         main(["--archive", f"all={tmp_path / 'a.jsa'}", "--out", str(tmp_path / "out.json")])
     assert not (tmp_path / "out.json").exists()
+
+
+def test_a_flags_variant_starts_drivers_with_its_flags_and_keeps_todays_archive(tmp_path):
+    from bench.run_cpu import flags_variant, main
+    from lab.start_tuning import StartTuning
+
+    tuning = StartTuning.from_env(flags_variant("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+    assert tuning.jvm_options == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" and tuning.class_archive
+    for bad in ("serial=", "=-XX:+UseSerialGC", "all=-XX:+UseSerialGC"):  # no flags, no name, a bench variant's name
+        with pytest.raises(SystemExit):
+            main(["--jvm-flags", bad, "--out", str(tmp_path / "out.json")])
+    assert not (tmp_path / "out.json").exists()
