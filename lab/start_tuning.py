@@ -57,6 +57,9 @@ from lab.errors import LabError, choices_error
 #: measured 37.4 against 36.2 machine CPU-s for the 3,000-event crash run, 21.2 against 20.6 s (bench/run_cpu.py,
 #: run_cpu_gc.json, 8 rounds in turns; the driver JVMs' GC threads 0.72 against 0.88 CPU-s), and with a 256 MB
 #: young generation 34.5 against 35.6 CPU-s (run_cpu_gc_heap.json, 4 rounds): within one run's spread (30-40 CPU-s).
+#: C1 compiling fewer methods does not pay either: -XX:CompileThresholdScaling=3 and =10 cut the JIT threads' CPU
+#: 4.5 → 3.3 and 1.9 s, but the code they left interpreted cost more: 39.3 and 40.9 against 38.3 machine CPU-s, 22.6
+#: and 23.5 against 21.8 s (run_cpu_jit.json, 6 rounds in turns).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: The same for executor JVMs (``local-cluster``, standalone): a direct run with an executor kill on
 #: ``local-cluster[2,1,1024]`` took 22.0 → 15.3 CPU-s, 28.6 → 25.5 s (bench/jvm_flags.py, medians of 3). The
