@@ -40,9 +40,16 @@ def driver_imports(tree: Path) -> str:
     ``lab.driver`` runs the pipeline through the registry; the structured module's
     own imports come with it, and ``run`` imports the rest at its top, before it
     starts the session. Those import statements are taken from ``run`` as written.
+
+    Raises
+    ------
+    RuntimeError
+        When the tree's module has no top-level ``run`` (named with the file).
     """
     path = tree / "lab" / "pipelines" / "structured.py"
-    run = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    run = next((n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run"), None)
+    if run is None:
+        raise RuntimeError(f"{path}: no function run() at the top of the module, so no driver imports to time")
     inside = [ast.unparse(n) for n in run.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     return "\n".join(["import lab.driver, lab.pipelines.registry, lab.pipelines.structured", *inside])
 

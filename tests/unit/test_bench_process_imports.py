@@ -32,3 +32,10 @@ def test_the_driver_imports_are_those_its_run_function_makes_before_the_session(
     assert "from lab.pipelines.structured_input import kafka_event_stream, resolve_reader" in code
     assert "from lab.spark import " in code and "spark_session" in code
     assert "spark_session(" not in code, "only import statements, nothing that starts the session"
+
+
+def test_a_tree_without_the_run_function_is_named_in_the_error(tmp_path):
+    (tmp_path / "lab" / "pipelines").mkdir(parents=True)
+    (tmp_path / "lab" / "pipelines" / "structured.py").write_text("def main():\n    import os\n")
+    with pytest.raises(RuntimeError, match="structured.py: no function run"):
+        driver_imports(tmp_path)
