@@ -34,7 +34,6 @@ Each tree's own bench writes its own results file; the figures compared are this
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -89,11 +88,10 @@ def milestones(timelines: list[list[dict]], launched: float, ended: float) -> di
 
 
 def read_timelines(runs_dir: Path) -> list[list[dict]]:
-    """The timeline of each run directory under ``runs_dir`` (none when it is missing)."""
-    out = []
-    for path in sorted(runs_dir.glob("*/events.jsonl")) if runs_dir.is_dir() else []:
-        out.append([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
-    return out
+    """The timeline of each run directory under ``runs_dir`` (:func:`lab.events.read_events`; none when it is missing)."""
+    from lab.events import read_events
+
+    return [read_events(path.parent) for path in sorted(runs_dir.glob("*/events.jsonl"))]
 
 
 def summarise(runs: list[dict]) -> dict:

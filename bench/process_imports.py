@@ -34,6 +34,7 @@ from bench.code_pair import baseline_commit, baseline_tree, checkout_info  # noq
 from bench.machine import machine  # noqa: E402
 from bench.testbed import emit, summary  # noqa: E402
 
+
 def driver_imports(tree: Path) -> str:
     """What a structured driver of ``tree`` imports before its JVM, as code: read from its source, so it cannot drift.
 

@@ -218,19 +218,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "run_cpu.json"))
     a = ap.parse_args(argv)
     variants, extra = dict(VARIANTS), []
-    for spec in a.archive:
-        name, _, path = spec.partition("=")
-        if not name or name in variants or not Path(path).is_file():
-            ap.error(f"--archive {spec!r}: give NAME=PATH, a new name and an existing archive file")
-        # Absolute: drivers run in their run directory.
-        variants[name] = archive_variant(str(Path(path).resolve()))
-        extra.append(name)
-    for spec in a.jvm_flags:
-        name, _, flags = spec.partition("=")
-        if not name or name in variants or not flags.strip():
-            ap.error(f"--jvm-flags {spec!r}: give NAME=FLAGS, a new name and at least one flag")
-        variants[name] = flags_variant(flags)
-        extra.append(name)
+    named = (  # option, its NAME=VALUE specs, what they must be, whether a value is valid, the variant it makes
+        ("--archive", a.archive, "NAME=PATH, a new name and an existing archive file", lambda v: Path(v).is_file(),
+         lambda v: archive_variant(str(Path(v).resolve()))),  # absolute: drivers run in their run directory
+        ("--jvm-flags", a.jvm_flags, "NAME=FLAGS, a new name and at least one flag", lambda v: bool(v.strip()),
+         flags_variant))
+    for option, specs, wanted, valid, make in named:
+        for spec in specs:
+            name, _, value = spec.partition("=")
+            if not name or name in variants or not valid(value):
+                ap.error(f"{option} {spec!r}: give {wanted}")
+            variants[name] = make(value)
+            extra.append(name)
     chosen = (a.variant or ["all"]) + extra  # today's start beside the archives and flag sets
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-cpu-") as tmp:
