@@ -77,21 +77,18 @@ def for_variant(command: list[str], java: str, flags: list[str], vector_module: 
     return [java, *jvm_options, *flags, *command[at:]]
 
 
-def spark_home() -> str:
-    from pyspark.find_spark_home import _find_spark_home
-
-    return _find_spark_home()
-
-
 def launcher_command(java17: str) -> list[str]:
     """The driver command Spark's launcher builds for :data:`CONF` (what ``spark-submit`` would ``exec``)."""
+    from lab.cluster import scala_version, spark_home
+
     home = spark_home()
     args = ["org.apache.spark.deploy.SparkSubmit"]
     for k, v in CONF.items():
         args += ["--conf", f"{k}={v}"]
+    # as bin/spark-class runs it; a pip-installed Spark home needs its Scala version named (lab.cluster)
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_SCALA_VERSION=scala_version(home))
     out = subprocess.run([java17, "-Xmx128m", "-cp", f"{home}/jars/*", "org.apache.spark.launcher.Main", *args,
-                          "pyspark-shell"], env=dict(os.environ, SPARK_HOME=home, SPARK_SCALA_VERSION="2.13"),
-                         capture_output=True, check=True).stdout
+                          "pyspark-shell"], env=env, capture_output=True, check=True).stdout
     return [a.strip() for a in out.decode().split("\0") if a.strip()]
 
 
@@ -99,8 +96,10 @@ def one_run(command: list[str]) -> dict:
     """Start the driver JVM of ``command``, a session on it, the two jobs, stop; seconds at each step (in this process)."""
     import shutil
 
+    from lab.cluster import spark_home
+
     t0 = time.monotonic()
-    home = spark_home()
+    home = str(spark_home())
     tmp = tempfile.mkdtemp()
     info = os.path.join(tmp, "conn-info")
     env = dict(os.environ, SPARK_HOME=home, SPARK_CONNECT_MODE="0", _PYSPARK_DRIVER_CONN_INFO_PATH=info,

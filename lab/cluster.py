@@ -51,13 +51,14 @@ class ClusterInfo:
         return [self.master_pid, *self.worker_pids]
 
 
-def _spark_home() -> Path:
+def spark_home() -> Path:
+    """The installed pyspark's Spark home (its jars, conf and bin)."""
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
 
 
-def _scala_version(home: Path) -> str:
+def scala_version(home: Path) -> str:
     """The Scala binary version of the wheel's Spark, read from its scala-library jar (e.g. 2.13)."""
     jar = next(iter(sorted((home / "jars").glob("scala-library-*.jar"))), None)
     if jar is None:
@@ -67,11 +68,11 @@ def _scala_version(home: Path) -> str:
 
 def _jvm(main_class: str, args: list, log: Path, work_dir: Path) -> "subprocess.Popen":  # noqa: F821
     java = find_java()
-    home = _spark_home()
+    home = spark_home()
     # A pip-installed Spark home has no RELEASE file and no build directories, so the worker's
     # launcher cannot infer the Scala version it needs to start executors unless told.
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", JAVA_HOME=java.home,
-               SPARK_WORKER_DIR=str(work_dir), SPARK_SCALA_VERSION=_scala_version(home))
+               SPARK_WORKER_DIR=str(work_dir), SPARK_SCALA_VERSION=scala_version(home))
     cmd = [java.executable, "-Xmx512m", "-cp", f"{home / 'conf'}{os.pathsep}{home / 'jars'}/*",
            # no fixed-port REST submission server (6066): every other port here is bound as port 0
            "-Dspark.ui.killEnabled=false", "-Dspark.master.rest.enabled=false", main_class, *map(str, args)]
