@@ -60,6 +60,8 @@ from lab.errors import LabError, choices_error
 #: C1 compiling fewer methods does not pay either: -XX:CompileThresholdScaling=3 and =10 cut the JIT threads' CPU
 #: 4.5 → 3.3 and 1.9 s, but the code they left interpreted cost more: 39.3 and 40.9 against 38.3 machine CPU-s, 22.6
 #: and 23.5 against 21.8 s (run_cpu_jit.json, 6 rounds in turns).
+#: Transparent huge pages for the heap (-XX:+UseTransparentHugePages; the kernel's are madvise) did not pay:
+#: 37.4 against 36.6 machine CPU-s, the driver JVMs 20.6 against 18.8 (run_cpu_thp.json, 4 rounds in turns).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: The same for executor JVMs (``local-cluster``, standalone): a direct run with an executor kill on
 #: ``local-cluster[2,1,1024]`` took 22.0 → 15.3 CPU-s, 28.6 → 25.5 s (bench/jvm_flags.py, medians of 3). The
