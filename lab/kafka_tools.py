@@ -50,10 +50,10 @@ READ_SETTINGS = dict(
     # ["earliest" above] A range that has left the broker must fail the read, never silently
     # continue at other offsets and deliver a different set of records.
     auto_offset_reset="none",
-    # [True] kafka-python checks CRC32C in pure Python unless the C crc32c module is installed
-    # (it is not pinned). Measured: 38,000 records/s with the check, 146,000 without (3.8x; the
-    # check is three quarters of a read). The broker checked each batch's CRC when it was
-    # produced, and TCP guards the transfer. The labkafka source's checkCrcs option turns it on.
+    # [True] The broker checked each batch's CRC when it was produced, and TCP guards the transfer.
+    # Measured with kafka-python's pure-Python CRC32C, before the C crc32c module was pinned (for the
+    # producer, bench/results/kafka_crc.json): 38,000 records/s with the check, 146,000 without (the
+    # check was three quarters of a read). The labkafka source's checkCrcs option turns it on.
     check_crcs=False,
     # [1 MiB, 50 MiB] Larger fetches per partition and response. Measured no difference on
     # loopback (one partition, 5 trials: median 89,000 records/s at 4 MiB vs 108,000 at 1 MiB,
