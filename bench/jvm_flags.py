@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import machine  # noqa: E402
-from bench.run_cpu import machine_busy_s  # noqa: E402
+from bench.run_cpu import timed_run  # noqa: E402
 
 #: scenario: (the ``lab run`` arguments, the variable that holds the flags measured)
 SCENARIOS = {
@@ -39,12 +39,7 @@ SCENARIOS = {
 
 def measure(args: list[str], env: dict) -> dict:
     """One ``lab run``: its machine CPU, its wall time and its guarantee (``--json``)."""
-    cpu, t0 = machine_busy_s(), time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "lab", "run", *args, "--json"], env=env, capture_output=True, text=True)
-    wall, cpu = time.monotonic() - t0, machine_busy_s() - cpu
-    if p.returncode != 0:
-        raise SystemExit(f"lab run failed ({p.returncode}): {p.stderr[-1500:]}")
-    report = json.loads(p.stdout.strip().splitlines()[-1])
+    wall, cpu, report = timed_run(args, env)
     return {"cpu_s": round(cpu, 1), "wall_s": round(wall, 1), "guarantee": report["guarantee"]}
 
 

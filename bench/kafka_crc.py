@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
-from bench.run_cpu import machine_busy_s  # noqa: E402
+from bench.run_cpu import timed_run  # noqa: E402
 from bench.testbed import emit, summary  # noqa: E402
 
 #: The fast-restart issue's two commands: the producer at full speed, and at 500 events/s.
@@ -72,12 +72,7 @@ def measure(args: list[str], env: dict) -> dict:
     """One ``lab run``: wall time, machine CPU, the producer's seconds and the guarantee."""
     from lab.events import read_events
 
-    cpu, t0 = machine_busy_s(), time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "lab", "run", *args, "--json"], env=env, capture_output=True, text=True)
-    wall, cpu = time.monotonic() - t0, machine_busy_s() - cpu
-    if p.returncode != 0:
-        raise SystemExit(f"lab run failed ({p.returncode}): {p.stderr[-1500:]}")
-    report = json.loads(p.stdout.strip().splitlines()[-1])
+    wall, cpu, report = timed_run(args, env)
     return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 1),
             "producer_s": producer_seconds(read_events(Path(report["run_dir"]))), "guarantee": report["guarantee"]}
 

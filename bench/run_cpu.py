@@ -104,6 +104,19 @@ def machine_busy_s() -> float:
     return (sum(v) - v[3] - v[4]) / TICK
 
 
+def timed_run(args: list[str], env: dict) -> tuple[float, float, dict]:
+    """One ``lab run ARGS --json`` as a user runs it: its wall time, the machine's CPU seconds over it, its report.
+
+    Raises ``SystemExit`` with the run's exit status and the end of its standard error when it fails.
+    """
+    cpu, t0 = machine_busy_s(), time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "lab", "run", *args, "--json"], env=env, capture_output=True, text=True)
+    wall, cpu = time.monotonic() - t0, machine_busy_s() - cpu
+    if p.returncode != 0:
+        raise SystemExit(f"lab run failed ({p.returncode}): {p.stderr[-1500:]}")
+    return wall, cpu, json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def live_processes():
     """Each process in ``/proc`` now: ``(pid, command name, CPU seconds, start time)``; one that ends meanwhile is left out."""
     for pid in os.listdir("/proc"):
