@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
 from bench.run_cpu import machine_busy_s  # noqa: E402
-from bench.testbed import emit, summary  # noqa: E402
+from bench.testbed import emit, produce, summary  # noqa: E402
 
 EVENTS = 1500
 PARTITIONS = 3
@@ -118,19 +118,12 @@ def figures(run: dict, start: float, end: float | None = None, cpu: float | None
 
 
 def fill_topics(bootstrap: str, topics: list[str]) -> None:
-    """Create each topic and write :data:`EVENTS` acknowledged records to it, spread over its partitions."""
-    from kafka import KafkaProducer
-
+    """Create each topic and write :data:`EVENTS` acknowledged records to it (:func:`bench.testbed.produce`)."""
     from lab.kafka_tools import create_topic
 
     for t in topics:
         create_topic(bootstrap, t, PARTITIONS)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for t in topics:
-        for k in range(EVENTS):
-            producer.send(t, value=json.dumps({"id": k}).encode(), partition=k % PARTITIONS)
-    producer.flush()
-    producer.close()
+        produce(bootstrap, t, EVENTS)
 
 
 def run_child(bootstrap: str, topics: list[str], work: Path) -> tuple[list[dict], float, float, float]:
