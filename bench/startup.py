@@ -28,8 +28,8 @@ Variants (:mod:`lab.start_tuning`; ``all`` is the default start):
 ``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
 ``restart-delay-1s``, ``no-standby``, ``pyspark-worker-daemon``, ``no-worker-preload``,
 ``task-fetch-wait-500`` (Kafka's own ``fetch.max.wait.ms`` in the tasks of Spark's Kafka
-source), ``no-quick-stop``, ``no-broker-archive`` (the broker's JVM without :mod:`lab.broker_archive`)
-and ``none`` (every technique off: the start before them); by
+source), ``no-quick-stop``, ``no-broker-archive`` (the broker's JVM without :mod:`lab.broker_archive`),
+``codegen-on`` (Spark SQL's own code generation, ``LAB_CODEGEN=on``) and ``none`` (every technique off: the start before them); by
 default every variant for ``structured``, and for the others ``all``, ``no-standby``,
 ``no-quick-stop`` and ``none`` (:data:`DEFAULT_VARIANTS`; ``direct`` read with Spark's batch Kafka
 source measured no difference with ``task-fetch-wait-500``, 1.56 against 1.67 s crash to first batch
@@ -83,6 +83,7 @@ VARIANTS = {
     "task-fetch-wait-500": {"LAB_TASK_FETCH_WAIT_MS": "500"},
     "no-quick-stop": {"LAB_QUICK_STOP": "off"},
     "no-broker-archive": {"LAB_BROKER_ARCHIVE": "off"},
+    "codegen-on": {"LAB_CODEGEN": "on"},
     "none": ALL_OFF,
 }
 #: Every variant for the structured pipeline (the issue's figure); the others: everything on, everything off.

@@ -103,6 +103,10 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
                                                      *tuning.executor_jvm_options.split()]),
         "spark.log.level": "ERROR",
     }
+    if not tuning.codegen:
+        from lab.start_tuning import NO_CODEGEN_CONF
+
+        conf.update(NO_CODEGEN_CONF)
     if tuning.worker_daemon == "lab":
         # PySpark from the installed package, not from Spark's zips (lab.spark_daemon, where it is measured).
         conf["spark.python.daemon.module"] = "lab.spark_daemon"

@@ -42,6 +42,9 @@ measures each one off and on in the same run (``bench/results/startup.json``).
 ``LAB_TASK_FETCH_WAIT_MS``  ``fetch.max.wait.ms`` of the consumers in the tasks of Spark's Kafka source
                             of the structured pipeline (default :data:`TASK_FETCH_WAIT_MS`, 20;
                             Kafka's own is 500).
+``LAB_CODEGEN``             ``off`` (default): Spark SQL evaluates the drivers' queries interpreted
+                            (:data:`NO_CODEGEN_CONF`) instead of compiling Java for each of them;
+                            ``on``: Spark's own code generation.
 """
 
 from __future__ import annotations
@@ -82,6 +85,18 @@ FLINK_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 #: pipeline's batch reads of the same source measured no difference (1.56 against 1.67 s): they keep Kafka's.
 #: A task reads a fixed offset range, so a shorter wait never changes what it reads.
 TASK_FETCH_WAIT_MS = 20
+#: Spark SQL without code generation: no whole-stage code, and projections, predicates and orderings
+#: interpreted instead of compiled. ``factoryMode`` is the switch Spark's own tests use for the interpreted path;
+#: ``wholeStage`` alone left every compilation in place (a small aggregation: 11 classes against 10; with both, 1;
+#: tests/integration/test_spark_session.py checks it stays so). Every new driver JVM compiles each query's code with
+#: Janino (Spark's compiler cache lives in the JVM), then the JIT compiles that code: a restarted driver paid it
+#: again for batches of a few hundred records. Measured on the 3,000-event structured crash run, 6 rounds in turns
+#: (bench/run_cpu.py, run_cpu_codegen.json): 38.5 against 40.2 machine CPU-s, 21.6 against 22.6 s (less CPU in
+#: each round, by 0.2-4.3 s); bench/startup.py (startup_codegen.json, medians of 3): a new structured driver's
+#: first batch done 9.3 against 10.8 s, the restarted one's 2.69 against 2.83 s; direct 8.9 against 9.1 and 2.54
+#: against 2.79 s. The 200,000-event run drained in 51.0 s against 49.4 s (one run each). Interpreted evaluation
+#: computes the same rows.
+NO_CODEGEN_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 WARM_UPS = ("beside", "before")
 WORKER_DAEMONS = ("lab", "pyspark")
 STANDBYS = ("planned", "always", "off")
@@ -90,7 +105,7 @@ STANDBYS = ("planned", "always", "off")
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
            "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
            "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500",
-           "LAB_BROKER_ARCHIVE": "off"}
+           "LAB_BROKER_ARCHIVE": "off", "LAB_CODEGEN": "on"}
 _SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
 
 
@@ -157,6 +172,7 @@ class StartTuning:
     quick_stop: bool = True
     task_fetch_wait_ms: int = TASK_FETCH_WAIT_MS
     broker_archive: bool = True
+    codegen: bool = False
 
     @classmethod
     def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
@@ -164,8 +180,8 @@ class StartTuning:
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
         ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS``,
-        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP``, ``LAB_TASK_FETCH_WAIT_MS`` and ``LAB_BROKER_ARCHIVE`` (see the
-        module docstring).
+        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP``, ``LAB_TASK_FETCH_WAIT_MS``, ``LAB_BROKER_ARCHIVE`` and ``LAB_CODEGEN``
+        (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 
@@ -185,7 +201,8 @@ class StartTuning:
                    executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS),
                    quick_stop=switch(env, "LAB_QUICK_STOP"),
                    task_fetch_wait_ms=_milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS),
-                   broker_archive=switch(env, "LAB_BROKER_ARCHIVE"))
+                   broker_archive=switch(env, "LAB_BROKER_ARCHIVE"),
+                   codegen=switch(env, "LAB_CODEGEN", default="off"))
 
     def wants_standby(self, pipeline: str, master: str, needed: bool, first: bool = False) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).

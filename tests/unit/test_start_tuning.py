@@ -18,9 +18,25 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
     off = StartTuning.from_env(ALL_OFF)
     assert off == StartTuning(class_archive=False, jvm_options="", warm_up="before", standby="off",
                               worker_daemon="pyspark", worker_preload=False, flink_jvm_options="",
-                              executor_jvm_options="", quick_stop=False, task_fetch_wait_ms=500, broker_archive=False)
+                              executor_jvm_options="", quick_stop=False, task_fetch_wait_ms=500, broker_archive=False,
+                              codegen=True)
     with pytest.raises(LabError, match="LAB_TASK_FETCH_WAIT_MS='soon': expected a whole number of milliseconds"):
         StartTuning.from_env({"LAB_TASK_FETCH_WAIT_MS": "soon"})
+
+
+def test_spark_sql_runs_interpreted_unless_code_generation_is_switched_on(tmp_path, monkeypatch):
+    from lab.spark import session_conf
+    from lab.start_tuning import NO_CODEGEN_CONF
+
+    monkeypatch.delenv("LAB_CODEGEN", raising=False)
+    conf = session_conf("local[2]", tmp_path, "a")
+    assert {k: conf[k] for k in NO_CODEGEN_CONF} == {"spark.sql.codegen.wholeStage": "false",
+                                                      "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+    monkeypatch.setenv("LAB_CODEGEN", "on")
+    assert not set(NO_CODEGEN_CONF) & set(session_conf("local[2]", tmp_path, "a"))  # Spark's own defaults
+    monkeypatch.setenv("LAB_CODEGEN", "sometimes")
+    with pytest.raises(LabError, match="LAB_CODEGEN .sometimes.; valid choices: off, on"):
+        session_conf("local[2]", tmp_path, "a")
 
 
 def test_the_flink_jobs_jvm_gets_the_users_flags_then_the_labs_then_its_tmpdir(tmp_path):
