@@ -87,8 +87,8 @@ FLINK_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 TASK_FETCH_WAIT_MS = 20
 #: Spark SQL without code generation: no whole-stage code, and projections, predicates and orderings
 #: interpreted instead of compiled. ``factoryMode`` is the switch Spark's own tests use for the interpreted path;
-#: ``wholeStage`` alone left every compilation in place (a small aggregation: 11 classes against 10; with both, 1;
-#: tests/integration/test_spark_session.py checks it stays so). Every new driver JVM compiles each query's code with
+#: ``wholeStage`` alone compiled as many classes (a ``mapInArrow`` and an aggregation: 11, where Spark's defaults
+#: compiled 10; with both settings, 1; tests/integration/test_spark_session.py checks that it stays so). Every new driver JVM compiles each query's code with
 #: Janino (Spark's compiler cache lives in the JVM), then the JIT compiles that code: a restarted driver paid it
 #: again for batches of a few hundred records. Measured on the 3,000-event structured crash run, 6 rounds in turns
 #: (bench/run_cpu.py, run_cpu_codegen.json): 38.5 against 40.2 machine CPU-s, 21.6 against 22.6 s (less CPU in
