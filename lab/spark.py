@@ -79,7 +79,7 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     the Python worker daemon imports before it forks workers (:data:`SQL_WORKER_IMPORTS`,
     :data:`RDD_WORKER_IMPORTS`; :mod:`lab.spark_daemon`).
     """
-    from lab.start_tuning import StartTuning
+    from lab.start_tuning import NO_CODEGEN_CONF, StartTuning
 
     run_dir = Path(run_dir).resolve()
     tuning = StartTuning.from_env()
@@ -104,8 +104,6 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.log.level": "ERROR",
     }
     if not tuning.codegen:
-        from lab.start_tuning import NO_CODEGEN_CONF
-
         conf.update(NO_CODEGEN_CONF)
     if tuning.worker_daemon == "lab":
         # PySpark from the installed package, not from Spark's zips (lab.spark_daemon, where it is measured).
