@@ -67,12 +67,13 @@ def last_line(text: str, pattern: str | None = None) -> str:
 
 
 #: The timeline milestones ``--timeline`` records (:func:`milestones`).
-MILESTONES = ("first_driver_s", "first_batch_done_s", "end_to_exit_s")
+MILESTONES = ("first_driver_s", "first_batch_done_s", "drained_to_exit_s", "end_to_exit_s")
 
 
 def milestones(timelines: list[list[dict]], launched: float, ended: float) -> dict:
     """When the first driver process started and the first batch was done, seconds after ``launched``,
-    and the seconds from the last ``run-end`` to ``ended`` (pure; ``None`` where no run has one).
+    and the seconds from the last ``drained`` and from the last ``run-end`` to ``ended`` (pure; ``None``
+    where no run has one).
 
     ``timelines``: the ``events.jsonl`` of each run the command made (``t``: epoch seconds).
     """
@@ -82,9 +83,12 @@ def milestones(timelines: list[list[dict]], launched: float, ended: float) -> di
         ts = [e["t"] for e in events if e.get("type") in types]
         return round(min(ts) - launched, 3) if ts else None
 
-    ends = [e["t"] for e in events if e.get("type") == "run-end"]
+    def to_exit(kind):
+        ts = [e["t"] for e in events if e.get("type") == kind]
+        return round(ended - max(ts), 3) if ts else None
+
     return {"first_driver_s": first(("standby-start", "driver-start")), "first_batch_done_s": first(("batch-done",)),
-            "end_to_exit_s": round(ended - max(ends), 3) if ends else None}
+            "drained_to_exit_s": to_exit("drained"), "end_to_exit_s": to_exit("run-end")}
 
 
 def read_timelines(runs_dir: Path) -> list[list[dict]]:

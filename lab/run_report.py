@@ -4,7 +4,8 @@ After the driver has stopped, :func:`final_audit` reads the run's topic once
 from the earliest offset (what the producer really stored: ``source_duplicates``,
 and the offsets of acknowledgements that came back without one), audits the
 ledger against the sink, and :func:`build_report` assembles the JSON report
-(``lab run --json`` prints it last).
+(``lab run --json`` prints it last). A run that drained has its topic read
+while its driver stops (:func:`start_topic_read`): nothing writes to it any more.
 
 Positions at a forced stop
 --------------------------
@@ -23,6 +24,7 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -107,7 +109,31 @@ def start_audit_imports() -> threading.Thread:
     return thread
 
 
-def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tuple[Audit, dict]:
+def start_topic_read(bootstrap: str, config) -> Future:
+    """Read the run's topic (:func:`lab.kafka_tools.topic_copies`) on a thread started now; pass it to :func:`final_audit`.
+
+    For a run that has drained: its producer is done and no fault is left to come
+    (:mod:`lab.run_end`), so no write reaches the topic after this read, and it
+    holds what a read after the driver's stop would. A supervisor starts it
+    while its driver stops (measured: the read took 0.29 s of a 3,000-event
+    run's 0.4 s final audit, after a 0.6 s stop). The future holds the read's
+    error when it fails, raised where :func:`final_audit` asks for the copies.
+    """
+    future: Future = Future()
+
+    def read() -> None:
+        try:
+            future.set_result(kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
+                                                       isolation_level=config.producer.isolation_level))
+        except BaseException as e:  # noqa: BLE001 - see the docstring
+            future.set_exception(e)
+
+    threading.Thread(target=read, name="lab-topic-read", daemon=True).start()
+    return future
+
+
+def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
+                topic_read: Future | None = None) -> tuple[Audit, dict]:
     """Read the topic, place offset-less acknowledgements, audit; return the audit and the source counts.
 
     ``broker`` is the run's :class:`lab.broker.BrokerInfo` (its product and version go into
@@ -116,14 +142,16 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int]) -> tup
     from ``read_committed`` readers where the broker honours the isolation level. For the
     ``topic`` sink (kafka-eos) the audit is of the output topic read ``read_committed``, and
     the counts add both views of it (:meth:`lab.topic_sink.TopicSink.view_counts`).
+    ``topic_read``: the read :func:`start_topic_read` started, used instead of reading now.
 
     Delivery guarantee: none of its own; it reads and counts. An acknowledged
     send the topic does not hold, and that no sink row explains, is lost (see
     :mod:`lab.auditor`).
     """
     bootstrap = broker.bootstrap
-    copies = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
-                                      isolation_level=config.producer.isolation_level)
+    copies = (topic_read.result() if topic_read is not None else
+              kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
+                                       isolation_level=config.producer.isolation_level))
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)

@@ -22,6 +22,7 @@ import json
 import signal
 import threading
 import time
+from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,7 @@ from lab.replication_watch import ReplicationWatch
 from lab.run_dir import new_run_dir
 from lab.run_end import EndWatch
 from lab.run_report import (RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions,
-                            start_audit_imports)
+                            start_audit_imports, start_topic_read)
 from lab.sinks import open_sink, sink_spec_for_run
 from lab.start_tuning import StartTuning
 
@@ -103,6 +104,7 @@ class Run:
         self._ready_attempt = 0
         self._next_group_scan = 0.0
         self._drained = False
+        self._topic_read: futures.Future | None = None  # the final audit's read of the topic, once drained
         self._times: dict[str, float] = {}
         self._tuning = tuning or StartTuning.from_env()
 
@@ -456,6 +458,8 @@ class Run:
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
         imports = start_audit_imports()  # while the drivers stop
+        # Drained: the producer is done and no fault is left, so the topic is final; read it while the drivers stop.
+        self._topic_read = start_topic_read(self.broker.bootstrap, self.config) if self._drained else None
         self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         imports.join()
@@ -464,7 +468,7 @@ class Run:
         positions = read_progress(self.run_dir)["positions"]
         if how == "killed-after-timeout":
             positions = in_flight_positions(positions, timeline)
-        audit, source = final_audit(self.run_dir, self.config, self.broker, positions)
+        audit, source = final_audit(self.run_dir, self.config, self.broker, positions, self._topic_read)
         self._times["total_s"] = self.elapsed()
         self.result = RunResult(
             config=self.config, run_dir=self.run_dir, audit=audit,
@@ -478,6 +482,8 @@ class Run:
         """End everything this run started; safe to call more than once, from any thread."""
         if self._watch is not None:
             self._watch.stop()
+        if self._topic_read is not None:
+            futures.wait([self._topic_read])  # _finish raised before its audit: the read ends before the broker does
         if self.producer is not None:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.

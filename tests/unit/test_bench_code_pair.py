@@ -42,15 +42,18 @@ def test_a_pattern_keeps_the_line_that_says_what_the_run_delivered():
 
 def test_milestones_are_seconds_after_the_command_started_from_its_runs_timelines():
     first = [{"t": 100.4, "type": "standby-start"}, {"t": 101.0, "type": "run-start"},
-             {"t": 111.2, "type": "batch-done"}, {"t": 112.0, "type": "batch-done"}, {"t": 118.0, "type": "run-end"}]
-    second = [{"t": 119.0, "type": "driver-start"}, {"t": 125.5, "type": "batch-done"}, {"t": 130.0, "type": "run-end"}]
+             {"t": 111.2, "type": "batch-done"}, {"t": 112.0, "type": "batch-done"}, {"t": 117.0, "type": "drained"},
+             {"t": 118.0, "type": "run-end"}]
+    second = [{"t": 119.0, "type": "driver-start"}, {"t": 125.5, "type": "batch-done"}, {"t": 128.6, "type": "drained"},
+              {"t": 130.0, "type": "run-end"}]
     assert milestones([second, first], launched=100.0, ended=130.6) == {
-        "first_driver_s": 0.4, "first_batch_done_s": 11.2, "end_to_exit_s": 0.6}
+        "first_driver_s": 0.4, "first_batch_done_s": 11.2, "drained_to_exit_s": 2.0, "end_to_exit_s": 0.6}
 
 
 def test_a_command_without_runs_has_no_milestones(tmp_path):
     assert read_timelines(tmp_path / "runs") == []
-    assert milestones([], 1.0, 2.0) == {"first_driver_s": None, "first_batch_done_s": None, "end_to_exit_s": None}
+    assert milestones([], 1.0, 2.0) == {"first_driver_s": None, "first_batch_done_s": None, "drained_to_exit_s": None,
+                                        "end_to_exit_s": None}
 
 
 def test_timelines_are_read_from_each_run_directory(tmp_path):

@@ -1,6 +1,12 @@
-"""Positions after a forced final stop: events in flight count as unseen, never lost."""
+"""Positions after a forced final stop: events in flight count as unseen, never lost; the final read started ahead."""
 
-from lab.run_report import completed_ends, in_flight_positions
+import threading
+
+import pytest
+
+from lab import kafka_tools
+from lab.config import RunConfig
+from lab.run_report import completed_ends, in_flight_positions, start_topic_read
 
 
 def test_receiver_style_progress_ahead_of_output_is_capped_at_completed_batches():
@@ -26,3 +32,23 @@ def test_batch_done_without_ranges_takes_them_from_its_start():
     assert completed_ends(events) == {0: 20}
     # pipelines whose progress only moves after output are unchanged by the cap
     assert in_flight_positions({0: 20}, events) == {0: 20}
+
+
+def test_a_topic_read_started_ahead_reads_the_runs_topic_on_a_thread_and_keeps_its_error(monkeypatch):
+    asked, readers = [], []
+
+    def topic_copies(bootstrap, topic, partitions, isolation_level):
+        asked.append((bootstrap, topic, partitions, isolation_level))
+        readers.append(threading.current_thread().name)
+        if topic == "events.gone":
+            raise TimeoutError("the topic could not be read to its end")
+        return {"e0": [1, 0, 0]}
+
+    monkeypatch.setattr(kafka_tools, "topic_copies", topic_copies)
+    config = RunConfig(pipeline="plain", topic="events.r1", partitions=2)
+    assert start_topic_read("127.0.0.1:9", config).result(timeout=10) == {"e0": [1, 0, 0]}
+    assert asked == [("127.0.0.1:9", "events.r1", 2, config.producer.isolation_level)]
+    assert readers == ["lab-topic-read"]  # not the caller's: the supervisor stops its driver meanwhile
+    failed = start_topic_read("127.0.0.1:9", RunConfig(pipeline="plain", topic="events.gone"))
+    with pytest.raises(TimeoutError, match="to its end"):
+        failed.result(timeout=10)  # where final_audit asks for the copies
