@@ -123,13 +123,18 @@ def start_topic_read(bootstrap: str, config) -> Future:
 
     def read() -> None:
         try:
-            future.set_result(kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
-                                                       isolation_level=config.producer.isolation_level))
+            future.set_result(_topic_copies(bootstrap, config))
         except BaseException as e:  # noqa: BLE001 - see the docstring
             future.set_exception(e)
 
     threading.Thread(target=read, name="lab-topic-read", daemon=True).start()
     return future
+
+
+def _topic_copies(bootstrap: str, config) -> dict[str, list]:
+    """Every event id's copies in the run's topic, read at the producer's isolation level."""
+    return kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
+                                    isolation_level=config.producer.isolation_level)
 
 
 def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
@@ -149,9 +154,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     :mod:`lab.auditor`).
     """
     bootstrap = broker.bootstrap
-    copies = (topic_read.result() if topic_read is not None else
-              kafka_tools.topic_copies(bootstrap, config.topic, config.partitions,
-                                       isolation_level=config.producer.isolation_level))
+    copies = topic_read.result() if topic_read is not None else _topic_copies(bootstrap, config)
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
