@@ -286,8 +286,14 @@ def check_05(reports):
     kafka = idem["settings"]["embedded_broker"] == "kafka"
     if kafka:  # Apache Kafka deduplicates the retries and answers each with the offset it stored the batch at
         assert (idem["source_duplicates"], idem["acks_without_offset"]) == (0, 0), idem
-    # Section 5: the same aborted transactions, read committed and read uncommitted
     p = SMALL["05_exactly_once_production"]
+    # Section 4: a transactional producer under the same lost acknowledgements
+    txn = _pick(reports, transactional=True, faults=f"ack-loss@at={p['LOSS_AT']}s:count={p['LOST_ACKS']}")
+    assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == 1500, _counts(txn)
+    assert txn["exactly_once"] == txn["acked"] and txn["lost"] == txn["unseen"] == 0, _counts(txn)
+    if kafka:  # read_committed: only committed transactions count, each record once
+        assert txn["source_duplicates"] == 0 and txn["topic_records"] == txn["acked"], txn
+    # Section 5: the same aborted transactions, read committed and read uncommitted
     txn_abort = f"txn-abort@at={p['ABORT_AT']}s:count={p['ABORTED_TXNS']}"
     committed = _pick(reports, faults=txn_abort, isolation="read_committed")
     uncommitted = _pick(reports, faults=txn_abort, isolation="read_uncommitted")
