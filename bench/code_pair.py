@@ -17,7 +17,7 @@ core just before it (``bench/machine.py``). ``--keep REGEX`` records the last li
 instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compare too).
 ``--timeline`` runs the command with ``LAB_RUNS_DIR={out}/runs`` and records, from its runs' timelines,
 when the first driver process started, when the first batch was done (seconds after the command
-started) and how long the command took after its last run's ``run-end`` (:func:`milestones`), for
+started) and how long the command took after its last run's ``drained`` and ``run-end`` (:func:`milestones`), for
 a change whose effect is smaller than the wall time's spread. A new tree's first Spark run builds its
 class archive (the jars' paths are in its key, :mod:`lab.class_archive`): about 35 s more, once, which
 the medians of several rounds leave out.
