@@ -214,7 +214,7 @@ def main(argv=None) -> int:
                     help="record the last output line matching REGEX (default: the last line)")
     ap.add_argument("--timeline", action="store_true",
                     help="runs into {out}/runs (LAB_RUNS_DIR); record when the first driver started and the first "
-                         "batch was done, and the time from the last run's end to the exit")
+                         "batch was done, and the time from the last drain and from the last run's end to the exit")
     ap.add_argument("--clean", action="store_true", help="remove the kept worktrees and venvs, then exit")
     ap.add_argument("command", nargs="*", help="the command, run in each tree; {python} and {out} are filled in")
     a = ap.parse_args(argv)

@@ -1,11 +1,12 @@
 """What a run reports: its live status while it runs, and its verdict, the final audit and ``report.json``.
 
-After the driver has stopped, :func:`final_audit` reads the run's topic once
-from the earliest offset (what the producer really stored: ``source_duplicates``,
-and the offsets of acknowledgements that came back without one), audits the
-ledger against the sink, and :func:`build_report` assembles the JSON report
-(``lab run --json`` prints it last). A run that drained has its topic read
-while its driver stops (:func:`start_topic_read`): nothing writes to it any more.
+At the run's end :func:`final_audit` reads the run's topic once from the
+earliest offset (what the producer really stored: ``source_duplicates``, and
+the offsets of acknowledgements that came back without one): after the driver
+has stopped, or, for a run that drained on a single broker, while it stops
+(:func:`start_topic_read`). Once the driver has stopped it audits the ledger
+against the sink, and :func:`build_report` assembles the JSON report
+(``lab run --json`` prints it last).
 
 Positions at a forced stop
 --------------------------
@@ -112,12 +113,15 @@ def start_audit_imports() -> threading.Thread:
 def start_topic_read(bootstrap: str, config) -> Future:
     """Read the run's topic (:func:`lab.kafka_tools.topic_copies`) on a thread started now; pass it to :func:`final_audit`.
 
-    For a run that has drained: its producer is done and no fault is left to come
-    (:mod:`lab.run_end`), so no write reaches the topic after this read, and it
-    holds what a read after the driver's stop would. A supervisor starts it
-    while its driver stops (measured: the read took 0.29 s of a 3,000-event
-    run's 0.4 s final audit, after a 0.6 s stop). The future holds the read's
-    error when it fails, raised where :func:`final_audit` asks for the copies.
+    For a run that has drained on a single broker: its producer is done and its
+    plan has no fault left to come (:mod:`lab.run_end`), so no write reaches the
+    topic after this read, and it holds what a read after the driver's stop would.
+    (On a cluster, a follower held in the ISR can keep acknowledged records above
+    the high watermark for seconds after the drain: the supervisor reads after
+    the stop there.) A supervisor starts it while its driver stops (measured:
+    the read took 0.29 s of a 3,000-event run's 0.4 s final audit, after a 0.6 s
+    stop). The future holds the read's error when it fails, raised where
+    :func:`final_audit` asks for the copies.
     """
     future: Future = Future()
 

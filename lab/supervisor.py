@@ -51,6 +51,8 @@ from lab.start_tuning import StartTuning
 MAX_UNPLANNED_EXITS = 3
 #: Seconds a driver gets to finish its batch after SIGTERM (a receiver's stop: 16 s of waits + Spark's graceful 10 s).
 STOP_GRACE_S = 30.0
+#: Seconds a clean-up waits for a final read of the topic that its audit never took (a 200,000-event topic: 3.1 s).
+TOPIC_READ_WAIT_S = 10.0
 #: Seconds between the drained checks (each asks the broker for the end offsets once the producer is done).
 DRAIN_CHECK_S = 0.5
 #: Seconds after a ``batch-done`` when the drained check comes anyway (the poll after the one that read it).
@@ -459,7 +461,10 @@ class Run:
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
         imports = start_audit_imports()  # while the drivers stop
         # Drained: the producer is done and no fault is left, so the topic is final; read it while the drivers stop.
-        self._topic_read = start_topic_read(self.broker.bootstrap, self.config) if self._drained else None
+        # Not on a cluster: a follower held in the ISR can keep acknowledged records above the high watermark
+        # for seconds after the drain (run_end's TRUNCATED_SETTLE_S), and the later read gives them more time.
+        if self._drained and not self.broker.nodes:
+            self._topic_read = start_topic_read(self.broker.bootstrap, self.config)
         self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         imports.join()
@@ -482,13 +487,14 @@ class Run:
         """End everything this run started; safe to call more than once, from any thread."""
         if self._watch is not None:
             self._watch.stop()
-        if self._topic_read is not None:
-            futures.wait([self._topic_read])  # _finish raised before its audit: the read ends before the broker does
         if self.producer is not None:
             self.producer.stop(timeout=15)
         # A clean stop already happened in _finish; anything still alive here is killed.
         if self._driver is not None:
             self._driver.kill_remaining()
+        if self._topic_read is not None:
+            # Done, unless _finish gave up before its audit: the read may end before its broker stops.
+            futures.wait([self._topic_read], timeout=TOPIC_READ_WAIT_S)
         if self._restarted_broker is not None:
             broker_mod.stop_embedded(self._restarted_broker, discard_data=True)  # the run's own, as broker_for_run's
         if self.faults is not None:
