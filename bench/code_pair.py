@@ -79,15 +79,18 @@ def milestones(timelines: list[list[dict]], launched: float, ended: float) -> di
     """
     events = [e for timeline in timelines for e in timeline]
 
-    def first(types):
-        ts = [e["t"] for e in events if e.get("type") in types]
+    def times(*types):
+        return [e["t"] for e in events if e.get("type") in types]
+
+    def first(*types):
+        ts = times(*types)
         return round(min(ts) - launched, 3) if ts else None
 
     def to_exit(kind):
-        ts = [e["t"] for e in events if e.get("type") == kind]
+        ts = times(kind)
         return round(ended - max(ts), 3) if ts else None
 
-    return {"first_driver_s": first(("standby-start", "driver-start")), "first_batch_done_s": first(("batch-done",)),
+    return {"first_driver_s": first("standby-start", "driver-start"), "first_batch_done_s": first("batch-done"),
             "drained_to_exit_s": to_exit("drained"), "end_to_exit_s": to_exit("run-end")}
 
 
