@@ -106,6 +106,7 @@ class Run:
         self._ready_attempt = 0
         self._next_group_scan = 0.0
         self._drained = False
+        self._ended = False  # the monitor left its loop: no fault may start now (the final audit reads the topic)
         self._topic_read: futures.Future | None = None  # the final audit's read of the topic, once drained
         self._times: dict[str, float] = {}
         self._tuning = tuning or StartTuning.from_env()
@@ -199,11 +200,15 @@ class Run:
         Raises
         ------
         LabError
-            For a fault the pipeline or the run's settings cannot carry out.
+            For a fault the pipeline or the run's settings cannot carry out, and once the run has ended
+            (drained, no more batches, deadline or a stop): a fault then would act on the final audit, not
+            on the pipeline (a broker cut during the topic's final read fails the audit).
         """
         if self.faults is None:
             raise LabError("the run has not started; start it before injecting faults")
         with self._lock:
+            if self._ended:
+                raise LabError(f"the run has ended; {kind} was not injected (start a new run to inject faults)")
             return self.faults.inject(kind, source=source, **options)
 
     def finished_within(self, seconds: float) -> bool:
@@ -343,7 +348,11 @@ class Run:
     # -- the monitor thread --------------------------------------------------
     def _monitor(self) -> None:
         try:
-            self._loop()
+            try:
+                self._loop()
+            finally:
+                with self._lock:  # an inject() under way finishes first; any later one is refused
+                    self._ended = True
             self._finish()
         except BaseException as e:  # reported by wait(), never lost
             self.error = e

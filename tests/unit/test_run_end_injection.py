@@ -1,0 +1,51 @@
+"""A fault pressed after the run's loop has ended is refused; one pressed before reaches the injector."""
+
+import threading
+
+import pytest
+
+from lab.config import make_config
+from lab.errors import LabError
+from lab.supervisor import Run
+
+
+class Injector:
+    def __init__(self):
+        self.injected = []
+
+    def inject(self, kind, source, **options):
+        self.injected.append((kind, source))
+        return {"type": "fault", "kind": kind}
+
+
+def test_a_press_between_the_drain_and_the_audit_is_refused(tmp_path, monkeypatch):
+    run = Run(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)))
+    run.faults = Injector()
+    in_loop, leave_loop, in_finish, leave_finish = (threading.Event() for _ in range(4))
+
+    def loop():
+        in_loop.set()
+        leave_loop.wait(5)
+
+    def finish():
+        in_finish.set()
+        leave_finish.wait(5)
+
+    monkeypatch.setattr(run, "_loop", loop)
+    monkeypatch.setattr(run, "_finish", finish)
+    monkeypatch.setattr(run, "_cleanup", lambda: None)
+    monitor = threading.Thread(target=run._monitor)
+    monitor.start()
+    try:
+        assert in_loop.wait(5)
+        assert run.inject("driver-crash")["kind"] == "driver-crash"  # while the run goes on
+        leave_loop.set()
+        assert in_finish.wait(5)
+        with pytest.raises(LabError, match="the run has ended; broker-outage was not injected"):
+            run.inject("broker-outage", duration_s=1)
+    finally:
+        leave_loop.set()
+        leave_finish.set()
+        monitor.join(5)
+    assert run.faults.injected == [("driver-crash", "ui")]
+    assert run.error is None and run._done.is_set()
