@@ -47,15 +47,11 @@ def read_once(bootstrap: str, topic: str, events: int, how: str) -> float:
     def defaults_only(bootstrap, isolation_level, **overrides):
         return kafka_tools.consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000, **overrides)
 
-    settings = {"defaults": {}, "bulk": {}, "bulk-crc": {"READ_SETTINGS": {**kafka_tools.READ_SETTINGS,
-                                                                           "check_crcs": True}}}[how]
+    patches = {"defaults": {"bulk_consumer": defaults_only}, "bulk": {},
+               "bulk-crc": {"READ_SETTINGS": {**kafka_tools.READ_SETTINGS, "check_crcs": True}}}[how]
     t = time.monotonic()
-    with mock.patch.multiple(kafka_tools, **settings) if settings else contextlib.nullcontext():
-        if how == "defaults":
-            with mock.patch.object(kafka_tools, "bulk_consumer", defaults_only):
-                copies = kafka_tools.topic_copies(bootstrap, topic, 3)
-        else:
-            copies = kafka_tools.topic_copies(bootstrap, topic, 3)
+    with mock.patch.multiple(kafka_tools, **patches) if patches else contextlib.nullcontext():
+        copies = kafka_tools.topic_copies(bootstrap, topic, 3)
     seconds = time.monotonic() - t
     if len(copies) != events or any(c[0] != 1 for c in copies.values()):
         raise SystemExit(f"read {len(copies)} distinct events back, produced {events} once each")
