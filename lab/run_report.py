@@ -68,6 +68,9 @@ class RunStatus:
     positions: dict
     end_offsets: dict
     finished: bool
+    #: The run's loop has ended (drained, no more batches, deadline, stop): faults are refused from now on,
+    #: while the drivers stop and the audit runs, before ``finished``.
+    ended: bool = False
 
     @property
     def backlog(self) -> int:

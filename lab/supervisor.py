@@ -254,6 +254,7 @@ class Run:
             positions=read_progress(self.run_dir)["positions"] if self.run_dir else {},
             end_offsets=dict(self._end.end_offsets) if self._end else {},
             finished=self._done.is_set(),
+            ended=self._ended,
         )
 
     def live_audit(self) -> Audit:

@@ -224,8 +224,7 @@ class Panel:
         if self.run is not None:
             self.run.stop()
         self._stop_poller()
-        for b in self.fault_buttons.values():
-            b.disabled = True
+        self._disable_faults()
 
     def figures(self) -> list:
         """The run's figures: delivery counts, the per-event strip and the timeline."""
@@ -286,7 +285,10 @@ class Panel:
         while not self._stop.is_set():
             try:
                 self._refresh()
-                if self.run.status().finished:
+                status = self.run.status()
+                if status.ended:  # the run refuses faults from here on (Run.inject): the buttons say so
+                    self._disable_faults()
+                if status.finished:
                     break
             except Exception as exc:
                 # Shown once per kind of error; the next refresh may well succeed (a file being written).
@@ -339,6 +341,9 @@ class Panel:
         self.progress.value = self.progress.max
         self.progress.bar_style = "success"
         self.verdict_html.value = self._verdict_html(self.verdict)
+        self._disable_faults()
+
+    def _disable_faults(self) -> None:
         for b in self.fault_buttons.values():
             b.disabled = True
 

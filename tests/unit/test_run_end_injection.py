@@ -49,3 +49,44 @@ def test_a_press_between_the_drain_and_the_audit_is_refused(tmp_path, monkeypatc
         monitor.join(5)
     assert run.faults.injected == [("driver-crash", "ui")]
     assert run.error is None and run._done.is_set()
+
+
+def test_the_status_says_when_the_run_has_ended(tmp_path):
+    run = Run(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)))
+    assert run.status().ended is False
+    run._ended = True
+    assert run.status().ended is True and run.status().finished is False
+
+
+def test_the_panel_greys_its_fault_buttons_once_the_run_has_ended(tmp_path, monkeypatch):
+    from lab.run_report import RunStatus
+    from lab.ui import Panel
+
+    panel = Panel(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)),
+                  refresh_s=0.01)
+    seen = []
+
+    class EndingRun:
+        """Goes on, then ends (faults refused), then finishes; records the buttons at each look."""
+
+        def status(self):
+            seen.append({k: b.disabled for k, b in panel.fault_buttons.items()})
+            n = len(seen)
+            return RunStatus(0.0, 0, 0, False, 0, 0, True, {}, {}, finished=n >= 6, ended=n >= 3)
+
+        def wait(self, timeout=None):
+            return None
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(panel, "_refresh", lambda: None)
+    panel.run = EndingRun()
+    for b in panel.fault_buttons.values():
+        b.disabled = False  # as start() leaves them
+    try:
+        panel._poll()
+    finally:
+        panel.close()
+    assert panel.fault_buttons and not any(seen[1].values())  # while the run goes on: pressable
+    assert all(seen[3].values()) and all(seen[4].values())  # ended, not yet finished: greyed
