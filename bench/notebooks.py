@@ -7,7 +7,8 @@ default``: what a learner runs) or the test suite's small ones (``--params
 small``, ``tests/notebooks/test_notebooks.py``'s ``SMALL``). Recorded per
 notebook: the wall time from papermill's start to its end (kernel start,
 broker start and every run included), whether it finished without an error,
-the parameters, and the load average; and the machine's cores.
+the parameters, the load average and the one-core loop's seconds just before
+(:func:`bench.machine.core_seconds`); and the machine's cores.
 
 A notebook's time here is machine time only: reading, predicting and
 discussing come on top (``docs/workshop.md`` says how much it plans for that).
@@ -29,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.machine import core_seconds  # noqa: E402
 
 
 def small_params() -> dict:
@@ -84,8 +87,9 @@ def main(argv=None) -> int:
         if a.params == "small":
             params = dict(small.get(path.stem, {}), INTERACTIVE=False) if key == path.stem else \
                 {"INTERACTIVE": False, "EVENTS": 1500}
+        core_s = core_seconds()  # the machine's speed just before: one hour's figures differ from another's
         with tempfile.TemporaryDirectory(prefix="lab-bench-nb-") as tmp:
-            row = execute(path, params, Path(tmp))
+            row = execute(path, params, Path(tmp)) | {"core_seconds_before": core_s}
         table[key] = row
         print(f"{key:<40} {row['seconds']:7.1f} s  {'ok' if row['ok'] else row['error']}", flush=True)
         out.write_text(json.dumps(results, indent=1) + "\n")
