@@ -114,8 +114,8 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
         "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
         "verdicts": df["verdict"].value_counts().to_dict(),
         "rows": [{k: v for k, v in r.items() if k != "error" or (isinstance(v, str) and v)}
-                 for r in df[[c for c in ("name", "expect", "guarantee", "lost", "duplicated", "topic_lost", "verdict",
-                                          "total_s", "error") if c in df.columns]].to_dict(orient="records")],
+                 for r in df[[c for c in ("key", "name", "expect", "guarantee", "lost", "duplicated", "topic_lost",
+                                          "verdict", "total_s", "error") if c in df.columns]].to_dict(orient="records")],
         "results_dir": str(out),
     }
 
