@@ -200,9 +200,11 @@ class Run:
         Raises
         ------
         LabError
-            For a fault the pipeline or the run's settings cannot carry out, and once the run has ended
-            (drained, no more batches, deadline or a stop): a fault then would act on the final audit, not
-            on the pipeline (a broker cut during the topic's final read fails the audit).
+            For a fault the pipeline or the run's settings cannot carry out, and from the moment the
+            monitor's loop has ended (drained, no more batches, deadline, a stop or an error): a fault then
+            would act on the final audit, not on the pipeline (a broker cut during the topic's final read
+            fails the audit). A press in the milliseconds between the loop's last check and its end is
+            carried out and recorded, as any press before.
         """
         if self.faults is None:
             raise LabError("the run has not started; start it before injecting faults")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from lab import events as ev
 from lab import plots
 from lab.config import RunConfig
+from lab.errors import LabError
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
@@ -253,6 +254,8 @@ class Panel:
         def handler(*args):
             try:
                 fn(*args)
+            except LabError as exc:  # a refusal that names its reason: one line, no traceback
+                self._show_error(f"{exc}\n")
             except Exception as exc:  # shown in the panel: a press that failed must say why
                 self._show_error(f"{type(exc).__name__}: {exc}\n" + traceback.format_exc())
 
@@ -284,10 +287,10 @@ class Panel:
         shown = set()
         while not self._stop.is_set():
             try:
-                self._refresh()
                 status = self.run.status()
                 if status.ended:  # the run refuses faults from here on (Run.inject): the buttons say so
                     self._disable_faults()
+                self._refresh()
                 if status.finished:
                     break
             except Exception as exc:

@@ -90,3 +90,20 @@ def test_the_panel_greys_its_fault_buttons_once_the_run_has_ended(tmp_path, monk
         panel.close()
     assert panel.fault_buttons and not any(seen[1].values())  # while the run goes on: pressable
     assert all(seen[3].values()) and all(seen[4].values())  # ended, not yet finished: greyed
+
+
+def test_a_refused_press_shows_one_line_in_the_panel(tmp_path):
+    from lab.ui import Panel
+
+    panel = Panel(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)))
+    shown = []
+    panel._show_error = shown.append
+
+    def refused(_button):
+        raise LabError("the run has ended; driver-crash was not injected (start a new run to inject faults)")
+
+    try:
+        panel._callback(refused)(None)
+    finally:
+        panel.close()
+    assert shown == ["the run has ended; driver-crash was not injected (start a new run to inject faults)\n"]
