@@ -68,7 +68,7 @@ class RunStatus:
     positions: dict
     end_offsets: dict
     finished: bool
-    #: The run's loop has ended (drained, no more batches, deadline, stop): faults are refused from now on,
+    #: The run's loop has ended (drained, no more batches, deadline, stop, error): faults are refused from now on,
     #: while the drivers stop and the audit runs, before ``finished``.
     ended: bool = False
 
@@ -114,7 +114,7 @@ def start_audit_imports() -> threading.Thread:
 
 
 def start_topic_read(bootstrap: str, config) -> Future:
-    """Read the run's topic (:func:`lab.kafka_tools.topic_copies`) on a thread started now; pass it to :func:`final_audit`.
+    """Read the run's topic (:func:`lab.kafka_tools.topic_copies`) on a thread started now, for :func:`final_audit`.
 
     For a run that has drained on a single broker: its producer is done and its
     plan has no fault left to come (:mod:`lab.run_end`), so no write reaches the

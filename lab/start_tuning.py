@@ -85,17 +85,17 @@ FLINK_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 #: pipeline's batch reads of the same source measured no difference (1.56 against 1.67 s): they keep Kafka's.
 #: A task reads a fixed offset range, so a shorter wait never changes what it reads.
 TASK_FETCH_WAIT_MS = 20
-#: Spark SQL without code generation: no whole-stage code, and projections, predicates and orderings
-#: interpreted instead of compiled. ``factoryMode`` is the switch Spark's own tests use for the interpreted path;
+#: Spark SQL without code generation: no whole-stage code, and projections, predicates and orderings interpreted
+#: instead of compiled. ``factoryMode`` is the switch Spark's own tests use for the interpreted path;
 #: ``wholeStage`` alone compiled as many classes (a ``mapInArrow`` and an aggregation: 11, where Spark's defaults
 #: compiled 10; with both settings, 1; tests/integration/test_spark_session.py checks that it stays so). Every new
 #: driver JVM compiles each query's code with Janino (Spark's compiler cache lives in the JVM), then the JIT
-#: compiles that code: a restarted driver paid it again for batches of a few hundred records. Measured on the 3,000-event structured crash run, 6 rounds in turns
-#: (bench/run_cpu.py, run_cpu_codegen.json): 38.5 against 40.2 machine CPU-s, 21.6 against 22.6 s (less CPU in
-#: each round, by 0.2-4.3 s); bench/startup.py (startup_codegen.json, medians of 3): a new structured driver's
-#: first batch done 9.3 against 10.8 s, the restarted one's 2.69 against 2.83 s; direct 8.9 against 9.1 and 2.54
-#: against 2.79 s. The 200,000-event run drained in 51.0 s against 49.4 s (one run each). Interpreted evaluation
-#: computes the same rows.
+#: compiles that code: a restarted driver paid it again for batches of a few hundred records. Measured on the
+#: 3,000-event structured crash run, 6 rounds in turns (bench/run_cpu.py, run_cpu_codegen.json): 38.5 against 40.2
+#: machine CPU-s, 21.6 against 22.6 s (less CPU in each round, by 0.2-4.3 s); bench/startup.py
+#: (startup_codegen.json, medians of 3): a new structured driver's first batch done 9.3 against 10.8 s, the
+#: restarted one's 2.69 against 2.83 s; direct 8.9 against 9.1 and 2.54 against 2.79 s. The 200,000-event run
+#: drained in 51.0 s against 49.4 s (one run each). Interpreted evaluation computes the same rows.
 NO_CODEGEN_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 WARM_UPS = ("beside", "before")
 WORKER_DAEMONS = ("lab", "pyspark")

@@ -40,6 +40,7 @@ from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
 from lab.predictions import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.start_tuning import StartTuning
+from lab.run_report import RunStatus
 from lab.supervisor import Run, RunResult
 
 
@@ -60,9 +61,12 @@ class LiveCounts:
     finished: bool
 
 
-def live_counts(run: Run) -> LiveCounts:
-    """Counters of a running scenario (audits the sink as it is now: slow events are unseen, not lost)."""
-    st = run.status()
+def live_counts(run: Run, st: RunStatus | None = None) -> LiveCounts:
+    """Counters of a running scenario (audits the sink as it is now: slow events are unseen, not lost).
+
+    ``st``: the run's status when the caller has just taken it (:meth:`Run.status` reads ``progress.json``).
+    """
+    st = st or run.status()
     a = run.live_audit()
     read = sum(st.positions.values())
     to_read = sum(st.end_offsets.values()) or max(st.acked, read)
@@ -290,7 +294,7 @@ class Panel:
                 status = self.run.status()
                 if status.ended:  # the run refuses faults from here on (Run.inject): the buttons say so
                     self._disable_faults()
-                self._refresh()
+                self._refresh(status)
                 if status.finished:
                     break
             except Exception as exc:
@@ -306,8 +310,8 @@ class Panel:
             except Exception:
                 self._show_error(traceback.format_exc())
 
-    def _refresh(self) -> None:
-        c = live_counts(self.run)
+    def _refresh(self, status: RunStatus) -> None:
+        c = live_counts(self.run, status)
         self.counters.value = self._counters_html(c)
         self.progress.max = max(1, c.to_read)
         self.progress.value = min(c.read, self.progress.max)

@@ -80,7 +80,7 @@ def test_the_panel_greys_its_fault_buttons_once_the_run_has_ended(tmp_path, monk
         def stop(self):
             pass
 
-    monkeypatch.setattr(panel, "_refresh", lambda: None)
+    monkeypatch.setattr(panel, "_refresh", lambda status: None)
     panel.run = EndingRun()
     for b in panel.fault_buttons.values():
         b.disabled = False  # as start() leaves them
