@@ -118,6 +118,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _restarts_text(report: dict) -> str:
+    """``restarts`` and, when there were any, how long each kept the pipeline from its work (``lab.restarts``)."""
+    n = report["restarts"]
+    back = report.get("restart_s") or []
+    said = [f"first batch done {', '.join(f'{s:.1f} s' for s in back if s is not None)} after the driver died"]
+    said = said if any(s is not None for s in back) else []
+    said += [f"restart #{i}: no batch done" for i, s in enumerate(back, 1) if s is None]
+    return f"{n}  ({'; '.join(said)})" if said else str(n)
+
+
 def _print_table(report: dict) -> None:
     rows = [
         ("acknowledged", report["acked"]),
@@ -127,7 +137,7 @@ def _print_table(report: dict) -> None:
         ("unseen (not yet read)", report["unseen"]),
         ("unexpected rows", report["unexpected"]),
         ("write attempts / stored", f"{report['write_attempts']} / {report['stored_rows']}"),
-        ("restarts", report["restarts"]),
+        ("restarts", _restarts_text(report)),
         ("broker", report.get("broker_version") or "?"),
         ("guarantee measured", report["guarantee"]),
     ]

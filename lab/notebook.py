@@ -156,15 +156,12 @@ def compare(results: dict[str, RunResult]):
 
 
 def recovery_s(result: RunResult) -> float | None:
-    """Seconds from the crash to the restarted driver's first completed batch (``None`` without a crash)."""
-    from lab.events import read_events
+    """Seconds from the first driver crash to the restarted driver's first batch done (:mod:`lab.restarts`).
 
-    events = read_events(result.run_dir)
-    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
-    if crash is None:
-        return None
-    done = [e["t"] for e in events if e["type"] == ev.BATCH_DONE and e["t"] > crash]
-    return round(done[0] - crash, 2) if done else None
+    ``None`` without a restart, or when the restarted driver died before a batch.
+    """
+    restarts = result.report.get("restart_s") or [None]
+    return restarts[0]
 
 
 #: The brokers this kernel started: runs directory -> its :class:`lab.broker.BrokerInfo`.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 from lab import events as ev
+from lab.restarts import driver_restarts
 
 
 COLORS = {
@@ -70,8 +71,15 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
 
 
 def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
-    """Batches (rows per batch, by driver attempt), faults, driver starts and the producer's end, over time."""
+    """Batches (rows per batch, by driver attempt), faults, driver starts and the producer's end, over time.
+
+    Each restart is shaded from the previous driver's death to the restarted
+    driver's first batch done, its time written at the restart
+    (:func:`lab.restarts.driver_restarts`); a restart without one, to the
+    next driver's death or the timeline's last event.
+    """
     t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+    restarts = {r.attempt: r for r in driver_restarts(events)}
     fig = go.Figure()
     done = [e for e in events if e["type"] == ev.BATCH_DONE]
     attempts = sorted({e.get("attempt", 1) for e in done})
@@ -92,12 +100,19 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             fig.add_annotation(x=x, y=ymax * 1.08, text=label, showarrow=False, font=dict(color=_FAULT_COLOR), textangle=-20)
         elif e["type"] == ev.DRIVER_START and e.get("attempt", 1) > 1:
             fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
-            fig.add_annotation(x=x, y=ymax * 0.95, text=f"restart #{e['attempt'] - 1}", showarrow=False, font=dict(color="#1f77b4"))
+            r = restarts.get(e["attempt"])
+            back = f"<br>back in {r.back_s:.1f} s" if r is not None and r.back_s is not None else ""
+            fig.add_annotation(x=x, y=ymax * 0.95, text=f"restart #{e['attempt'] - 1}{back}", showarrow=False,
+                               font=dict(color="#1f77b4"), xanchor="left")
         elif e["type"] == ev.PRODUCER_DONE:
             fig.add_vline(x=x, line=dict(color="#7f7f7f", width=1))
             fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
+    ends = [r.down_t for r in restarts.values()][1:] + [events[-1]["t"] if events else t0]
+    for r, end in zip(restarts.values(), ends):  # no pipeline work from the death to the first batch done
+        fig.add_vrect(x0=r.down_t - t0, x1=(r.back_t or end) - t0, fillcolor="#1f77b4", opacity=0.1, line_width=0,
+                      layer="below")
     fig.update_layout(
         title=title, xaxis_title="seconds since the run started", yaxis_title="rows in batch",
         yaxis=dict(range=[0, ymax * 1.2]), template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25),

@@ -34,6 +34,7 @@ from lab import kafka_tools
 from lab.events import read_events
 from lab.auditor import Audit, audit_run
 from lab.ledger import LEDGER_FILE, place_acks
+from lab.restarts import driver_restarts
 from lab.sinks import open_sink
 from lab.topic_audit import audit_topic
 from lab.topic_sink import TopicSink
@@ -241,6 +242,7 @@ def build_report(result: RunResult, events: list[dict]) -> dict:
         "seed": cfg.seed,
         **result.audit.counts(),
         "restarts": result.restarts,
+        "restart_s": [r.back_s for r in driver_restarts(events)],
         "batches": result.batches,
         "drained": result.drained,
         "final_stop": final[-1]["how"] if final else None,

@@ -5,8 +5,9 @@ A :class:`Panel` drives one :class:`lab.supervisor.Run`:
 * **predict** the outcome (exactly-once, at-least-once, ...) before starting;
 * **start**, then press a fault button (crash the driver, kill an executor,
   drop the receiver, cut the broker, lose producer acks) while it runs;
-* watch live counters, a progress bar while the topic drains, the fault log
-  and a live timeline (a ``FigureWidget``);
+* watch live counters, a progress bar while the topic drains (with the
+  latest driver restart: how long it has lasted, then how long it took,
+  :mod:`lab.restarts`), the fault log and a live timeline (a ``FigureWidget``);
 * at the end, the **verdict** compares the prediction with the measurement.
 
 Every press goes through :meth:`lab.supervisor.Run.inject`, so it is recorded
@@ -28,6 +29,7 @@ from __future__ import annotations
 import atexit
 import html
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -38,6 +40,7 @@ from lab.errors import LabError
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
+from lab.restarts import driver_restarts, restart_line
 from lab.predictions import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.start_tuning import StartTuning
 from lab.run_report import RunStatus
@@ -315,8 +318,10 @@ class Panel:
         self.counters.value = self._counters_html(c)
         self.progress.max = max(1, c.to_read)
         self.progress.value = min(c.read, self.progress.max)
-        self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}"
         events = read_events(self.run.run_dir)
+        restarts = driver_restarts(events)  # the latest restart: how long it has lasted, or how long it took
+        latest = f" · {restart_line(restarts[-1], time.time())}" if restarts else ""
+        self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}{latest}"
         faults = [e for e in events if e["type"] == ev.FAULT]
         if faults:
             self.fault_log.value = "<b>fault log</b><br>" + "<br>".join(

@@ -1,0 +1,73 @@
+"""How long each driver restart kept a run from its work, read from the run's timeline.
+
+A restart's time is what a learner waits for after a crash: from the moment
+the previous driver ended (the ``fault`` event of the ``driver-crash`` that
+killed it, or its ``driver-exit`` when it died on its own) to the restarted
+driver's first ``batch-done``. That span holds the restart delay, the new
+driver's start (or a standby's turn), its recovery from the checkpoint or
+offsets, and its first batch. ``lab run`` prints it next to the restarts,
+``report.json`` has it as ``restart_s``, the timeline shades it and the panel
+shows the latest one while it lasts.
+
+A ``batch-done`` marked ``recovered`` (the structured driver logging a commit
+its killed predecessor left unlogged, at start-up) is bookkeeping, not work:
+it does not end a restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab import events as ev
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One driver restart, in the timeline's wall-clock seconds (the events' ``t``)."""
+
+    attempt: int  #: the restarted driver's attempt (2 for a run's first restart)
+    cause: str  #: ``crash`` (a ``driver-crash``, planned or pressed) or ``exit`` (the driver exited on its own)
+    down_t: float  #: when the previous driver was killed or exited
+    start_t: float  #: this attempt's ``driver-start``
+    back_t: float | None  #: this attempt's first ``batch-done``; None: none yet, or it ended before one
+
+    @property
+    def back_s(self) -> float | None:
+        """Seconds from the previous driver's end to this driver's first batch done (None: not back)."""
+        return None if self.back_t is None else round(self.back_t - self.down_t, 3)
+
+
+def driver_restarts(events: list[dict]) -> list[Restart]:
+    """Every driver restart of a timeline, in order (pure: no I/O).
+
+    A restart is a ``driver-start`` with ``attempt`` above 1. Its start of
+    downtime is the last ``driver-crash`` fault or ``driver-exit`` before
+    it; without either (a timeline cut short), the ``driver-start`` itself.
+    """
+    out = []
+    down: tuple[str, float] | None = None
+    started: list[tuple[int, float, str, float]] = []  # attempt, start, cause, down
+    back: dict[int, float] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind == ev.FAULT and e.get("kind") == "driver-crash":
+            down = ("crash", e["t"])
+        elif kind == ev.DRIVER_EXIT:
+            down = ("exit", e["t"])
+        elif kind == ev.DRIVER_START and e.get("attempt", 1) > 1:
+            cause, at = down or ("crash", e["t"])
+            started.append((e["attempt"], e["t"], cause, at))
+            down = None
+        elif kind == ev.BATCH_DONE and not e.get("recovered"):
+            back.setdefault(e.get("attempt", 1), e["t"])
+    for attempt, start, cause, at in started:
+        out.append(Restart(attempt=attempt, cause=cause, down_t=at, start_t=start, back_t=back.get(attempt)))
+    return out
+
+
+def restart_line(restart: Restart, now: float) -> str:
+    """The panel's words for ``restart`` at wall-clock ``now``: back after how long, or restarting for how long."""
+    after = "the crash" if restart.cause == "crash" else "the driver's exit"
+    if restart.back_s is not None:
+        return f"driver #{restart.attempt} back {restart.back_s:.1f} s after {after}"
+    return f"driver #{restart.attempt} restarting, {max(0.0, now - restart.down_t):.1f} s since {after}"

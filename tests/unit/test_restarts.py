@@ -1,0 +1,113 @@
+"""How long each driver restart took, from the timeline: the report, `lab run`'s table, the timeline and the panel."""
+
+import pytest
+
+from lab.restarts import Restart, driver_restarts, restart_line
+
+T0 = 1_000.0
+
+
+def e(t, type_, **fields):
+    return {"t": T0 + t, "type": type_, **fields}
+
+
+#: A run whose driver is crashed at a named point and restarted; the restarted driver first logs the commit its
+#: predecessor left unlogged (``recovered``), then runs the replayed batch.
+CRASHED = [
+    e(0.0, "run-start"), e(0.1, "driver-start", attempt=1), e(4.0, "batch-done", batch=0, rows=5, attempt=1),
+    e(6.9, "fault-point", batch=2), e(7.0, "fault", kind="driver-crash", batch=2, by="plan"),
+    e(7.2, "driver-start", attempt=2), e(7.6, "batch-done", batch=1, rows=5, attempt=2, recovered=True),
+    e(9.9, "batch-done", batch=2, rows=5, attempt=2), e(10.4, "batch-done", batch=3, rows=5, attempt=2),
+]
+
+
+def test_a_restart_lasts_from_the_kill_to_the_restarted_drivers_first_batch_done():
+    (r,) = driver_restarts(CRASHED)
+    assert r == Restart(attempt=2, cause="crash", down_t=T0 + 7.0, start_t=T0 + 7.2, back_t=T0 + 9.9)
+    assert r.back_s == pytest.approx(2.9)  # the recovered batch-done at 7.6 s is bookkeeping, not work
+
+
+def test_other_faults_do_not_start_a_restart_and_an_exit_on_its_own_does():
+    events = [e(0.0, "run-start"), e(0.1, "driver-start", attempt=1), e(2.0, "fault", kind="executor-crash"),
+              e(3.0, "batch-done", batch=0, rows=5, attempt=1), e(5.0, "fault", kind="broker-outage"),
+              e(6.0, "driver-exit", code=1), e(6.5, "driver-start", attempt=2), e(9.0, "batch-done", batch=1, rows=5, attempt=2)]
+    (r,) = driver_restarts(events)
+    assert (r.cause, r.back_s) == ("exit", 3.0)
+    assert restart_line(r, now=T0 + 20) == "driver #2 back 3.0 s after the driver's exit"
+
+
+def test_a_driver_crashed_again_before_its_first_batch_never_came_back():
+    events = CRASHED[:6] + [e(8.0, "fault", kind="driver-crash", by="ui"), e(8.3, "driver-start", attempt=3),
+                            e(11.0, "batch-done", batch=2, rows=5, attempt=3)]
+    first, second = driver_restarts(events)
+    assert (first.attempt, first.back_s) == (2, None)
+    assert (second.attempt, second.down_t, second.back_s) == (3, T0 + 8.0, 3.0)
+
+
+def test_a_restart_under_way_says_how_long_it_has_lasted():
+    (r,) = driver_restarts(CRASHED[:6])
+    assert r.back_t is None
+    assert restart_line(r, now=T0 + 8.25) == "driver #2 restarting, 1.2 s since the crash"
+    assert driver_restarts(CRASHED[:5]) == []  # killed, not restarted yet: no restart to speak of
+
+
+def test_lab_runs_table_gives_each_restarts_time():
+    from lab.cli import _restarts_text
+
+    assert _restarts_text({"restarts": 0, "restart_s": []}) == "0"
+    assert _restarts_text({"restarts": 1, "restart_s": [2.88]}) == "1  (first batch done 2.9 s after the driver died)"
+    assert _restarts_text({"restarts": 2, "restart_s": [None, 3.0]}) == (
+        "2  (first batch done 3.0 s after the driver died; restart #1: no batch done)")
+
+
+def test_the_timeline_shades_each_restart_and_writes_its_time():
+    from lab.plots import timeline
+
+    fig = timeline(CRASHED)
+    shaded = [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"]
+    assert shaded == [pytest.approx((7.0, 9.9))]
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("restart")] == ["restart #1<br>back in 2.9 s"]
+    under_way = timeline(CRASHED[:6] + [e(8.0, "producer-done")])  # shaded to the last event, no time yet
+    assert [(s.x0, s.x1) for s in under_way.layout.shapes if s.type == "rect"] == [pytest.approx((7.0, 8.0))]
+    assert [a.text for a in under_way.layout.annotations if a.text.startswith("restart")] == ["restart #1"]
+
+
+def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
+    import json
+
+    from lab.config import make_config
+    from lab.run_report import RunStatus
+    from lab.ui import Panel, LiveCounts
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in CRASHED))
+    panel = Panel(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)))
+
+    class Finished:
+        def __init__(self):
+            self.run_dir = run_dir
+
+        def elapsed(self):
+            return 11.0
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr("lab.ui.live_counts", lambda run, st: LiveCounts(10, 10, 10, 0, 0, 0, 10, 10, 4, 1, False))
+    panel.run = Finished()
+    try:
+        panel._refresh(RunStatus(11.0, 10, 10, True, 4, 1, True, {}, {}, finished=False))
+    finally:
+        panel.close()
+    assert panel.progress_label.value == ("10/10 offsets read · batch 4 · restarts 1 · "
+                                          "driver #2 back 2.9 s after the crash")
+
+
+def test_notebook_06s_recovery_time_is_the_first_restarts():
+    from types import SimpleNamespace
+
+    from lab.notebook import recovery_s
+
+    assert recovery_s(SimpleNamespace(report={"restart_s": [2.5, 3.1]})) == 2.5
+    assert recovery_s(SimpleNamespace(report={"restart_s": []})) is None
