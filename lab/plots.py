@@ -102,8 +102,9 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
             r = restarts.get(e["attempt"])
             back = f"<br>back in {r.back_s:.1f} s" if r is not None and r.back_s is not None else ""
-            fig.add_annotation(x=x, y=ymax * 0.95, text=f"restart #{e['attempt'] - 1}{back}", showarrow=False,
-                               font=dict(color="#1f77b4"), xanchor="left")
+            # Half-way up, inside the shaded span: no batch is drawn there (no driver works during a restart).
+            fig.add_annotation(x=x, y=ymax * 0.55, text=f"restart #{e['attempt'] - 1}{back}", showarrow=False,
+                               font=dict(color="#1f77b4"), xanchor="left", bgcolor="rgba(255,255,255,0.7)")
         elif e["type"] == ev.PRODUCER_DONE:
             fig.add_vline(x=x, line=dict(color="#7f7f7f", width=1))
             fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))

@@ -5,8 +5,8 @@ A :class:`Panel` drives one :class:`lab.supervisor.Run`:
 * **predict** the outcome (exactly-once, at-least-once, ...) before starting;
 * **start**, then press a fault button (crash the driver, kill an executor,
   drop the receiver, cut the broker, lose producer acks) while it runs;
-* watch live counters, a progress bar while the topic drains (with the
-  latest driver restart: how long it has lasted, then how long it took,
+* watch live counters, a progress bar while the topic drains, the latest
+  driver restart (how long it has lasted, then how long it took:
   :mod:`lab.restarts`), the fault log and a live timeline (a ``FigureWidget``);
 * at the end, the **verdict** compares the prediction with the measurement.
 
@@ -156,6 +156,7 @@ class Panel:
         self.counters = w.HTML(self._counters_html(None), layout={"min_width": "600px"})
         self.progress = w.IntProgress(value=0, min=0, max=1, description="read:", bar_style="info")
         self.progress_label = w.Label("not started")
+        self.restart_label = w.Label("")  # the latest driver restart (lab.restarts), on a line of its own
         self.fault_log = w.HTML("<i>no faults yet</i>")
         self.verdict_html = w.HTML("")
         self.timeline = self._figure_widget()
@@ -164,7 +165,7 @@ class Panel:
             self.title,
             w.HBox([self.predict]),
             w.HBox([self.start_button, *self.fault_buttons.values()]),
-            w.HBox([self.counters, w.VBox([w.HBox([self.progress, self.progress_label]), self.fault_log])]),
+            w.HBox([self.counters, w.VBox([self.progress, self.progress_label, self.restart_label, self.fault_log])]),
             self.timeline,
             self.verdict_html,
             self.errors,
@@ -319,9 +320,10 @@ class Panel:
         self.progress.max = max(1, c.to_read)
         self.progress.value = min(c.read, self.progress.max)
         events = read_events(self.run.run_dir)
+        self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}"
         restarts = driver_restarts(events)  # the latest restart: how long it has lasted, or how long it took
-        latest = f" · {restart_line(restarts[-1], time.time())}" if restarts else ""
-        self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}{latest}"
+        if restarts:
+            self.restart_label.value = restart_line(restarts[-1], time.time())
         faults = [e for e in events if e["type"] == ev.FAULT]
         if faults:
             self.fault_log.value = "<b>fault log</b><br>" + "<br>".join(

@@ -16,6 +16,7 @@ import pytest
 
 from lab import processes
 from lab.events import read_events
+from lab.restarts import driver_restarts
 from tests.conftest import ROOT
 from tests.integration.conftest import assert_all_gone, run_pids
 
@@ -180,12 +181,19 @@ def test_crash_driver_from_the_panel(jupyterlab, runs_dir):
         page.get_by_text(re.compile(r"driver-crash · by ui")).wait_for(timeout=30_000)
         page.locator(".js-plotly-plot .annotation-text", has_text="driver-crash").first.wait_for(timeout=30_000)
         wait_until(lambda: counter(page, "in sink (rows)") > before + 200, 60, "the restarted driver to write")
+        # how long the restart took: in the progress line, and written at the restart on the timeline
+        back = page.get_by_text(re.compile(r"^driver #2 back \d+\.\d s after the crash$"))
+        back.wait_for(timeout=30_000)
+        shown = back.inner_text()
+        page.locator(".js-plotly-plot .annotation-text", has_text="back in").first.wait_for(timeout=30_000)
         assert not page.locator(".jupyter-widgets-output-area .jp-OutputArea-output[data-mime-type*='stderr']").count()
         panel = page.locator(".jp-OutputArea-output").filter(has=page.locator(".lab-counters")).first
         panel.scroll_into_view_if_needed()
         panel.screenshot(path=str(ARTIFACTS / "panel-after-crash.png"))
     run_dir = next(d for d in runs_dir.iterdir() if d.is_dir())
     assert [e["by"] for e in read_events(run_dir) if e["type"] == "fault"] == ["ui"]
+    (restart,) = driver_restarts(read_events(run_dir))
+    assert f"driver #2 back {restart.back_s:.1f} s after the crash" in shown
     # The tab is closed but the kernel lives on: the run must still end by itself and leave nothing.
     wait_until(lambda: '"run-end"' in (run_dir / "events.jsonl").read_text(), 120, "the run to end after the tab closed")
     assert server.poll() is None
