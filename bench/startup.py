@@ -19,6 +19,12 @@ stop (``stop_s``: ``drained`` to ``final-stop``), the scenario's wall time
 (broker start included, as a user runs it) and the classification, which no
 variant may change.
 
+The crash is the driver's ``fault-point`` (it stops working there; the
+kill follows about 0.1 s later, which is where :mod:`lab.restarts`, and so
+``report.json``'s ``restart_s`` and the panel, start counting). A
+``batch-done`` marked ``recovered`` (a commit the killed driver left
+unlogged) is not the restarted driver's first batch.
+
 A restart that gave a standby its turn (``LAB_STANDBY``) starts at that
 turn: its process had been started ``started_ahead_s`` earlier, and its
 ``jvm``, ``session`` and ``workers`` phases, done while it waited, are
@@ -113,7 +119,7 @@ def attempt_phases(events: list[dict], attempt: int) -> dict | None:
     for name in ("jvm", "session", "query", "workers", "standby", "turn"):
         out[name] = first("driver-phase", phase=name)
     out["planned"] = first("batch-start")
-    out["done"] = first("batch-done")
+    out["done"] = first("batch-done", recovered=None)
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -139,7 +145,7 @@ def one(pipeline: str, variant: str, runs_dir: Path) -> dict:
     out["warm"] = attempt_phases(events, 2)
     crash = [e["t"] for e in events if e["type"] == "fault-point"]
     restart = [e["t"] for e in events if e["type"] == "driver-start" and e.get("attempt") == 2]
-    done = [e["t"] for e in events if e["type"] == "batch-done" and e.get("attempt") == 2]
+    done = [e["t"] for e in events if e["type"] == "batch-done" and e.get("attempt") == 2 and not e.get("recovered")]
     if crash and restart:
         out["crash_to_restart_s"] = round(restart[0] - crash[0], 3)
     if crash and done:

@@ -119,13 +119,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _restarts_text(report: dict) -> str:
-    """``restarts`` and, when there were any, how long each kept the pipeline from its work (``lab.restarts``)."""
+    """``restarts`` and how long each kept the pipeline from its work (``restart_s``, :mod:`lab.restarts`)."""
     n = report["restarts"]
     back = report.get("restart_s") or []
-    said = [f"first batch done {', '.join(f'{s:.1f} s' for s in back if s is not None)} after the driver died"]
-    said = said if any(s is not None for s in back) else []
-    said += [f"restart #{i}: no batch done" for i, s in enumerate(back, 1) if s is None]
-    return f"{n}  ({'; '.join(said)})" if said else str(n)
+    if not back:
+        return str(n)
+    if back == [None]:
+        return f"{n}  (no batch done by the restarted driver)"
+    if len(back) == 1:
+        return f"{n}  (first batch done {back[0]:.1f} s after the driver died)"
+    each = ", ".join(f"#{i} {'no batch' if s is None else f'{s:.1f} s'}" for i, s in enumerate(back, 1))
+    return f"{n}  (first batch done after the driver died: {each})"
 
 
 def _print_table(report: dict) -> None:

@@ -156,9 +156,10 @@ def compare(results: dict[str, RunResult]):
 
 
 def recovery_s(result: RunResult) -> float | None:
-    """Seconds from the first driver crash to the restarted driver's first batch done (:mod:`lab.restarts`).
+    """The run's first restart: seconds from the driver's death to the next driver's first batch done.
 
-    ``None`` without a restart, or when the restarted driver died before a batch.
+    From the report's ``restart_s`` (:mod:`lab.restarts`). ``None`` without a
+    restart, or when the restarted driver did no batch.
     """
     restarts = result.report.get("restart_s") or [None]
     return restarts[0]

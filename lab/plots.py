@@ -75,23 +75,28 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
 
     Each restart is shaded from the previous driver's death to the restarted
     driver's first batch done, its time written at the restart
-    (:func:`lab.restarts.driver_restarts`); a restart without one, to the
-    next driver's death or the timeline's last event.
+    (:func:`lab.restarts.driver_restarts`); a restart without one, to when
+    that became final (the driver's death, the run's end) or else to the
+    timeline's last event. A batch done before a crash and only logged by the
+    next driver (``recovered``) is an open marker at the time it was logged.
     """
     t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
     restarts = {r.attempt: r for r in driver_restarts(events)}
     fig = go.Figure()
-    done = [e for e in events if e["type"] == ev.BATCH_DONE]
+    done = [e for e in events if e["type"] == ev.BATCH_DONE and not e.get("recovered")]
+    logged = [e for e in events if e["type"] == ev.BATCH_DONE and e.get("recovered")]
     attempts = sorted({e.get("attempt", 1) for e in done})
-    for attempt in attempts:
-        mine = [e for e in done if e.get("attempt", 1) == attempt]
+    traces = [(f"batches, driver #{a}", [e for e in done if e.get("attempt", 1) == a], "circle") for a in attempts]
+    if logged:
+        traces.append(("batch done before a crash, logged at the restart", logged, "circle-open"))
+    for name, mine, symbol in traces:
         fig.add_trace(go.Scatter(
             x=[e["t"] - t0 for e in mine], y=[e["rows"] for e in mine], mode="markers",
-            name=f"batches, driver #{attempt}", marker=dict(size=7),
+            name=name, marker=dict(size=7, symbol=symbol),
             customdata=[e["batch"] for e in mine],
             hovertemplate="batch %{customdata}<br>%{y} rows<br>t=%{x:.2f}s<extra></extra>",
         ))
-    ymax = max([e["rows"] for e in done] or [1])
+    ymax = max([e["rows"] for e in done + logged] or [1])
     for e in events:
         x = e["t"] - t0
         if e["type"] == ev.FAULT:
@@ -102,7 +107,7 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
             r = restarts.get(e["attempt"])
             back = f"<br>back in {r.back_s:.1f} s" if r is not None and r.back_s is not None else ""
-            # Half-way up, inside the shaded span: no batch is drawn there (no driver works during a restart).
+            # Half-way up, inside the shaded span, where no driver works: clear of the batches' markers.
             fig.add_annotation(x=x, y=ymax * 0.55, text=f"restart #{e['attempt'] - 1}{back}", showarrow=False,
                                font=dict(color="#1f77b4"), xanchor="left", bgcolor="rgba(255,255,255,0.7)")
         elif e["type"] == ev.PRODUCER_DONE:
@@ -110,10 +115,10 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
-    ends = [r.down_t for r in restarts.values()][1:] + [events[-1]["t"] if events else t0]
-    for r, end in zip(restarts.values(), ends):  # no pipeline work from the death to the first batch done
-        fig.add_vrect(x0=r.down_t - t0, x1=(r.back_t or end) - t0, fillcolor="#1f77b4", opacity=0.1, line_width=0,
-                      layer="below")
+    last = events[-1]["t"] if events else t0
+    for r in restarts.values():  # no pipeline work from the death to the first batch done
+        end = next(t for t in (r.back_t, r.over_t, last) if t is not None)
+        fig.add_vrect(x0=r.down_t - t0, x1=end - t0, fillcolor="#1f77b4", opacity=0.1, line_width=0, layer="below")
     fig.update_layout(
         title=title, xaxis_title="seconds since the run started", yaxis_title="rows in batch",
         yaxis=dict(range=[0, ymax * 1.2]), template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25),

@@ -321,9 +321,7 @@ class Panel:
         self.progress.value = min(c.read, self.progress.max)
         events = read_events(self.run.run_dir)
         self.progress_label.value = f"{c.read}/{c.to_read} offsets read · batch {c.batches} · restarts {c.restarts}"
-        restarts = driver_restarts(events)  # the latest restart: how long it has lasted, or how long it took
-        if restarts:
-            self.restart_label.value = restart_line(restarts[-1], time.time())
+        self._show_restart(events)
         faults = [e for e in events if e["type"] == ev.FAULT]
         if faults:
             self.fault_log.value = "<b>fault log</b><br>" + "<br>".join(
@@ -354,8 +352,15 @@ class Panel:
             read=0, to_read=0, batches=self.result.batches, restarts=self.result.restarts, finished=True))
         self.progress.value = self.progress.max
         self.progress.bar_style = "success"
+        self._show_restart(read_events(self.result.run_dir))  # the last refresh may predate the run's end
         self.verdict_html.value = self._verdict_html(self.verdict)
         self._disable_faults()
+
+    def _show_restart(self, events: list[dict]) -> None:
+        """The latest restart: how long it has lasted, how long it took, or that it did no batch."""
+        restarts = driver_restarts(events)
+        if restarts:
+            self.restart_label.value = restart_line(restarts[-1], time.time())
 
     def _disable_faults(self) -> None:
         for b in self.fault_buttons.values():

@@ -36,12 +36,25 @@ def test_other_faults_do_not_start_a_restart_and_an_exit_on_its_own_does():
     assert restart_line(r, now=T0 + 20) == "driver #2 back 3.0 s after the driver's exit"
 
 
-def test_a_driver_crashed_again_before_its_first_batch_never_came_back():
-    events = CRASHED[:6] + [e(8.0, "fault", kind="driver-crash", by="ui"), e(8.3, "driver-start", attempt=3),
-                            e(11.0, "batch-done", batch=2, rows=5, attempt=3)]
-    first, second = driver_restarts(events)
-    assert (first.attempt, first.back_s) == (2, None)
-    assert (second.attempt, second.down_t, second.back_s) == (3, T0 + 8.0, 3.0)
+#: CRASHED's restarted driver crashed again (a press) before its first batch; the third did one.
+TWICE = CRASHED[:6] + [e(8.0, "fault", kind="driver-crash", by="ui"), e(8.3, "driver-start", attempt=3),
+                       e(11.0, "batch-done", batch=2, rows=5, attempt=3)]
+
+
+def test_a_driver_crashed_again_before_its_first_batch_has_no_time():
+    first, second = driver_restarts(TWICE)
+    assert (first.attempt, first.back_s, first.over_t) == (2, None, T0 + 8.0)
+    assert (second.attempt, second.down_t, second.back_s, second.over_t) == (3, T0 + 8.0, 3.0, None)
+    assert restart_line(first, now=T0 + 20) == "driver #2 did no batch (restarted 0.2 s after the crash)"
+
+
+def test_a_driver_restarted_after_the_last_events_did_no_batch_and_is_not_restarting_for_ever():
+    events = [e(0.0, "run-start"), e(0.1, "driver-start", attempt=1), e(3.0, "batch-done", batch=0, rows=5, attempt=1),
+              e(9.0, "fault", kind="driver-crash", by="plan"), e(9.2, "driver-start", attempt=2),
+              e(55.0, "drained"), e(56.0, "run-end")]
+    (r,) = driver_restarts(events)
+    assert (r.back_s, r.over_t) == (None, T0 + 55.0)
+    assert restart_line(r, now=T0 + 60) == "driver #2 did no batch (restarted 0.2 s after the crash)"
 
 
 def test_a_restart_under_way_says_how_long_it_has_lasted():
@@ -56,8 +69,9 @@ def test_lab_runs_table_gives_each_restarts_time():
 
     assert _restarts_text({"restarts": 0, "restart_s": []}) == "0"
     assert _restarts_text({"restarts": 1, "restart_s": [2.88]}) == "1  (first batch done 2.9 s after the driver died)"
-    assert _restarts_text({"restarts": 2, "restart_s": [None, 3.0]}) == (
-        "2  (first batch done 3.0 s after the driver died; restart #1: no batch done)")
+    assert _restarts_text({"restarts": 1, "restart_s": [None]}) == "1  (no batch done by the restarted driver)"
+    assert _restarts_text({"restarts": 3, "restart_s": [None, 4.1, None]}) == (
+        "3  (first batch done after the driver died: #1 no batch, #2 4.1 s, #3 no batch)")
 
 
 def test_the_timeline_shades_each_restart_and_writes_its_time():
@@ -67,9 +81,16 @@ def test_the_timeline_shades_each_restart_and_writes_its_time():
     shaded = [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"]
     assert shaded == [pytest.approx((7.0, 9.9))]
     assert [a.text for a in fig.layout.annotations if a.text.startswith("restart")] == ["restart #1<br>back in 2.9 s"]
+    # the batch done before the crash and logged at the restart: an open marker of its own, not driver #2's
+    assert [(t.name, t.marker.symbol, pytest.approx(list(t.x))) for t in fig.data] == [
+        ("batches, driver #1", "circle", [4.0]), ("batches, driver #2", "circle", [9.9, 10.4]),
+        ("batch done before a crash, logged at the restart", "circle-open", [7.6])]
     under_way = timeline(CRASHED[:6] + [e(8.0, "producer-done")])  # shaded to the last event, no time yet
     assert [(s.x0, s.x1) for s in under_way.layout.shapes if s.type == "rect"] == [pytest.approx((7.0, 8.0))]
     assert [a.text for a in under_way.layout.annotations if a.text.startswith("restart")] == ["restart #1"]
+    twice = timeline(TWICE)  # the first restart shaded to the second crash, the second to its first batch
+    assert [(s.x0, s.x1) for s in twice.layout.shapes if s.type == "rect"] == [
+        pytest.approx((7.0, 8.0)), pytest.approx((8.0, 11.0))]
 
 
 def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
@@ -110,4 +131,5 @@ def test_notebook_06s_recovery_time_is_the_first_restarts():
     from lab.notebook import recovery_s
 
     assert recovery_s(SimpleNamespace(report={"restart_s": [2.5, 3.1]})) == 2.5
+    assert recovery_s(SimpleNamespace(report={"restart_s": [None, 3.1]})) is None  # the first did no batch
     assert recovery_s(SimpleNamespace(report={"restart_s": []})) is None
