@@ -40,10 +40,10 @@ from lab.errors import LabError
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.pipelines.registry import PIPELINES
-from lab.restarts import driver_restarts, restart_line
 from lab.predictions import GUARANTEES  # the panel offers the same choices as the prediction buttons
-from lab.start_tuning import StartTuning
+from lab.restarts import driver_restarts, restart_line
 from lab.run_report import RunStatus
+from lab.start_tuning import StartTuning
 from lab.supervisor import Run, RunResult
 
 
