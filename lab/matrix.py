@@ -56,6 +56,7 @@ from pathlib import Path
 
 from lab import matrix_brokers, matrix_lane, matrix_rows
 from lab.errors import LabError, choices_error
+from lab.restarts import restart_cell
 
 #: What a grid row may expect, and the measured counts that satisfy it.
 EXPECTATIONS = {
@@ -73,7 +74,7 @@ COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", 
            "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
            "topic_lost", "failed_sends",
            "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount", "late_dropped",
-           "write_attempts", "stored_rows", "restarts", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
+           "write_attempts", "stored_rows", "restarts", "restart_s", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
 
 
 #: Expectations judged on the topic's final read (a report's ``topic.lost``, a results row's ``topic_lost``).
@@ -281,6 +282,8 @@ def _last_error(log: Path) -> str:
 
 def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html: str | None = None) -> dict:
     row = {k: report.get(k) for k in COLUMNS if k in report}
+    if "restart_s" in report:  # a list per run: kept as JSON text, as ``settings`` is (a report from before it has none)
+        row["restart_s"] = json.dumps(report["restart_s"])
     topic = report.get("topic") or {}
     row.update(topic_lost=topic.get("lost"), failed_sends=topic.get("failed_sends"))
     row.update(key=s.key, name=s.name, expect=s.expect, seed=s.seed, faults=report.get("faults", ""),
@@ -468,7 +471,7 @@ def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
     df.to_csv(tmp, index=False)
     os.replace(tmp, out / "matrix.csv")
     try:
-        df.astype({c: "string" for c in ("settings", "versions", "faults", "error") if c in df}).to_parquet(
+        df.astype({c: "string" for c in ("settings", "versions", "faults", "error", "restart_s") if c in df}).to_parquet(
             out / "matrix.parquet", index=False)
     except Exception:
         pass  # CSV is the record; Parquet is a convenience
@@ -477,12 +480,14 @@ def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
 
 def summary_lines(df) -> list[str]:
     """The matrix as text lines (what ``lab matrix`` and ``make demo`` print)."""
-    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6}  verdict"
-             "   (lost: the sink's; for acked-* rows, the topic's final read)"]
+    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6} {'restart s':>13}  verdict"
+             "   (lost: the sink's; for acked-* rows, the topic's final read; restart s: from each driver's "
+             "death to its successor's first batch done)"]
     for _, r in df.iterrows():
         lost = r.get("topic_lost") if r["expect"] in TOPIC_EXPECTATIONS else r.get("lost")
         lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {measured(r['expect'], r):<20} "
-                     f"{count_text(lost):>5} {count_text(r.get('duplicated')):>6}  {r['verdict']}")
+                     f"{count_text(lost):>5} {count_text(r.get('duplicated')):>6} "
+                     f"{restart_cell(r.get('restart_s')):>13}  {r['verdict']}")
     bad = int((df["verdict"] != "as expected").sum()) if len(df) else 0
     lines.append(f"{len(df)} runs, {bad} not as expected")
     return lines

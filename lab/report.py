@@ -14,6 +14,7 @@ import pandas as pd
 from lab.config import project_root
 from lab.errors import LabError
 from lab.matrix import EXPECTATIONS, TOPIC_EXPECTATIONS, count_text, measured, satisfies
+from lab.restarts import restart_cell
 from lab.semantics_grid import build_grid, grid_html, run_link
 
 COUNT_COLUMNS = ("lost", "duplicated", "unexpected", "unseen", "source_duplicates")
@@ -147,7 +148,7 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None, link_from: Pat
     ``link_from``: where the page is read from (default ``link_base``).
     """
     head = ["scenario", "seed", "expected", "measured", "lost", "duplicated", "unexpected", "source dups",
-            "windows exact / over / under", "verdict", "run"]
+            "windows exact / over / under", "restart s", "verdict", "run"]
     rows = []
     for _, r in view.iterrows():
         bad = r["verdict"] != "as expected"
@@ -157,7 +158,7 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None, link_from: Pat
                 if href else html.escape(run or ""))
         lost = f"{r['lost']} (topic: {count_text(r['topic_lost'])})" if r["expect"] in TOPIC_EXPECTATIONS else r["lost"]
         cells = [r["name"], r["seed"], r["expect"], r["measured"], lost, r["duplicated"], r["unexpected"],
-                 r["source_duplicates"], _windows_cell(r), f"<b>{r['verdict']}</b>", link]
+                 r["source_duplicates"], _windows_cell(r), restart_cell(r.get("restart_s")), f"<b>{r['verdict']}</b>", link]
         style = " style='background:#fde0dc'" if bad else ""
         rows.append(f"<tr{style}>" + "".join(
             f"<td>{c if isinstance(c, str) and c.startswith('<') else html.escape(str(c))}</td>" for c in cells) + "</tr>")

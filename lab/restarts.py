@@ -93,3 +93,23 @@ def restart_line(restart: Restart, now: float) -> str:
     if restart.over_t is not None:
         return f"driver #{restart.attempt} did no batch (restarted {restart.start_t - restart.down_t:.1f} s after {after})"
     return f"driver #{restart.attempt} restarting, {max(0.0, now - restart.down_t):.1f} s since {after}"
+
+
+def restart_cell(value) -> str:
+    """A results row's restart times as a table cell: ``2.3``, ``2.3, 4.1``, ``no batch, 4.1``.
+
+    ``value`` is a report's ``restart_s`` list, or the JSON text of one as a
+    matrix's results table holds it (its ``restart_s`` column). Empty for a run
+    without restarts, and for a table written before the column existed
+    (missing, NaN or unreadable).
+    """
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ""
+    if not isinstance(value, list):
+        return ""
+    return ", ".join("no batch" if v is None else f"{float(v):.1f}" for v in value)

@@ -133,3 +133,56 @@ def test_notebook_06s_recovery_time_is_the_first_restarts():
     assert recovery_s(SimpleNamespace(report={"restart_s": [2.5, 3.1]})) == 2.5
     assert recovery_s(SimpleNamespace(report={"restart_s": [None, 3.1]})) is None  # the first did no batch
     assert recovery_s(SimpleNamespace(report={"restart_s": []})) is None
+
+
+# -- the matrix's results table ----------------------------------------------------------
+
+
+def test_a_restart_cell_reads_the_reports_list_or_its_json_text_and_is_empty_without_one():
+    from lab.restarts import restart_cell
+
+    assert restart_cell([2.884]) == "2.9"
+    assert restart_cell("[null, 4.06]") == "no batch, 4.1"
+    assert restart_cell("[]") == restart_cell([]) == ""
+    for missing in (None, float("nan"), "", "not json"):  # a table from before the column, or a broken cell
+        assert restart_cell(missing) == ""
+
+
+def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_into_both_views(tmp_path):
+    import json
+
+    from lab import matrix
+    from lab.report import matrix_view, read_results, table_html
+
+    grid = matrix.Grid([matrix.Scenario("crash twice", {"pipeline": "structured"}, 1, "exactly-once"),
+                        matrix.Scenario("no crash", {"pipeline": "direct"}, 1, "exactly-once"),
+                        matrix.Scenario("old report", {"pipeline": "receiver"}, 1, "exactly-once")])
+    counts = {"guarantee": "exactly-once", "lost": 0, "duplicated": 0, "unexpected": 0, "unseen": 0,
+              "source_duplicates": 0, "settings": {"sink": "idempotent"}}
+    reports = [{**counts, "restarts": 2, "restart_s": [None, 3.25]}, {**counts, "restarts": 0, "restart_s": []},
+               {**counts, "restarts": 1}]  # written before reports had restart_s: resumed rows keep no value
+    rows = {s.key: matrix.row_from_report(s, r) for s, r in zip(grid.scenarios, reports)}
+    assert json.loads(rows[grid.scenarios[0].key]["restart_s"]) == [None, 3.25]
+    matrix.write_table(tmp_path, grid, rows)
+    for table in ("matrix.csv", "matrix.parquet"):
+        view = matrix_view(read_results(tmp_path / table))
+        assert list(view.columns).index("restart_s") == list(view.columns).index("restarts") + 1
+        page = table_html(view)
+        assert "<th>restart s</th>" in page and "<td>no batch, 3.2</td>" in page, table
+        lines = matrix.summary_lines(view)
+        assert "restart s" in lines[0]
+        assert lines[1].endswith("no batch, 3.2  as expected") and lines[2].endswith(" as expected")
+        assert "no batch" not in lines[2] + lines[3]
+
+
+def test_a_results_table_from_before_the_restart_column_still_renders():
+    from lab import matrix
+    from lab.report import matrix_view, read_results, table_html
+    from tests.conftest import ROOT
+
+    old = read_results(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")
+    assert "restart_s" not in old
+    view = matrix_view(old)
+    page = table_html(view)
+    assert page.count("<tr") == len(view) + 1 and page.count("<td></td>") >= len(view)  # its restart cells empty
+    assert len(matrix.summary_lines(view)) == len(view) + 2
