@@ -22,6 +22,7 @@ run again from the write-ahead log: real work, whose ``batch-done`` counts.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from lab import events as ev
@@ -104,8 +105,6 @@ def restart_cell(value) -> str:
     (missing, NaN or unreadable).
     """
     if isinstance(value, str):
-        import json
-
         try:
             value = json.loads(value)
         except ValueError:

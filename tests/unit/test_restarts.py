@@ -159,19 +159,19 @@ def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_
                         matrix.Scenario("old report", {"pipeline": "receiver"}, 1, "exactly-once")])
     counts = {"guarantee": "exactly-once", "lost": 0, "duplicated": 0, "unexpected": 0, "unseen": 0,
               "source_duplicates": 0, "settings": {"sink": "idempotent"}}
-    reports = [{**counts, "restarts": 2, "restart_s": [None, 3.25]}, {**counts, "restarts": 0, "restart_s": []},
+    reports = [{**counts, "restarts": 2, "restart_s": [None, 3.26]}, {**counts, "restarts": 0, "restart_s": []},
                {**counts, "restarts": 1}]  # written before reports had restart_s: resumed rows keep no value
     rows = {s.key: matrix.row_from_report(s, r) for s, r in zip(grid.scenarios, reports)}
-    assert json.loads(rows[grid.scenarios[0].key]["restart_s"]) == [None, 3.25]
+    assert json.loads(rows[grid.scenarios[0].key]["restart_s"]) == [None, 3.26]
     matrix.write_table(tmp_path, grid, rows)
     for table in ("matrix.csv", "matrix.parquet"):
         view = matrix_view(read_results(tmp_path / table))
         assert list(view.columns).index("restart_s") == list(view.columns).index("restarts") + 1
         page = table_html(view)
-        assert "<th>restart s</th>" in page and "<td>no batch, 3.2</td>" in page, table
+        assert "<th>restart s</th>" in page and "<td>no batch, 3.3</td>" in page, table
         lines = matrix.summary_lines(view)
         assert "restart s" in lines[0]
-        assert lines[1].endswith("no batch, 3.2  as expected") and lines[2].endswith(" as expected")
+        assert lines[1].endswith("no batch, 3.3  as expected") and lines[2].endswith(" as expected")
         assert "no batch" not in lines[2] + lines[3]
 
 
