@@ -92,7 +92,8 @@ def default_grid(overrides: dict | None = None, original: bool = False):
 
 def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
-    from lab.matrix import load_grid, run_matrix, summary_lines
+    from lab.matrix import load_grid, run_matrix
+    from lab.matrix_table import summary_lines
 
     core_s = core_seconds()  # before the run: a quiet machine's speed, to compare figures across machines
     saved = {k: os.environ.get(k) for k in env}

@@ -38,7 +38,7 @@ FAULTS = "follower-lag@at=2s:for=8s,leader-crash@at=7s:for=3s"
 
 def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path, events: int) -> dict:
     from lab.events import read_events
-    from lab.matrix import satisfies
+    from lab.expectations import satisfies
     from lab.replication_claims import claim
     from lab.replication_watch import leaderless_s
 

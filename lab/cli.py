@@ -308,7 +308,8 @@ def cmd_cluster(a) -> int:
 
 
 def cmd_matrix(a) -> int:
-    from lab.matrix import load_grid, run_matrix, summary_lines
+    from lab.matrix import load_grid, run_matrix
+    from lab.matrix_table import summary_lines
 
     if a.jobs < 1:
         raise LabError(f"--jobs must be >= 1, got {a.jobs}")

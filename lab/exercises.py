@@ -1,8 +1,8 @@
 """The notebooks' exercises: one setting changed, a prediction, a run, and an answer the run must bear out.
 
 Each :class:`Exercise` is a scenario (``make_config`` parameters) and the answer,
-stated as one of the matrix's expectations (:data:`lab.matrix.EXPECTATIONS`),
-judged by the matrix's own rule (:func:`lab.matrix.satisfies`) on the run's
+stated as one of the matrix's expectations (:data:`lab.expectations.EXPECTATIONS`),
+judged by the matrix's own rule (:func:`lab.expectations.satisfies`) on the run's
 measured counts. A topic notebook ends with its exercises' tasks
 (:func:`markdown`, the same text a unit test compares it with); its solutions
 notebook (``notebooks/solutions/<same name>.ipynb``) runs each one with
@@ -26,7 +26,7 @@ class Exercise:
     """One exercise: what to change, the run it takes, and the answer.
 
     ``params`` are :func:`lab.config.make_config` parameters (a solution may
-    shrink ``events``); ``expect`` is one of :data:`lab.matrix.EXPECTATIONS`;
+    shrink ``events``); ``expect`` is one of :data:`lab.expectations.EXPECTATIONS`;
     ``why`` is the explanation the solution gives. ``cluster``: the run needs
     notebook 07's three-broker cluster.
     """

@@ -56,74 +56,10 @@ from pathlib import Path
 
 from lab import matrix_brokers, matrix_lane, matrix_rows
 from lab.errors import LabError, choices_error
-from lab.restarts import restart_cell
+from lab.expectations import EXPECTATIONS
+from lab.matrix_table import row_from_report, write_table
 
-#: What a grid row may expect, and the measured counts that satisfy it.
-EXPECTATIONS = {
-    "exactly-once": "no event lost, none duplicated, no unexpected row",
-    "at-least-once": "no event lost, some duplicated",
-    "no-loss": "no event lost (duplicates allowed)",
-    "loss": "some events lost",
-    "source-duplicates": "duplicates already in the topic (written twice by the producer)",
-    "acked-lost": "acknowledged sends missing from the topic's final read (the brokers lost them)",
-    "acked-kept": "every acknowledged send in the topic's final read",
-}
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "scenario.ipynb"
-#: Columns of the results table, in order (then every count of the report).
-COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", "faults", "seed", "acked",
-           "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
-           "topic_lost", "failed_sends",
-           "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount", "late_dropped",
-           "write_attempts", "stored_rows", "restarts", "restart_s", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
-
-
-#: Expectations judged on the topic's final read (a report's ``topic.lost``, a results row's ``topic_lost``).
-TOPIC_EXPECTATIONS = ("acked-lost", "acked-kept")
-
-
-def _topic_lost(counts) -> int | None:
-    """The final read's acknowledged-and-lost count of a report (``topic.lost``) or a results row (``topic_lost``)."""
-    value = counts.get("topic_lost")
-    if value is None:
-        value = (counts.get("topic") or {}).get("lost")
-    try:
-        return None if value is None or value != value else int(value)  # NaN from a table: no final read
-    except (TypeError, ValueError):
-        return None
-
-
-def measured(expect: str, counts) -> str:
-    """What a run measured, in its expectation's terms: the final read's outcome for ``acked-*``, else the guarantee."""
-    if expect in TOPIC_EXPECTATIONS:
-        lost = _topic_lost(counts)
-        return "error" if lost is None else "acked-lost" if lost > 0 else "acked-kept"
-    guarantee = counts.get("guarantee")
-    return guarantee if isinstance(guarantee, str) and guarantee else "error"
-
-
-def satisfies(expect: str, counts: dict) -> bool:
-    """Whether measured ``counts`` satisfy expectation ``expect``."""
-    if expect in TOPIC_EXPECTATIONS:  # the final read of the topic, whatever the sink read (lab.topic_audit)
-        topic_lost = _topic_lost(counts)
-        if topic_lost is None:
-            return False
-        return topic_lost > 0 if expect == "acked-lost" else topic_lost == 0
-    lost, dup = counts.get("lost", 0), counts.get("duplicated", 0) + counts.get("unexpected", 0)
-    if counts.get("unseen", 0):
-        return False  # not drained: no claim can be checked
-    if expect == "exactly-once":
-        return lost == 0 and dup == 0
-    if expect == "at-least-once":
-        return lost == 0 and dup > 0
-    if expect == "no-loss":
-        return lost == 0
-    if expect == "loss":
-        return lost > 0
-    if expect == "source-duplicates":
-        return counts.get("source_duplicates", 0) > 0
-    raise choices_error("expectation", expect, EXPECTATIONS)
-
-
 @dataclass(frozen=True)
 class Scenario:
     """One cell of the matrix: parameters for :func:`lab.config.make_config`, a seed, an expectation."""
@@ -278,21 +214,6 @@ def _last_error(log: Path) -> str:
         return "(no log)"
     errs = [l for l in lines if "Error" in l or "Exception" in l]
     return (errs or lines or ["(empty log)"])[-1].strip()
-
-
-def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html: str | None = None) -> dict:
-    row = {k: report.get(k) for k in COLUMNS if k in report}
-    if "restart_s" in report:  # a list per run: kept as JSON text, as ``settings`` is (a report from before it has none)
-        row["restart_s"] = json.dumps(report["restart_s"])
-    topic = report.get("topic") or {}
-    row.update(topic_lost=topic.get("lost"), failed_sends=topic.get("failed_sends"))
-    row.update(key=s.key, name=s.name, expect=s.expect, seed=s.seed, faults=report.get("faults", ""),
-               sink=report["settings"].get("sink"), total_s=report.get("timings", {}).get("total_s"),
-               settings=json.dumps(report.get("settings", {}), sort_keys=True),
-               versions=json.dumps(report.get("versions", {}), sort_keys=True),
-               verdict="as expected" if satisfies(s.expect, report) else "MISMATCH",
-               notebook=str(nb_out) if nb_out else None, html=html)
-    return row
 
 
 def export_html(nb_path: Path) -> str | None:
@@ -460,43 +381,3 @@ def _relay(todo: list, out: Path, shared, started: list, record, lane=None, star
         lane.hand_over(record)
         proc = ahead
     lane.finish(record)
-
-
-def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
-    import pandas as pd
-
-    ordered = [rows[s.key] for s in grid.scenarios if s.key in rows]
-    df = pd.DataFrame(ordered, columns=list(dict.fromkeys(COLUMNS + [c for r in ordered for c in r])))
-    tmp = out / "matrix.csv.tmp"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, out / "matrix.csv")
-    try:
-        df.astype({c: "string" for c in ("settings", "versions", "faults", "error", "restart_s") if c in df}).to_parquet(
-            out / "matrix.parquet", index=False)
-    except Exception:
-        pass  # CSV is the record; Parquet is a convenience
-    return df
-
-
-def summary_lines(df) -> list[str]:
-    """The matrix as text lines (what ``lab matrix`` and ``make demo`` print)."""
-    lines = [f"{'scenario':<58} {'expected':<17} {'measured':<20} {'lost':>5} {'dup':>6} {'restart s':>13}  verdict"
-             "   (lost: the sink's; for acked-* rows, the topic's final read; restart s: from each driver's "
-             "death to its successor's first batch done)"]
-    for _, r in df.iterrows():
-        lost = r.get("topic_lost") if r["expect"] in TOPIC_EXPECTATIONS else r.get("lost")
-        lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {measured(r['expect'], r):<20} "
-                     f"{count_text(lost):>5} {count_text(r.get('duplicated')):>6} "
-                     f"{restart_cell(r.get('restart_s')):>13}  {r['verdict']}")
-    bad = int((df["verdict"] != "as expected").sum()) if len(df) else 0
-    lines.append(f"{len(df)} runs, {bad} not as expected")
-    return lines
-
-
-def count_text(v) -> str:
-    """A count as text, ``-`` when there is none."""
-    try:
-        return str(int(v))
-    except (TypeError, ValueError):
-        return "-"
-

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Claim:
-    """The documented outcome of one setting: a :data:`lab.matrix.EXPECTATIONS` key and the reason."""
+    """The documented outcome of one setting: a :data:`lab.expectations.EXPECTATIONS` key and the reason."""
 
     expect: str  # "acked-lost" or "acked-kept"
     why: str

@@ -3,7 +3,7 @@
 The counts come from each run's report (its ``topic`` section: the final read,
 :mod:`lab.topic_audit`) and timeline (:mod:`lab.replication_watch`); the
 documented outcome from :mod:`lab.replication_claims`; the verdict from
-:func:`lab.matrix.satisfies`, as the matrix computes it.
+:func:`lab.expectations.satisfies`, as the matrix computes it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def row(result: RunResult) -> dict:
     the run had no live leader (:func:`lab.replication_watch.leaderless_s`).
     """
     from lab.events import read_events
-    from lab.matrix import satisfies
+    from lab.expectations import satisfies
     from lab.replication_claims import claim
     from lab.replication_watch import leaderless_s
 

@@ -13,7 +13,8 @@ import pandas as pd
 
 from lab.config import project_root
 from lab.errors import LabError
-from lab.matrix import EXPECTATIONS, TOPIC_EXPECTATIONS, count_text, measured, satisfies
+from lab.expectations import EXPECTATIONS, TOPIC_EXPECTATIONS, measured, satisfies
+from lab.matrix_table import count_text
 from lab.restarts import restart_cell
 from lab.semantics_grid import build_grid, grid_html, run_link
 

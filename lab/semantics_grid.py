@@ -8,7 +8,7 @@ transactional sink, a Kafka cluster's replication settings); columns are
 worker, task, producer, broker, or no fault at all). Each cell holds the runs of
 that deployment under that failure: the measured guarantee (the worst of its
 runs when there are several), the documented expectation beside it
-(:data:`lab.matrix.EXPECTATIONS`), a ✘ when they disagree, and the counts.
+(:data:`lab.expectations.EXPECTATIONS`), a ✘ when they disagree, and the counts.
 
 Pure: plain data in, plain data out. :func:`build_grid` reads the table
 :func:`lab.report.matrix_view` returns (verdicts recomputed from the counts);
@@ -29,7 +29,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.faults import parse_fault_plan
-from lab.matrix import TOPIC_EXPECTATIONS, measured, satisfies
+from lab.expectations import TOPIC_EXPECTATIONS, measured, satisfies
 
 #: The title the figure and the HTML form share.
 GRID_TITLE = "What each failure does to each deployment, measured"
@@ -403,7 +403,7 @@ def grid_from_results(results: dict, expect: dict | None = None) -> Grid:
     results : dict
         ``{label: RunResult}`` (:class:`lab.run_report.RunResult`: ``.config`` and ``.report``).
     expect : dict, optional
-        ``{label: expectation}`` (:data:`lab.matrix.EXPECTATIONS`) for runs to hold
+        ``{label: expectation}`` (:data:`lab.expectations.EXPECTATIONS`) for runs to hold
         to a claim of their own; the others get the default grid's claim for their
         cell (:func:`documented_expectations`), or none.
 

@@ -23,7 +23,7 @@ def solve(exercise_id: str, **overrides):
     Raises
     ------
     AssertionError
-        When the run's counts do not satisfy the answer (:func:`lab.matrix.satisfies`),
+        When the run's counts do not satisfy the answer (:func:`lab.expectations.satisfies`),
         naming the answer and what was measured, or when the exercise's fault
         never happened: the solution no longer holds.
     lab.errors.LabError
@@ -32,7 +32,7 @@ def solve(exercise_id: str, **overrides):
     from IPython.display import HTML, display
 
     from lab import notebook as nb
-    from lab.matrix import EXPECTATIONS, measured, satisfies
+    from lab.expectations import EXPECTATIONS, measured, satisfies
 
     ex = exercise(exercise_id)
     params = {**ex.params, **overrides}

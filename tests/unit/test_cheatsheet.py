@@ -21,7 +21,7 @@ from lab.auditor import Audit, LedgerView, audit_core
 from lab.config import RunConfig
 from lab.faults import FAULTS, POINTS, faults_for, points_for
 from lab.ledger import LEDGER_FILE, Ledger, LedgerEntry
-from lab.matrix import EXPECTATIONS
+from lab.expectations import EXPECTATIONS
 from lab.pipelines.registry import PIPELINES
 from lab.run_report import RunResult, build_report, final_audit
 from lab.sinks import sink_spec_for_run

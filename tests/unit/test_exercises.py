@@ -7,7 +7,7 @@ import pytest
 from lab.config import make_config
 from lab.errors import LabError
 from lab.exercises import EXERCISES, exercise, for_notebook, markdown
-from lab.matrix import EXPECTATIONS
+from lab.expectations import EXPECTATIONS
 from tests.conftest import ROOT
 
 TOPICS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from lab import matrix, plots
+from lab import expectations, matrix, matrix_table, plots
 from lab.replication_claims import claim
 from lab.replication_watch import leaderless_s, node_down_intervals, replica_intervals
 
@@ -76,11 +76,11 @@ def test_the_documented_claim_per_setting(acks, min_insync, unclean, expect):
 def test_topic_verdicts_use_the_final_read_not_the_sink():
     kept = {"lost": 0, "duplicated": 300, "topic": {"lost": 0}}
     gone = {"lost": 0, "duplicated": 0, "topic": {"lost": 612}}  # the sink read them before the truncation
-    assert matrix.satisfies("acked-kept", kept) and not matrix.satisfies("acked-lost", kept)
-    assert matrix.satisfies("acked-lost", gone) and not matrix.satisfies("acked-kept", gone)
-    assert not matrix.satisfies("acked-kept", {"lost": 0})  # no final read: no verdict either way
+    assert expectations.satisfies("acked-kept", kept) and not expectations.satisfies("acked-lost", kept)
+    assert expectations.satisfies("acked-lost", gone) and not expectations.satisfies("acked-kept", gone)
+    assert not expectations.satisfies("acked-kept", {"lost": 0})  # no final read: no verdict either way
     # a sink that never read the truncated offsets (unseen) does not change what the topic kept
-    assert matrix.satisfies("acked-lost", {"topic": {"lost": 600}, "unseen": 4})
+    assert expectations.satisfies("acked-lost", {"topic": {"lost": 600}, "unseen": 4})
 
 
 def test_the_default_grid_cluster_rows_expect_what_the_documentation_says():
@@ -107,7 +107,7 @@ def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
     assert list(view["verdict"]) == ["as expected", "MISMATCH", "as expected"]
     assert list(view["measured"]) == ["acked-lost", "error", "exactly-once"]
     assert "0 (topic: 600)" in table_html(view)
-    first, second = matrix.summary_lines(view)[1:3]
+    first, second = matrix_table.summary_lines(view)[1:3]
     assert "acked-lost" in first and " 600 " in first and first.endswith("as expected")
     assert "error" in second and second.endswith("MISMATCH")
 

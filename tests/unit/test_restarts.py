@@ -151,7 +151,7 @@ def test_a_restart_cell_reads_the_reports_list_or_its_json_text_and_is_empty_wit
 def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_into_both_views(tmp_path):
     import json
 
-    from lab import matrix
+    from lab import matrix, matrix_table
     from lab.report import matrix_view, read_results, table_html
 
     grid = matrix.Grid([matrix.Scenario("crash twice", {"pipeline": "structured"}, 1, "exactly-once"),
@@ -161,22 +161,22 @@ def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_
               "source_duplicates": 0, "settings": {"sink": "idempotent"}}
     reports = [{**counts, "restarts": 2, "restart_s": [None, 3.26]}, {**counts, "restarts": 0, "restart_s": []},
                {**counts, "restarts": 1}]  # written before reports had restart_s: resumed rows keep no value
-    rows = {s.key: matrix.row_from_report(s, r) for s, r in zip(grid.scenarios, reports)}
+    rows = {s.key: matrix_table.row_from_report(s, r) for s, r in zip(grid.scenarios, reports)}
     assert json.loads(rows[grid.scenarios[0].key]["restart_s"]) == [None, 3.26]
-    matrix.write_table(tmp_path, grid, rows)
+    matrix_table.write_table(tmp_path, grid, rows)
     for table in ("matrix.csv", "matrix.parquet"):
         view = matrix_view(read_results(tmp_path / table))
         assert list(view.columns).index("restart_s") == list(view.columns).index("restarts") + 1
         page = table_html(view)
         assert "<th>restart s</th>" in page and "<td>no batch, 3.3</td>" in page, table
-        lines = matrix.summary_lines(view)
+        lines = matrix_table.summary_lines(view)
         assert "restart s" in lines[0]
         assert lines[1].endswith("no batch, 3.3  as expected") and lines[2].endswith(" as expected")
         assert "no batch" not in lines[2] + lines[3]
 
 
 def test_a_results_table_from_before_the_restart_column_still_renders():
-    from lab import matrix
+    from lab import matrix_table
     from lab.report import matrix_view, read_results, table_html
     from tests.conftest import ROOT
 
@@ -185,4 +185,4 @@ def test_a_results_table_from_before_the_restart_column_still_renders():
     view = matrix_view(old)
     page = table_html(view)
     assert page.count("<tr") == len(view) + 1 and page.count("<td></td>") >= len(view)  # its restart cells empty
-    assert len(matrix.summary_lines(view)) == len(view) + 2
+    assert len(matrix_table.summary_lines(view)) == len(view) + 2
