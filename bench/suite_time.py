@@ -9,7 +9,7 @@ teardown; a module-scoped fixture's runs count in the test that first asks for i
 Run with ``python bench/suite_time.py [--out FILE] [--junit XML] [-- COMMAND ...]``:
 runs ``COMMAND`` (default: the suite as ``make test`` runs it, without the ``flink``
 target's set-up) with ``--junitxml`` added, or reads an XML a run already wrote
-(``--junit``; the checkout's commit is recorded as the run's), and writes the
+(``--junit``, with ``--commit`` the commit that run was of), and writes the
 split to ``FILE`` (default ``bench/results/suite_time.json``).
 """
 
@@ -77,9 +77,10 @@ def split(cases: list[tuple[str, str, float]], top: int = 20) -> dict:
     }
 
 
-def _head() -> str | None:
-    """The checkout's commit (for ``--junit``: the XML's run is taken to be of it)."""
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+def _commit(rev: str) -> str | None:
+    """``rev`` as a full commit id of the checkout (None outside a git checkout or for an unknown revision)."""
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=ROOT,
+                         capture_output=True, text=True)
     return out.stdout.strip() or None
 
 
@@ -87,25 +88,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "suite_time.json")
     ap.add_argument("--junit", type=Path, help="read this JUnit XML instead of running the suite")
+    ap.add_argument("--commit", default="HEAD", help="with --junit: the commit its run was of (default: the checkout's)")
     ap.add_argument("command", nargs="*", help="the command to run (after --); default: the suite as make test runs it")
     args = ap.parse_args(argv)
-    info: dict = {"machine": machine(), "commit": _head()}
+    info: dict = {"machine": machine(), "commit": _commit(args.commit if args.junit is not None else "HEAD")}
     if args.junit is not None:
         if not args.junit.is_file():
             ap.error(f"--junit {args.junit}: no such file")
-        xml, exit_code, command = args.junit, None, None
-        del info["machine"]["load_average"]  # today's, not the run's
+        command, exit_code = None, None
+        info["machine"].pop("load_average", None)  # today's, not the run's
+        cases, wall, started = read_junit(args.junit)
     else:
         info["machine"]["core_seconds_before"] = core_seconds()
         command = args.command or SUITE
-        xml = Path(tempfile.mkdtemp(prefix="suite-time-")) / "junit.xml"
-        started = time.monotonic()
-        exit_code = subprocess.call([*command, f"--junitxml={xml}"], cwd=ROOT)
-        info["command_wall_s"] = round(time.monotonic() - started, 1)
-        if not xml.is_file():
-            print(f"suite_time: the command wrote no JUnit XML (exit {exit_code}): {' '.join(command)}", file=sys.stderr)
-            return exit_code or 1
-    cases, wall, started = read_junit(xml)
+        with tempfile.TemporaryDirectory(prefix="suite-time-") as tmp:
+            xml = Path(tmp) / "junit.xml"
+            t0 = time.monotonic()
+            exit_code = subprocess.call([*command, f"--junitxml={xml}"], cwd=ROOT)
+            info["command_wall_s"] = round(time.monotonic() - t0, 1)
+            if not xml.is_file():
+                print(f"suite_time: the command wrote no JUnit XML (exit {exit_code}): {' '.join(command)}",
+                      file=sys.stderr)
+                return exit_code or 1
+            cases, wall, started = read_junit(xml)
     result = {"measured_at": started or time.strftime("%Y-%m-%dT%H:%M:%S"), **info,
               "command": command, "junit": None if command else args.junit.name, "exit": exit_code,
               "wall_s": round(wall, 1) if wall is not None else None, **split(cases)}

@@ -61,6 +61,8 @@ def test_the_command_line_writes_the_split_of_a_given_xml(tmp_path, capsys):
     assert result["test_s"] == 230.5 and result["test_s_per_wall_s"] == 1.91 and result["junit"] == "j.xml"
     assert "load_average" not in result["machine"]  # the machine's load now says nothing of that run
     assert "notebooks" in capsys.readouterr().out
+    assert main(["--junit", str(tmp_path / "j.xml"), "--out", str(out), "--commit", "no-such-revision"]) == 0
+    assert json.loads(out.read_text())["commit"] is None  # an unknown revision is not passed off as one
 
 
 def test_a_missing_xml_is_named(tmp_path, capsys):
