@@ -11,6 +11,8 @@ PYTEST := $(BIN)/python -m pytest
 # fewer, and three made each test about 50% slower. The figure depends on the day's machine: 23:49 for 762 tests
 # on 2026-11-27, just after the commit of the 13:18 took 26:05 (README, bench/code_pair.py). TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
+# More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
+TEST_ARGS ?=
 
 .PHONY: venv flink bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
 
@@ -76,7 +78,7 @@ demo: venv
 	$(BIN)/lab report --out data/results/demo
 
 test: venv flink
-	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 tests
+	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 $(TEST_ARGS) tests
 
 test-fast: venv
 	$(PYTEST) -q tests/unit

@@ -7,8 +7,8 @@ teardown; a module-scoped fixture's runs count in the test that first asks for i
 :mod:`bench.suite_cpu` says which processes burn the CPU meanwhile.
 
 Run with ``python bench/suite_time.py [--out FILE] [--junit XML] [-- COMMAND ...]``:
-runs ``COMMAND`` (default: the suite as ``make test`` runs it, without the ``flink``
-target's set-up) with ``--junitxml`` added, or reads an XML a run already wrote
+runs ``make test`` (its ``TEST_ARGS`` gets ``--junitxml``) or a pytest ``COMMAND``
+(``--junitxml`` added to it), or reads an XML a run already wrote
 (``--junit``, with ``--commit`` the commit that run was of), and writes the
 split to ``FILE`` (default ``bench/results/suite_time.json``).
 """
@@ -29,8 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
 
-#: The suite as ``make test`` runs it (Makefile: TEST_WORKERS=2, --dist loadgroup).
-SUITE = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", "tests"]
 #: The test directories, the kinds of the split (tests/<kind>/...); anything else counts as "other".
 KINDS = ("unit", "integration", "notebooks", "browser")
 
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "suite_time.json")
     ap.add_argument("--junit", type=Path, help="read this JUnit XML instead of running the suite")
     ap.add_argument("--commit", default="HEAD", help="with --junit: the commit its run was of (default: the checkout's)")
-    ap.add_argument("command", nargs="*", help="the command to run (after --); default: the suite as make test runs it")
+    ap.add_argument("command", nargs="*", help="a pytest command to run (after --); default: make test")
     args = ap.parse_args(argv)
     info: dict = {"machine": machine(), "commit": _commit(args.commit if args.junit is not None else "HEAD")}
     if args.junit is not None:
@@ -100,11 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         cases, wall, started = read_junit(args.junit)
     else:
         info["machine"]["core_seconds_before"] = core_seconds()
-        command = args.command or SUITE
+        command = args.command or ["make", "test"]
         with tempfile.TemporaryDirectory(prefix="suite-time-") as tmp:
             xml = Path(tmp) / "junit.xml"
+            junit = f"TEST_ARGS=--junitxml={xml}" if not args.command else f"--junitxml={xml}"
             t0 = time.monotonic()
-            exit_code = subprocess.call([*command, f"--junitxml={xml}"], cwd=ROOT)
+            exit_code = subprocess.call([*command, junit], cwd=ROOT)
             info["command_wall_s"] = round(time.monotonic() - t0, 1)
             if not xml.is_file():
                 print(f"suite_time: the command wrote no JUnit XML (exit {exit_code}): {' '.join(command)}",

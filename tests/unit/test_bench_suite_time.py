@@ -69,3 +69,15 @@ def test_a_missing_xml_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--junit", str(tmp_path / "nope.xml")])
     assert "nope.xml: no such file" in capsys.readouterr().err
+
+
+def test_a_given_pytest_command_runs_with_the_xml_added_and_its_tests_are_split(tmp_path):
+    import sys
+
+    (tmp_path / "test_tiny.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    out = tmp_path / "suite_time.json"
+    assert main(["--out", str(out), "--", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 str(tmp_path / "test_tiny.py")]) == 0
+    result = json.loads(out.read_text())
+    assert result["tests"] == 2 and result["exit"] == 0 and result["junit"] is None
+    assert result["command"][-1].endswith("test_tiny.py") and result["wall_s"] is not None
