@@ -1,7 +1,7 @@
 """A run's own broker at the run's end: Kafka's clean shutdown against a kill (``discard_data``).
 
 A run's embedded Kafka keeps its data in the run directory, and nothing starts
-on it again once the run is over (:func:`lab.broker.broker_for_run`), so
+on it again once the run is over (:func:`lab.shared_broker.broker_for_run`), so
 :func:`lab.broker.stop_embedded` kills it (``discard_data=True``, after) instead
 of waiting for its clean shutdown (before; what ``lab broker stop`` and a restart
 on the same data still use).

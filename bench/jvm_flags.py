@@ -48,11 +48,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "jvm_flags.json"))
     opts = ap.parse_args()
-    from lab import broker
+    from lab import shared_broker
     from lab.config import env_runs_dir
 
     runs = env_runs_dir()
-    started = broker.load_running(runs) is None
+    started = shared_broker.load_running(runs) is None
     if started:
         subprocess.run([sys.executable, "-m", "lab", "broker", "start"], check=True, capture_output=True)
     runs_by = {name: {"on": [], "off": []} for name in SCENARIOS}

@@ -44,7 +44,7 @@ def execute(path: Path, params: dict, work: Path) -> dict:
     """Execute one notebook with papermill in a runs directory of its own; its wall time and outcome."""
     import papermill
 
-    from lab import broker
+    from lab import shared_broker
 
     runs = work / "runs"
     os.environ["LAB_RUNS_DIR"] = str(runs)
@@ -56,7 +56,7 @@ def execute(path: Path, params: dict, work: Path) -> dict:
     except Exception as e:  # recorded, not raised: the other notebooks still get their figure
         error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     finally:
-        broker.stop_detached(runs / "cluster")
+        shared_broker.stop_detached(runs / "cluster")
     took = time.monotonic() - started
     return {"seconds": round(took, 1), "minutes": round(took / 60, 1), "ok": error is None, "error": error,
             "runs": len(list(runs.glob("*/report.json")) + list(runs.glob("cluster/*/report.json"))),

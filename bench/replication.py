@@ -60,7 +60,7 @@ def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path,
 
 
 def main(argv=None) -> int:
-    from lab import broker
+    from lab import shared_broker
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-replication-") as tmp:
         began = time.monotonic()
-        broker.start_detached(tmp, nodes=3)
+        shared_broker.start_detached(tmp, nodes=3)
         up_s = round(time.monotonic() - began, 1)
         try:
             for seed in a.seeds:
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
                     print(json.dumps(r), flush=True)
                     runs.append(r)
         finally:
-            broker.stop_detached(tmp)
+            shared_broker.stop_detached(tmp)
     Path(a.out).write_text(json.dumps({
         "what": __doc__.splitlines()[0], "faults": FAULTS, "events": a.events, "cluster_up_s": up_s,
         "machine": machine(),

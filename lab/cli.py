@@ -256,7 +256,7 @@ def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
 
 
 def cmd_broker(a) -> int:
-    from lab import broker
+    from lab import shared_broker
 
     def describe(i) -> str:
         product = " ".join(filter(None, (i.product, i.version)))
@@ -265,9 +265,9 @@ def cmd_broker(a) -> int:
             return f"bootstrap {i.bootstrap} ({product}, {len(i.nodes)} brokers: {pids}; controller pid {i.controller_pid})"
         return f"bootstrap {i.bootstrap} ({product} pid {i.broker_pid}, proxy pid {i.proxy_pid})"
 
-    return _service(a, "broker", lambda d: broker.start_detached(
+    return _service(a, "broker", lambda d: shared_broker.start_detached(
         d, port=a.port, product=a.broker, nodes=a.nodes if a.nodes is not None else os.environ.get("LAB_BROKER_NODES") or 1),
-                    broker.stop_detached, broker.load_running, describe)
+                    shared_broker.stop_detached, shared_broker.load_running, describe)
 
 
 def cmd_fetch(a) -> int:

@@ -100,7 +100,7 @@ def _archive_check(name: str, path: Path, product: str, fix: str) -> Check:
 
 
 def check_broker() -> Check:
-    from lab import broker, external_broker, kafka_broker, tansu_broker
+    from lab import broker, external_broker, kafka_broker, shared_broker, tansu_broker
     from lab.errors import LabError
 
     bootstrap = os.environ.get("LAB_KAFKA_BOOTSTRAP")
@@ -114,7 +114,7 @@ def check_broker() -> Check:
             return Check("broker", False, str(e), f"set LAB_BROKER to one of {', '.join(broker.PRODUCTS)}, or unset it")
         from lab.config import env_runs_dir
 
-        running = broker.load_running(env_runs_dir())
+        running = shared_broker.load_running(env_runs_dir())
         if running:
             external_broker.check_reachable(running.bootstrap, source="the running embedded broker")
             what = " ".join(filter(None, (running.product, running.version)))

@@ -148,14 +148,14 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     its turn (:func:`_give_turn`, which records the row's broker: a row held reads
     it only after its turn).
     """
-    from lab import broker, processes
+    from lab import processes, shared_broker
 
     d = run_dir_for(out, s)
     d.mkdir(parents=True, exist_ok=True)
     if shared is not None and not ahead:
         shared.record(d / "lab-runs", s.params)
     else:  # a broker.json left by an earlier matrix names processes long gone
-        broker.state_file(d / "lab-runs").unlink(missing_ok=True)
+        shared_broker.state_file(d / "lab-runs").unlink(missing_ok=True)
     (d / "report.json").unlink(missing_ok=True)
     matrix_rows.turn_path(d).unlink(missing_ok=True)  # an interrupted matrix's: the row would not wait
     params = dict(PARAMS=s.params, SEED=s.seed, REPORT=str(d / "report.json"), RUNS_DIR=str(d / "lab-runs"),

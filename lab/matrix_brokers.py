@@ -42,7 +42,7 @@ another product: it starts its own. So does every row when several run at once
 (their proxy faults would hit each other), when a broker is already running
 (``lab broker start``) or when ``LAB_KAFKA_BOOTSTRAP`` is set. A row whose
 recorded cluster is no longer whole (a broker killed and not restarted)
-starts one of its own too (:func:`lab.broker.load_running` refuses it).
+starts one of its own too (:func:`lab.shared_broker.load_running` refuses it).
 
 No delivery effect: each run has a topic, a consumer group and a transactional
 id of its own, created by the run.
@@ -175,16 +175,16 @@ class SharedBrokers:
 
     def record(self, runs_dir: Path, params: dict) -> None:
         """Write the broker a row may use into its runs directory, or remove an older matrix's record there."""
-        from lab import broker
+        from lab import shared_broker
 
         shared = self.for_row(params)
         if shared is not None and shared is self.cluster:
             self.follow()
             shared = self.cluster
         if shared is None:
-            broker.state_file(runs_dir).unlink(missing_ok=True)  # an earlier matrix's names processes long gone
+            shared_broker.state_file(runs_dir).unlink(missing_ok=True)  # an earlier matrix's names processes long gone
             return
-        broker.save_state(runs_dir, shared)
+        shared_broker.save_state(runs_dir, shared)
         if shared is self.cluster and Path(runs_dir) not in self.cluster_rows:
             self.cluster_rows.append(Path(runs_dir))
 
@@ -193,12 +193,12 @@ class SharedBrokers:
 
         A row's record names live processes only once its run is over or
         untouched: one whose broker was killed and not yet started again is
-        skipped (:func:`lab.broker.load_running` refuses it).
+        skipped (:func:`lab.shared_broker.load_running` refuses it).
         """
-        from lab import broker
+        from lab import shared_broker
 
         for runs_dir in self.cluster_rows:
-            left = broker.load_running(runs_dir)
+            left = shared_broker.load_running(runs_dir)
             if left is not None and left.nodes and left.controller_pid == self.cluster.controller_pid:
                 self.cluster = left
 
@@ -235,10 +235,10 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path, defer_cluster: bo
     (:meth:`SharedBrokers.single_up`). ``defer_cluster``: the cluster starts only at
     :meth:`SharedBrokers.start_cluster` (its rows' lane, :mod:`lab.matrix_lane`, calls it).
     """
-    from lab import broker
+    from lab import shared_broker
     from lab.config import env_runs_dir
 
-    if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or broker.load_running(env_runs_dir()):
+    if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or shared_broker.load_running(env_runs_dir()):
         yield None
         return
     shared = SharedBrokers()

@@ -177,10 +177,10 @@ def start_broker():
     A broker already running for the runs directory (``lab broker start``, a
     workshop's, a test session's) is used as it is, and never stopped from here.
     """
-    from lab import broker
+    from lab import shared_broker
 
     runs = Path(make_config().runs_dir)
-    return broker.load_running(runs) or _start(runs)
+    return shared_broker.load_running(runs) or _start(runs)
 
 
 def start_cluster() -> Path:
@@ -207,14 +207,14 @@ def start_cluster() -> Path:
     """
     import atexit
 
-    from lab import broker
+    from lab import shared_broker
 
     runs = Path(make_config().runs_dir)
-    running = broker.load_running(runs)
+    running = shared_broker.load_running(runs)
     if running and running.node_count == 3:
         return runs
     own = runs / "cluster"
-    broker.start_detached(own, nodes=3)  # an already running one is checked (3 nodes) and reused
+    shared_broker.start_detached(own, nodes=3)  # an already running one is checked (3 nodes) and reused
     if not _started:
         atexit.register(stop_broker)
     _started[own] = None  # detached: stopped through its record, which a node restart keeps current
@@ -225,10 +225,10 @@ def _start(runs: Path):
     """Start an embedded broker as a child of the kernel, recorded for ``runs``."""
     import atexit
 
-    from lab import broker
+    from lab import broker, shared_broker
 
     info = broker.start_embedded(runs / "broker-logs")  # a child of the kernel: gone when the kernel is
-    broker.save_state(runs, info)
+    shared_broker.save_state(runs, info)
     if not _started:
         atexit.register(stop_broker)
     _started[runs] = info
@@ -237,16 +237,16 @@ def _start(runs: Path):
 
 def stop_broker() -> None:
     """Stop every broker :func:`start_broker` or :func:`start_cluster` started in this kernel (nothing if none)."""
-    from lab import broker
+    from lab import broker, shared_broker
 
     while _started:
         runs, info = _started.popitem()
         if info is None:
-            broker.stop_detached(runs)
+            shared_broker.stop_detached(runs)
             continue
-        running = broker.load_running(runs)
+        running = shared_broker.load_running(runs)
         if running and running.proxy_pid == info.proxy_pid:  # still the record of ours (a broker-crash may renew the JVM)
-            broker.state_file(runs).unlink(missing_ok=True)
+            shared_broker.state_file(runs).unlink(missing_ok=True)
             info = running
         broker.stop_embedded(info)
 

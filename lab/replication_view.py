@@ -78,9 +78,9 @@ def cluster_nodes(runs_dir: Path | str):
     import pandas as pd
     import psutil
 
-    from lab import broker
+    from lab import shared_broker
 
-    info = broker.load_running(runs_dir)
+    info = shared_broker.load_running(runs_dir)
 
     def rss(pid):
         try:

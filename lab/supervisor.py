@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from lab import broker as broker_mod
+from lab import broker as broker_mod, shared_broker
 from lab import events as ev
 from lab import cluster, injector, kafka_tools, processes
 from lab import spark as spark_mod
@@ -150,7 +150,7 @@ class Run:
             if hold is not None:
                 self.events.write(ev.RUN_HELD, waited_s=hold())
             self.broker = self._stack.enter_context(
-                broker_mod.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
+                shared_broker.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes,
@@ -343,7 +343,7 @@ class Run:
     def _record_broker(self, info: broker_mod.BrokerInfo) -> None:
         self.broker = info
         if info.detached:  # `lab broker start`'s broker: `lab broker stop` must find the new JVM
-            broker_mod.save_state(self.config.runs_dir, info)
+            shared_broker.save_state(self.config.runs_dir, info)
         else:
             self._restarted_broker = info
         (self.run_dir / "broker.json").write_text(json.dumps(info.to_dict(), indent=2))

@@ -68,7 +68,7 @@ def session_broker(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _broker_for_test(request, monkeypatch):
     """Put the session's broker in the test's runs directory, or set up the broker the test's marks ask for."""
-    from lab import broker as broker_mod
+    from lab import broker as broker_mod, shared_broker
 
     asked = request.node.get_closest_marker("broker")
     if asked:
@@ -81,7 +81,7 @@ def _broker_for_test(request, monkeypatch):
         return
     runs = request.getfixturevalue("runs_dir")
     info = request.getfixturevalue("session_broker")
-    broker_mod.save_state(runs, info)
+    shared_broker.save_state(runs, info)
 
 
 def lab_cmd(*args: str) -> list[str]:

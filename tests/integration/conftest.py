@@ -92,14 +92,14 @@ def _start_postgres(prefix: list, pg_ctl: str, data: Path, sock: Path, attempts:
 @contextlib.contextmanager
 def module_runs_dir(tmp_path_factory, session_broker, name: str):
     """One runs directory for a test module, with the session's broker; no LAB_* setting leaks in from the shell."""
-    from lab import broker
+    from lab import shared_broker
 
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
                     "LAB_RESTART_DELAY", "LAB_KAFKA_READER", "LAB_STANDBY", "LAB_SPARK_UI"):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp(f"{name}-runs")
-        broker.save_state(path, session_broker)
+        shared_broker.save_state(path, session_broker)
         mp.setenv("LAB_RUNS_DIR", str(path))
         yield path
 

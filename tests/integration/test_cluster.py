@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import broker, cluster
+from lab import cluster, shared_broker
 from lab.config import make_config
 from lab.events import read_events
 from lab.supervisor import run_scenario
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_cluster")]
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory, session_broker):
     runs = tmp_path_factory.mktemp("cluster-runs")
-    broker.save_state(runs, session_broker)  # the session's broker, as for every runs directory
+    shared_broker.save_state(runs, session_broker)  # the session's broker, as for every runs directory
     info = cluster.start(runs)
     yield info, runs
     assert cluster.stop(runs)

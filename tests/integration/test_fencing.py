@@ -5,14 +5,14 @@ import json
 import psutil
 import pytest
 
-from lab import broker as broker_mod
+from lab import shared_broker
 from lab import fencing
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 
 
 def test_a_killed_or_paused_producer_is_fenced_and_its_open_transaction_hidden_from_read_committed(runs_dir, tmp_path):
-    info = broker_mod.load_running(runs_dir)
+    info = shared_broker.load_running(runs_dir)
     assert info is not None and info.product == "apache-kafka"
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     r = fencing.measure(info, tmp_path / "fencing", records=15, successor_records=7)

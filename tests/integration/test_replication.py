@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from lab import broker, processes
+from lab import processes, shared_broker
 from lab.config import make_config
 from lab.events import read_events
 from lab.supervisor import run_scenario
@@ -40,11 +40,11 @@ def cluster_runs(tmp_path_factory):
             mp.delenv(var, raising=False)
         path = tmp_path_factory.mktemp("cluster-runs")
         mp.setenv("LAB_RUNS_DIR", str(path))
-        info = broker.start_detached(path, nodes=3)
+        info = shared_broker.start_detached(path, nodes=3)
         try:
             yield path
         finally:
-            broker.stop_detached(path)
+            shared_broker.stop_detached(path)
             assert_all_gone([info.controller_pid, *(p for n in info.nodes for p in
                                                     (n.broker_pid, n.proxy_pid, n.replication_proxy_pid))])
 
@@ -92,7 +92,7 @@ def run_on_cluster(cluster_runs, **params):
 def test_acks_1_with_unclean_election_loses_acknowledged_writes_counted_by_a_final_read(cluster_runs):
     result = run_on_cluster(cluster_runs, acks="1", idempotence=False, unclean="on")
     topic, cfg = result.report["topic"], result.config
-    info = broker.load_running(cluster_runs)
+    info = shared_broker.load_running(cluster_runs)
     missing = acked_ids(result.run_dir) - set(final_read(info.bootstrap, cfg.topic, cfg.partitions))
     assert topic["lost"] > 0 and topic["lost"] == len(missing), topic
     with open(result.run_dir / "topic_lost.csv") as f:

@@ -71,10 +71,10 @@ def test_notebook_runs_headless(path, shared_runs_dir):
     try:
         nb = execute(path, runs_dir)
     finally:
-        from lab import broker
+        from lab import shared_broker
 
         # notebook 07's detached cluster: its kernel stops it at exit; stopped here too if the kernel could not
-        left_running = broker.stop_detached(runs_dir / "cluster")
+        left_running = shared_broker.stop_detached(runs_dir / "cluster")
     assert not left_running, "the kernel must stop the cluster it started"
     assert flink_temp_files() - flink_files == set(), "Flink's working files belong in the run directory"
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]

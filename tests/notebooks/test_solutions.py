@@ -19,7 +19,7 @@ def test_solution_holds(path, shared_runs_dir):
     import nbformat
     import papermill
 
-    from lab import broker
+    from lab import shared_broker
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     out = ARTIFACTS / path.name
@@ -28,7 +28,7 @@ def test_solution_holds(path, shared_runs_dir):
         papermill.execute_notebook(str(path), str(out), parameters=dict(INTERACTIVE=False, EVENTS=1500),
                                    cwd=str(path.parent), kernel_name="python3", progress_bar=False)
     finally:
-        left_running = broker.stop_detached(runs_dir / "cluster")
+        left_running = shared_broker.stop_detached(runs_dir / "cluster")
     assert not left_running, "the kernel must stop the cluster it started"
     from nbconvert import HTMLExporter
 

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from lab import broker, external_broker, processes, proxy
+from lab import broker, external_broker, processes, proxy, shared_broker
 from lab.config import make_config
 from lab.errors import LabError
 from lab.injector import FaultInjector
@@ -31,12 +31,12 @@ def stack(tmp_path):
 
 def test_broker_for_run_carries_the_proxy_of_an_external_kafka(stack, tmp_path):
     bootstrap, control = stack
-    with broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs", kafka_proxy=control) as info:
+    with shared_broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs", kafka_proxy=control) as info:
         assert info.external and info.has_proxy and info.product is None
         assert (info.control_host, info.control_port) == ("127.0.0.1", int(control.rpartition(":")[2]))
         assert info.broker_pid is None and info.proxy_pid is None  # the lab starts and stops nothing
         assert broker.BrokerInfo.from_dict(info.to_dict()) == info
-    with broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs") as info:
+    with shared_broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs") as info:
         assert info.external and not info.has_proxy
 
 
@@ -46,7 +46,7 @@ def test_an_unanswering_proxy_is_one_line_naming_lab_kafka_proxy(stack, tmp_path
         closed.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, not listening: refused
         with pytest.raises(LabError) as e:
-            with broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs", kafka_proxy=dead):
+            with shared_broker.broker_for_run(bootstrap, tmp_path / "runs", tmp_path / "logs", kafka_proxy=dead):
                 pytest.fail("a run must not start without its proxy")
     msg = str(e.value)
     assert f"LAB_KAFKA_PROXY={dead!r}" in msg and "unset LAB_KAFKA_PROXY" in msg and "\n" not in msg
