@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
-from bench.run_cpu import live_processes, machine_busy_s  # noqa: E402
+from bench.run_cpu import is_launcher, live_processes, machine_busy_s  # noqa: E402
 
 #: (group, any of these in the command line), first match wins; "other" otherwise.
 RULES = (
@@ -52,10 +52,6 @@ RULES = (
     ("lab commands (run, matrix and its papermill rows)", ("-m lab ", "/bin/lab ", "-m lab.", "-m papermill")),
     ("test processes (pytest and its workers)", ("-m pytest", "exec(eval(sys.stdin")),
 )
-#: Shells and launchers that exec what they start: classified again once they have.
-LAUNCHERS = ("bash", "sh", "env", "setsid", "")
-
-
 def suite_group(cmdline: str) -> str:
     """The group of a process from its command line (NUL-separated as in ``/proc``, or spaces) (pure)."""
     cmd = cmdline.replace("\0", " ").strip() + " "
@@ -63,10 +59,6 @@ def suite_group(cmdline: str) -> str:
         if any(n in cmd for n in needles):
             return group
     return "other"
-
-
-def _launcher(cmdline: str) -> bool:
-    return os.path.basename(cmdline.split("\0", 1)[0]) in LAUNCHERS and "spark-class" not in cmdline
 
 
 class SuiteSampler:
@@ -82,7 +74,7 @@ class SuiteSampler:
                 seen = self.procs.get(key)
                 if seen is None or seen[1]:
                     cmd = open(f"/proc/{pid}/cmdline").read()
-                    seen = self.procs[key] = [suite_group(cmd), _launcher(cmd), 0.0]
+                    seen = self.procs[key] = [suite_group(cmd), is_launcher(cmd), 0.0]
                 seen[2] = max(seen[2], cpu)
             except (OSError, IndexError, ValueError):
                 continue  # ended between the listing and the read

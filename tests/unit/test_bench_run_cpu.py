@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.run_cpu import GROUPS, THREADS, process_group, summarise, thread_group
+from bench.run_cpu import GROUPS, THREADS, Sampler, is_launcher, process_group, summarise, thread_group
 
 
 @pytest.mark.parametrize("cmdline, group", [
@@ -22,6 +22,38 @@ from bench.run_cpu import GROUPS, THREADS, process_group, summarise, thread_grou
 ])
 def test_process_group(cmdline, group):
     assert process_group(cmdline) == group
+
+
+def test_a_shell_is_looked_at_again_once_it_has_execd_unless_it_is_sparks_launcher():
+    assert is_launcher("/bin/bash\0-c\0x\0") and is_launcher("")
+    assert is_launcher("/bin/bash\0/v/pyspark/bin/spark-submit\0--conf\0x\0pyspark-shell\0")
+    assert not is_launcher("bash\0/v/pyspark/bin/spark-class\0org.apache.spark.deploy.SparkSubmit\0")
+    assert not is_launcher("/usr/bin/java\0kafka.Kafka\0")
+
+
+def test_the_sampler_groups_a_process_by_what_its_shell_execd(tmp_path):
+    """As ``spark-submit`` execs the driver's JVM: the shell's command line says nothing of it."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, M="lab.proxy")  # the module named only after the exec, not in the shell's command line
+    p = subprocess.Popen(["bash", "-c", f'sleep 0.3; exec {sys.executable} -c "import time; time.sleep(5)" -m "$M"'],
+                         env=env)
+    try:
+        s = Sampler()
+        s.sample()
+        key = next(k for k in s.procs if k[0] == str(p.pid))
+        assert s.procs[key][0] == "other"  # a shell so far
+        deadline = time.monotonic() + 10
+        while "lab.proxy" not in open(f"/proc/{p.pid}/cmdline").read() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s.sample()
+        assert s.procs[key][0] == "broker proxy"
+    finally:
+        p.kill()
+        p.wait()
 
 
 @pytest.mark.parametrize("name, group", [

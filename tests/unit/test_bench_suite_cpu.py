@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.suite_cpu import _launcher, suite_group
+from bench.suite_cpu import suite_group
 
 T = "/tmp/pytest-of-root/pytest-1/popen-gw0/test_x0"  # a test's directory, in many command lines
 
@@ -32,8 +32,3 @@ T = "/tmp/pytest-of-root/pytest-1/popen-gw0/test_x0"  # a test's directory, in m
 def test_suite_group(cmdline, group):
     assert suite_group(cmdline) == group
 
-
-def test_a_shell_is_looked_at_again_once_it_has_execd_unless_it_is_sparks_launcher():
-    assert _launcher("/bin/bash\0-c\0x\0") and _launcher("")
-    assert not _launcher("bash\0/v/pyspark/bin/spark-class\0org.apache.spark.deploy.SparkSubmit\0")
-    assert not _launcher("/usr/bin/java\0kafka.Kafka\0")
