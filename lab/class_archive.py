@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.jars import write_atomic
+from lab.atomic_file import write_atomic
 
 #: Seconds a build may take before it is abandoned (measured: 25-35 s on 2 cores).
 BUILD_TIMEOUT_S = 240.0

@@ -346,7 +346,7 @@ def child(bootstrap: str, topic: str, transactional_id: str, label: str, records
     commit succeeds. On failure of the commit the exception's class and
     message go to :data:`OUTCOME_FILE` and the exit status is 1.
     """
-    from lab.kafka_broker import write_atomic
+    from lab.atomic_file import write_atomic
 
     p = _producer(bootstrap, transactional_id)
     p.init_transactions()

@@ -84,6 +84,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.atomic_file import write_atomic
 from lab.errors import LabError, choices_error
 
 MANIFEST = Path(__file__).with_name("jars.json")
@@ -193,16 +194,6 @@ def _read_marker(directory: Path) -> dict:
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _stamp(st: os.stat_result, jar: Jar) -> dict:

@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 
 from lab import broker_archive, processes
+from lab.atomic_file import write_atomic
 from lab.errors import LabError
 
 #: The jar set of :mod:`lab.jars` the Kafka broker runs from.
@@ -129,15 +130,6 @@ def cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def jvm_flags(archive_at_exit: Path | None = None) -> list[str]:

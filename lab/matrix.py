@@ -60,6 +60,8 @@ from lab.expectations import EXPECTATIONS
 from lab.matrix_table import row_from_report, write_table
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "scenario.ipynb"
+
+
 @dataclass(frozen=True)
 class Scenario:
     """One cell of the matrix: parameters for :func:`lab.config.make_config`, a seed, an expectation."""

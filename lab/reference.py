@@ -110,7 +110,7 @@ def share_css(html: str) -> tuple[str, str | None, str]:
 
 def write_shared_css(out: Path, html: str) -> tuple[str, str | None]:
     """:func:`share_css` for a page going into ``out``: writes its stylesheet there once; ``(page, name)``."""
-    from lab.jars import write_atomic
+    from lab.atomic_file import write_atomic
 
     page, name, css = share_css(html)
     path = out / name if name else None

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from lab import external_broker, kafka_broker, processes
+from lab import external_broker, processes
+from lab.atomic_file import write_atomic
 from lab.broker import PRODUCT_NAMES, BrokerInfo, check_nodes, product_from_env, start_embedded, stop_embedded
 from lab.errors import LabError
 
@@ -36,7 +37,7 @@ def save_state(runs_dir: str | Path, info: BrokerInfo) -> None:
     """Record ``info`` as the broker left running in ``runs_dir`` (atomically: a reader sees the old or the new)."""
     path = state_file(runs_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    kafka_broker.write_atomic(path, json.dumps(info.to_dict(), indent=2))
+    write_atomic(path, json.dumps(info.to_dict(), indent=2))
 
 
 def _is_ours(pid: int | None, needle: str) -> bool:
