@@ -151,3 +151,38 @@ def batch_rows(run_dir: Path, batch: int) -> int:
         if e["type"] == "batch-start" and e["batch"] == batch:
             return e["rows"]
     raise AssertionError(f"batch {batch} never started")
+
+
+def aborted_then_committed(bootstrap: str, topic: str = "tx") -> dict[str, list[str]]:
+    """Write one aborted and one committed transaction of 10 records each; read the topic at both isolation levels.
+
+    The records' ids are ``False-0..9`` (aborted) and ``True-0..9`` (committed). Returns the event ids the lab's
+    Kafka source reads with ``read_uncommitted`` and with ``read_committed``, once both transaction markers are in
+    the partition (end offset 22: 20 records and two markers). The coordinator answers the producer's commit or
+    abort once its own log has the decision, and writes the marker into the partition after that: on a loaded
+    machine one of the two markers was not there yet (end offset 21), hence the wait (up to 15 s).
+    """
+    from kafka import KafkaProducer
+
+    from lab import kafka_tools
+    from lab.kafka_source import read_range
+
+    kafka_tools.create_topic(bootstrap, topic, 1)
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="lab-test-tx", acks="all", enable_idempotence=True)
+    p.init_transactions()
+    for commit in (False, True):
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, json.dumps({"id": f"{commit}-{i}", "seq": i, "key": "k"}).encode(), partition=0)
+        p.flush()
+        p.commit_transaction() if commit else p.abort_transaction()
+    p.close()
+    deadline = time.monotonic() + 15
+    while (end := kafka_tools.end_offsets(bootstrap, topic, 1)[0]) < 22 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert end == 22, f"{end} records and markers in {topic}: expected 20 records and two transaction markers"
+    read = {}
+    for level in ("read_uncommitted", "read_committed"):
+        batches = read_range(bootstrap, topic, 0, 0, end, timeout_s=10, isolation_level=level)
+        read[level] = [i for b in batches for i in b.column("event_id").to_pylist()]
+    return read

@@ -8,7 +8,7 @@ import pytest
 
 from lab import broker, kafka_tools, processes, proxy
 from tests.conftest import clean_env, lab_cmd
-from tests.integration.conftest import assert_all_gone
+from tests.integration.conftest import aborted_then_committed, assert_all_gone
 
 # Tansu and the proxy (the Tansu subset); the CLI tests below start the default broker (clean_env drops LAB_BROKER).
 pytestmark = [pytest.mark.integration, pytest.mark.broker("tansu")]
@@ -74,27 +74,7 @@ def test_aborted_transaction_as_the_lab_source_reads_it(embedded):
     Apache Kafka ``read_committed`` drops the aborted half. Should Tansu
     start hiding them, this fails and the docs need the new fact.
     """
-    from kafka import KafkaProducer
-
-    from lab.kafka_source import read_range
-
-    kafka_tools.create_topic(embedded.bootstrap, "tx", 1)
-    p = KafkaProducer(bootstrap_servers=embedded.bootstrap, transactional_id="lab-test-tx", acks="all",
-                      enable_idempotence=True)
-    p.init_transactions()
-    for commit in (False, True):
-        p.begin_transaction()
-        for i in range(10):
-            p.send("tx", json.dumps({"id": f"{commit}-{i}", "seq": i, "key": "k"}).encode(), partition=0)
-        p.flush()
-        p.commit_transaction() if commit else p.abort_transaction()
-    p.close()
-    end = kafka_tools.end_offsets(embedded.bootstrap, "tx", 1)[0]
-    assert end == 22  # 20 records and two transaction markers
-    read = {}
-    for level in ("read_uncommitted", "read_committed"):
-        batches = read_range(embedded.bootstrap, "tx", 0, 0, end, timeout_s=10, isolation_level=level)
-        read[level] = [i for b in batches for i in b.column("event_id").to_pylist()]
+    read = aborted_then_committed(embedded.bootstrap)
     assert len(read["read_uncommitted"]) == 20
     assert read["read_committed"] == read["read_uncommitted"]
 

@@ -20,7 +20,7 @@ import pytest
 
 from lab import broker, jars, kafka_broker, kafka_tools, processes, proxy
 from lab.errors import LabError
-from tests.integration.conftest import assert_all_gone
+from tests.integration.conftest import aborted_then_committed, assert_all_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker, pytest.mark.kafka_only,
               # Its module-scoped runs are made once: its tests stay on one xdist worker.
@@ -171,32 +171,7 @@ def test_a_consumer_group_joins_and_commits(kafka):
 
 def test_read_committed_hides_an_aborted_transaction(kafka):
     """The contrast with Tansu (tests/integration/test_broker.py): here ``read_committed`` drops the aborted half."""
-    from kafka import KafkaProducer
-
-    from lab.kafka_source import read_range
-
-    bootstrap = kafka.info.bootstrap
-    kafka_tools.create_topic(bootstrap, "tx", 1)
-    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="lab-test-tx", acks="all", enable_idempotence=True)
-    p.init_transactions()
-    for commit in (False, True):
-        p.begin_transaction()
-        for i in range(10):
-            p.send("tx", json.dumps({"id": f"{commit}-{i}", "seq": i, "key": "k"}).encode(), partition=0)
-        p.flush()
-        p.commit_transaction() if commit else p.abort_transaction()
-    p.close()
-    # The coordinator answers the producer's commit or abort once its own log has the decision, and writes the
-    # marker into the partition after that: on a loaded machine one of the two markers was not there yet
-    # (end offset 21).
-    deadline = time.monotonic() + 15
-    while (end := kafka_tools.end_offsets(bootstrap, "tx", 1)[0]) < 22 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert end == 22  # 20 records and two transaction markers
-    read = {}
-    for level in ("read_uncommitted", "read_committed"):
-        batches = read_range(bootstrap, "tx", 0, 0, end, timeout_s=10, isolation_level=level)
-        read[level] = [i for b in batches for i in b.column("event_id").to_pylist()]
+    read = aborted_then_committed(kafka.info.bootstrap)
     assert len(read["read_uncommitted"]) == 20
     assert read["read_committed"] == [f"True-{i}" for i in range(10)]
 
