@@ -6,8 +6,8 @@ heartbeats, the controller's no-op records (``metadata.max.idle.interval.ms``,
 Kafka's default 500 ms; the lab's 0, :data:`lab.kafka_broker.SMALL_NODE_PROPERTIES`),
 the network threads' polls, the JIT. Each round starts a one-node Kafka with
 one side's properties, lets it settle (``--settle`` s), then reads its JVM's CPU
-(``/proc/PID/stat``, and per thread name from ``/proc/PID/task``) over
-``--window`` s with no client connected, and stops it; the sides take turns.
+(``/proc/PID/stat``, and per thread ``/proc/PID/task``, with :func:`bench.run_cpu.stat_cpu_s`)
+over ``--window`` s with no client connected, and stops it; the sides take turns.
 
 Run with ``python bench/broker_idle.py [--rounds N] [--out FILE]``; prints one JSON object and
 writes it to ``FILE`` (default ``bench/results/broker_idle.json``).
@@ -27,17 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 
 from bench.machine import core_seconds, machine  # noqa: E402
+from bench.run_cpu import stat_cpu_s  # noqa: E402
 from bench.testbed import emit, summary  # noqa: E402
 
 NO_OP_PROPERTY = "metadata.max.idle.interval.ms=0"
-#: side → the node's properties: today's, and today's without the line that turns the no-op records off.
+#: side → the node's properties: before, today's without the line that turns the no-op records off; after, today's.
 SIDES = {"before": "Kafka's no-op metadata records every 500 ms", "after": f"the lab's ({NO_OP_PROPERTY})"}
 
 
-def cpu_s(stat_path: str) -> float:
-    """User and system CPU seconds of a process or thread, from its ``stat`` file."""
-    fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of ``pid`` so far."""
+    return stat_cpu_s(Path(f"/proc/{pid}/stat").read_text())[1]
 
 
 def thread_cpu(pid: int) -> dict[tuple[str, str], float]:
@@ -45,10 +45,10 @@ def thread_cpu(pid: int) -> dict[tuple[str, str], float]:
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
-            out[(tid, name)] = cpu_s(f"/proc/{pid}/task/{tid}/stat")
-        except OSError:
-            pass
+            name, cpu, _ = stat_cpu_s(Path(f"/proc/{pid}/task/{tid}/stat").read_text())
+        except (OSError, IndexError, ValueError):
+            continue
+        out[(tid, name)] = cpu
     return out
 
 
@@ -70,9 +70,9 @@ def idle_once(work: Path, side: str, settle_s: float, window_s: float) -> tuple[
             raise SystemExit(f"{props} does not have the {side} side's properties")
         time.sleep(settle_s)
         pid = info.broker_pid
-        c0, t0, th0 = cpu_s(f"/proc/{pid}/stat"), time.monotonic(), thread_cpu(pid)
+        c0, t0, th0 = process_cpu_s(pid), time.monotonic(), thread_cpu(pid)
         time.sleep(window_s)
-        c1, t1, th1 = cpu_s(f"/proc/{pid}/stat"), time.monotonic(), thread_cpu(pid)
+        c1, t1, th1 = process_cpu_s(pid), time.monotonic(), thread_cpu(pid)
     finally:
         broker.stop_embedded(info, discard_data=True)
     threads = Counter()

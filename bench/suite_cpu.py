@@ -52,6 +52,8 @@ RULES = (
     ("lab commands (run, matrix and its papermill rows)", ("-m lab ", "/bin/lab ", "-m lab.", "-m papermill")),
     ("test processes (pytest and its workers)", ("-m pytest", "exec(eval(sys.stdin")),
 )
+
+
 def suite_group(cmdline: str) -> str:
     """The group of a process from its command line (NUL-separated as in ``/proc``, or spaces) (pure)."""
     cmd = cmdline.replace("\0", " ").strip() + " "

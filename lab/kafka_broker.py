@@ -83,8 +83,9 @@ SMALL_NODE_PROPERTIES = (
     # The log cleaner allocates this buffer when it starts: the 128 MB default is half the 256 MB heap.
     "log.cleaner.dedupe.buffer.size=8388608",
     # No no-op record in the metadata log every 500 ms (KIP-835: they keep the metadata's last-applied-record
-    # metrics fresh for monitoring a quorum; every change still commits its own records). Measured (bench/broker_idle.py): an idle node's JVM 2.9 → 2.1% of a
-    # core, what the test session's shared brokers and a workshop's `lab broker start` spend between runs.
+    # metrics fresh for monitoring a quorum; every change still commits its own records). Measured
+    # (bench/broker_idle.py): an idle node's JVM 2.9 → 2.1% of a core, what the test session's shared brokers
+    # and a workshop's `lab broker start` spend between runs.
     "metadata.max.idle.interval.ms=0",
 )
 

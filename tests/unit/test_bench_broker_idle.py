@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench.broker_idle import NO_OP_PROPERTY, cpu_s, thread_cpu
+from bench.broker_idle import NO_OP_PROPERTY, process_cpu_s, thread_cpu
 from lab import kafka_broker
 
 
@@ -24,9 +24,9 @@ def test_a_busy_thread_is_counted():
     while not tids:
         time.sleep(0.01)
     try:
-        before, process_before = thread_cpu(os.getpid()), cpu_s(f"/proc/{os.getpid()}/stat")
+        before, process_before = thread_cpu(os.getpid()), process_cpu_s(os.getpid())
         time.sleep(0.5)
-        after, process_after = thread_cpu(os.getpid()), cpu_s(f"/proc/{os.getpid()}/stat")
+        after, process_after = thread_cpu(os.getpid()), process_cpu_s(os.getpid())
     finally:
         stop.set()
         t.join()
