@@ -40,8 +40,12 @@ def small_params() -> dict:
     return SMALL
 
 
-def execute(path: Path, params: dict, work: Path) -> dict:
-    """Execute one notebook with papermill in a runs directory of its own; its wall time and outcome."""
+def execute(path: Path, params: dict, work: Path, save_each_cell: bool = True) -> dict:
+    """Execute one notebook with papermill in a runs directory of its own; its wall time and outcome.
+
+    ``save_each_cell``: papermill's default, the executed notebook written at each cell's start and end
+    (False: once, at the end; ``bench/notebook_saves.py`` compares the two).
+    """
     import papermill
 
     from lab import shared_broker
@@ -52,7 +56,8 @@ def execute(path: Path, params: dict, work: Path) -> dict:
     error = None
     try:
         papermill.execute_notebook(str(path), str(work / path.name), parameters=params, cwd=str(path.parent),
-                                   kernel_name="python3", progress_bar=False)
+                                   kernel_name="python3", progress_bar=False,
+                                   request_save_on_cell_execute=save_each_cell)
     except Exception as e:  # recorded, not raised: the other notebooks still get their figure
         error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     finally:

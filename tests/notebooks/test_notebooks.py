@@ -8,6 +8,7 @@ import pytest
 
 from lab.events import read_events
 from tests.conftest import ROOT
+from tests.notebooks.headless import execute_headless
 
 pytestmark = pytest.mark.notebook
 
@@ -51,12 +52,10 @@ def test_every_notebook_has_small_parameters():
 
 def execute(path, runs_dir):
     import nbformat
-    import papermill
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     out = ARTIFACTS / path.name
-    papermill.execute_notebook(str(path), str(out), parameters=SMALL[path.stem], cwd=str(path.parent),
-                               kernel_name="python3", progress_bar=False)
+    execute_headless(path, out, SMALL[path.stem])
     return nbformat.read(out, as_version=4)
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from lab.exercises import for_notebook
 from tests.conftest import ROOT
+from tests.notebooks.headless import execute_headless
 
 pytestmark = pytest.mark.notebook
 
@@ -17,7 +18,6 @@ SOLUTIONS = sorted((ROOT / "notebooks" / "solutions").glob("*.ipynb"))
 def test_solution_holds(path, shared_runs_dir):
     runs_dir = shared_runs_dir
     import nbformat
-    import papermill
 
     from lab import shared_broker
 
@@ -25,8 +25,7 @@ def test_solution_holds(path, shared_runs_dir):
     out = ARTIFACTS / path.name
     try:
         # nb.solve raises when a run disagrees with the stated answer: papermill then fails the test
-        papermill.execute_notebook(str(path), str(out), parameters=dict(INTERACTIVE=False, EVENTS=1500),
-                                   cwd=str(path.parent), kernel_name="python3", progress_bar=False)
+        execute_headless(path, out, dict(INTERACTIVE=False, EVENTS=1500))
     finally:
         left_running = shared_broker.stop_detached(runs_dir / "cluster")
     assert not left_running, "the kernel must stop the cluster it started"
