@@ -1,4 +1,4 @@
-"""bench/notebook_saves.py executes what the notebook tests and the matrix execute, its rows' files in its work directory."""
+"""bench/notebook_saves.py runs what the notebook tests and the matrix execute, a row's files in its work directory."""
 
 from __future__ import annotations
 
