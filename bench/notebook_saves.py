@@ -3,7 +3,7 @@
 By default papermill writes the executed notebook at the start and at the end
 of every cell (markdown cells included), so that a long headless run can be
 watched. Each write serialises and validates the whole notebook, and a lab
-notebook carries plotly.js (about 3.5 MB, embedded once so that its plots
+notebook carries plotly.js (about 4.8 MB, embedded once so that its plots
 render offline), so each write of a 5 MB notebook costs the papermill process
 a fraction of a CPU second, while the kernel and the runs wait for nothing.
 With ``request_save_on_cell_execute=False`` (the CLI's
@@ -11,10 +11,11 @@ With ``request_save_on_cell_execute=False`` (the CLI's
 papermill ends, and also when a cell fails (papermill writes it before it
 raises).
 
-Each round executes every item once with each side, the sides in turns, in a
-fresh runs directory (:func:`bench.notebooks.execute`), and records the
-papermill process's CPU seconds (``getrusage``, this process: papermill runs
-in it; the kernel and the runs are other processes) and the wall time. The
+After one execution not counted (the first imports papermill), each round
+executes every item once with each side, the sides in turns (which goes first
+alternates), in a fresh runs directory (:func:`bench.notebooks.execute`), and
+records the papermill process's CPU seconds (``time.process_time``: papermill
+runs in it; the kernel and the runs are other processes) and the wall time. The
 items (``--item``, repeatable): ``04_semantics_matrix`` (no Spark: it reads
 a results table) and ``02_direct_kafka`` with the test suite's small
 parameters, as ``tests/notebooks`` runs them; ``matrix-row``, the template
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -57,20 +57,14 @@ def notebook_and_params(item: str, work: Path) -> tuple[Path, dict]:
     return ROOT / "notebooks" / f"{item}.ipynb", dict(small_params()[item], INTERACTIVE=False)
 
 
-def process_cpu_s() -> float:
-    """User and system CPU seconds of this process so far (its threads included, its children not)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def once(item: str, save_each_cell: bool) -> dict:
+def execute_once(item: str, save_each_cell: bool) -> dict:
     """Execute ``item`` once; papermill's CPU seconds, the wall time, the notebook's cells and size."""
     with tempfile.TemporaryDirectory(prefix="lab-bench-saves-") as tmp:
         work = Path(tmp)
         path, params = notebook_and_params(item, work)
-        c0 = process_cpu_s()
+        c0 = time.process_time()  # this process, its threads included, its children not
         row = execute(path, params, work, save_each_cell=save_each_cell)
-        cpu = process_cpu_s() - c0
+        cpu = time.process_time() - c0
         if not row["ok"]:
             raise SystemExit(f"{item} failed: {row['error']}")
         import nbformat
@@ -89,10 +83,12 @@ def main(argv=None) -> int:
     items = a.item or list(ITEMS)
     core_s = core_seconds()  # a quiet machine's speed, before the rounds: figures from two machines compare
     rounds = {item: {side: [] for side in SIDES} for item in items}
-    for _ in range(a.rounds):
+    execute_once(items[0], True)  # not counted: the first execution also imports papermill and its kernel client
+    for n in range(a.rounds):
         for item in items:
-            for side, save_each_cell in SIDES.items():
-                rounds[item][side].append(once(item, save_each_cell))
+            order = list(SIDES.items()) if n % 2 == 0 else list(SIDES.items())[::-1]  # neither side always first
+            for side, save_each_cell in order:
+                rounds[item][side].append(execute_once(item, save_each_cell))
                 print(f"{item:<22} {side:<11} {rounds[item][side][-1]}", file=sys.stderr, flush=True)
     figures = {}
     for item, sides in rounds.items():

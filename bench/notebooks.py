@@ -46,18 +46,15 @@ def execute(path: Path, params: dict, work: Path, save_each_cell: bool = True) -
     ``save_each_cell``: papermill's default, the executed notebook written at each cell's start and end
     (False: once, at the end; ``bench/notebook_saves.py`` compares the two).
     """
-    import papermill
-
     from lab import shared_broker
+    from tests.notebooks.headless import execute_headless
 
     runs = work / "runs"
     os.environ["LAB_RUNS_DIR"] = str(runs)
     started = time.monotonic()
     error = None
     try:
-        papermill.execute_notebook(str(path), str(work / path.name), parameters=params, cwd=str(path.parent),
-                                   kernel_name="python3", progress_bar=False,
-                                   request_save_on_cell_execute=save_each_cell)
+        execute_headless(path, work / path.name, params, save_each_cell=save_each_cell)
     except Exception as e:  # recorded, not raised: the other notebooks still get their figure
         error = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     finally:

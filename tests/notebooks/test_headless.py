@@ -1,4 +1,4 @@
-"""The notebook tests' papermill call: the executed notebook is whole on success and on a failing cell."""
+"""The notebook tests' papermill call: written once, whole on success and on a failing cell, never stale."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ pytestmark = pytest.mark.notebook
 
 
 def notebook(path, *sources):
+    """A notebook of ``sources`` (the first cell tagged ``parameters``) written to ``path``; its path."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     nb.cells[0].metadata["tags"] = ["parameters"]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -18,13 +19,19 @@ def notebook(path, *sources):
     return path
 
 
-def test_every_cell_output_is_in_the_written_notebook(tmp_path):
-    src = notebook(tmp_path / "ok.ipynb", "N = 1", "print('cell two', N)", "print('cell three', N + 1)")
+def code_outputs(path):
+    return [o for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
+
+
+def test_written_once_at_the_end_with_every_cell_output(tmp_path):
     out = tmp_path / "out.ipynb"
-    execute_headless(src, out, {"N": 41})
-    texts = ["".join(o.get("text", "") for o in c.outputs) for c in nbformat.read(out, as_version=4).cells
-             if c.cell_type == "code"]
-    assert "cell two 41" in texts[-2] and "cell three 42" in texts[-1]
+    out.write_text("an earlier run's notebook")
+    # the running notebook looks for its own output file: papermill's default would have written it by now
+    src = notebook(tmp_path / "ok.ipynb", "N = 1\nOUT = ''", "import os\nprint('written yet:', os.path.exists(OUT))",
+                   "print('cell three', N + 1)")
+    execute_headless(src, out, {"N": 41, "OUT": str(out)})
+    texts = "".join(o.get("text", "") for o in code_outputs(out))
+    assert "written yet: False" in texts and "cell three 42" in texts
 
 
 def test_a_failing_cell_leaves_the_notebook_with_its_traceback(tmp_path):
@@ -35,8 +42,7 @@ def test_a_failing_cell_leaves_the_notebook_with_its_traceback(tmp_path):
     out = tmp_path / "out.ipynb"
     with pytest.raises(PapermillExecutionError, match="bad N=7"):
         execute_headless(src, out, {"N": 7})
-    cells = [c for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"]
-    outputs = [o for c in cells for o in c.outputs]
+    outputs = code_outputs(out)
     assert any("before 7" in o.get("text", "") for o in outputs)
     assert any(o.get("output_type") == "error" and o.get("ename") == "ValueError" for o in outputs)
     assert not any("never" in o.get("text", "") for o in outputs)

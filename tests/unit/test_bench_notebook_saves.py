@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.notebook_saves import ITEMS, notebook_and_params
 from lab.matrix import TEMPLATE
 from tests.notebooks.test_notebooks import SMALL
@@ -14,10 +16,8 @@ def test_a_matrix_row_writes_its_report_and_runs_in_the_work_directory(tmp_path)
     assert params["INTERACTIVE"] is False
 
 
-def test_a_notebook_runs_with_the_tests_small_parameters(tmp_path):
-    for item in ITEMS:
-        if item == "matrix-row":
-            continue
-        path, params = notebook_and_params(item, tmp_path)
-        assert path.is_file() and path.stem == item
-        assert params == {**SMALL[item], "INTERACTIVE": False}
+@pytest.mark.parametrize("item", [i for i in ITEMS if i != "matrix-row"])
+def test_each_notebook_item_is_a_notebook_the_tests_run(item, tmp_path):
+    path, params = notebook_and_params(item, tmp_path)
+    assert path.is_file() and path.parent.name == "notebooks"
+    assert item in SMALL and params["INTERACTIVE"] is False
