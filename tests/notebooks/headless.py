@@ -20,7 +20,7 @@ def execute_headless(path: Path, out: Path, parameters: dict, save_each_cell: bo
     papermill.PapermillExecutionError
         A cell failed; ``out`` is written first, the failing cell's traceback in it.
     nbclient.exceptions.DeadKernelError
-        The kernel died; no ``out`` is written (nor with ``save_each_cell=False`` at an interrupt).
+        The kernel died. With ``save_each_cell=False`` no ``out`` is written then, nor at an interrupt.
     """
     import papermill
 

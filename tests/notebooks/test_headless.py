@@ -20,6 +20,7 @@ def notebook(path, *sources):
 
 
 def code_outputs(path):
+    """Every output of the code cells of the notebook at ``path``."""
     return [o for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
 
 
