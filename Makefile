@@ -7,9 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: on 2 cores the suite is CPU-bound (both cores 80-99% busy by /proc/stat,
-# bench/suite_cpu.py); two processes took 13:18 for 703 tests on 2026-11-25 where one had taken 25 minutes for
-# fewer, and three made each test about 50% slower. The figure depends on the day's machine: 23:49 for 762 tests
-# on 2026-11-27, just after the commit of the 13:18 took 26:05 (README, bench/code_pair.py). TEST_WORKERS=1: one process.
+# bench/suite_cpu.py), and three processes made each test about 50% slower. Its measured times, which move with the
+# machine's hour more than with the code: bench/README.md. TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
