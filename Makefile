@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: on 2 cores the suite is CPU-bound (both cores 80-99% busy by /proc/stat,
 # bench/suite_cpu.py), and three processes made each test about 50% slower. Its measured times, which move with the
-# machine's hour more than with the code: bench/README.md. TEST_WORKERS=1: one process.
+# machine's hour more than with the code: bench/README.md, `make test`'s time. TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
