@@ -246,7 +246,9 @@ class ChildGroups:
     ``killpg`` of the driver misses them. :meth:`scan` walks the child's
     descendants (its parent chain, never a name) and remembers each group led by
     one of them; :meth:`kill` ends those groups, checking that each leader is the
-    same process that was seen (a PID can be reused).
+    same process that was seen (a PID can be reused). Short-lived groups are
+    remembered too when a scan sees them: Hadoop's ``Shell`` runs
+    ``setsid bash -c 'echo $$'`` once to learn whether ``setsid`` works.
 
     Parameters
     ----------

@@ -30,6 +30,8 @@ def test_lab_run_leaves_no_python_daemon(tmp_path):
                        capture_output=True, text=True, env=clean_env(LAB_RUNS_DIR=str(tmp_path)), timeout=240)
     assert p.returncode == 0, p.stderr
     run_dir = Path(json.loads(p.stdout.strip().splitlines()[-1])["run_dir"])
-    groups = daemon_groups(run_dir)
-    assert groups and all("-m lab.spark_daemon pyspark.worker" in g["cmd"] for g in groups)  # LAB_WORKER_DAEMON=lab
+    # Hadoop's one `setsid bash -c echo $$` (its Shell's probe) is recorded as a group too when a scan
+    # catches it alive; the daemon's group is always there.
+    daemons = [g for g in daemon_groups(run_dir) if "-m lab.spark_daemon pyspark.worker" in g["cmd"]]  # LAB_WORKER_DAEMON=lab
+    assert daemons, daemon_groups(run_dir)
     assert_all_gone(run_pids(run_dir))

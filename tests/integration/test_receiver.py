@@ -102,15 +102,17 @@ def check_without_wal_a_driver_crash_loses_what_spark_held(report: dict, run_dir
     # The recovered batch 3 is empty, and the timeline says so.
     lost3 = [e for n, e in timeline if n == 2 and e["type"] == "batch-lost" and e["batch"] == 3]
     assert len(lost3) == 1 and lost3[0]["expected_rows"] == rows3 and lost3[0]["rows"] == 0
-    # The pipeline went on after it: with records too, whenever the topic held some past where the restarted
-    # receiver resumed. With acks on receipt (auto) and the producer done before the crash (a loaded machine:
-    # 2,500 events sent in 5.5 s, the receiver up at 9.1 s, the crash at 12.1 s), the first receiver had
-    # received and committed all of them, and the restarted driver's later batches were the crashed one's
-    # lost followers.
+    # The pipeline went on after it: the restarted driver's receiver connected again (resumed_from finds
+    # where), and whenever the topic held records past where it resumed, later batches carried them.
+    # With acks on receipt (auto) and the producer done before the crash (2,500 events sent in 5.5 s, the
+    # receiver up at 9.1 s, the crash at 12.1 s on a loaded machine), the first receiver had received and
+    # committed all of them: the run may then drain right after the lost batch, with no later batch at all
+    # (measured on 2026-11-28: drained 0.4 s after the recovered batch 3).
     later = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] > 3]
+    assert any(e["type"] == "receiver-connect" for n, e in timeline if n == 2)
     resume = resumed_from(timeline, 2)
     left = any(o >= resume.get(p, 0) for p, o in max_acked_offsets(run_dir / LEDGER_FILE).items())
-    assert later and (any(e["rows"] for e in later) or not left), (resume, later)
+    assert any(e["rows"] for e in later) or not left, (resume, later)
     # Lost means committed: the restarted receiver resumed past every lost event.
     assert all(o < resume[p] for p, o in lost_offsets(run_dir))
     if ack == "stored":

@@ -92,11 +92,14 @@ def test_append_crash_after_output_duplicates_exactly_the_rerun_batch(crash_runs
         offsets = (run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
         assert any(result.config.topic in line for line in offsets)
     # PySpark's Python daemons leave the driver's process group: the crashed driver's and the last
-    # driver's were both recorded (driver-child-group) and ended with them, found by those PIDs.
+    # driver's were both recorded (driver-child-group) and ended with them, found by those PIDs. Other
+    # groups may be recorded too: Hadoop's Shell starts `setsid bash -c echo $$` once to learn whether
+    # setsid works, and a scan that comes in its few milliseconds records it (seen in 1 run of many).
     run_dir = crash_runs[-1].run_dir
     groups = [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
     drivers = [e["pid"] for e in read_events(run_dir) if e["type"] == "driver-start"]
-    assert {g["driver_pid"] for g in groups} == set(drivers) and all("lab.spark_daemon" in g["cmd"] for g in groups)
+    assert {g["driver_pid"] for g in groups if "lab.spark_daemon" in g["cmd"]} == set(drivers), groups
+    assert {g["driver_pid"] for g in groups} == set(drivers), groups
     assert_all_gone(run_pids(run_dir))
     # Both drivers were started ahead (LAB_STANDBY): the first while the broker was made ready, the second as
     # soon as the first had its turn. The second had its own only after the crash had killed the first.
