@@ -135,6 +135,17 @@ def run_pids(run_dir: Path) -> list[int]:
     return pids
 
 
+def child_groups(run_dir: Path, daemons_only: bool = False) -> list[dict]:
+    """The ``driver-child-group`` events of a run: the process groups its drivers' descendants led.
+
+    ``daemons_only``: only PySpark's worker daemons (``LAB_WORKER_DAEMON=lab``: ``-m lab.spark_daemon``). A run
+    may record others: Hadoop's ``Shell`` starts ``setsid bash -c echo $$`` once to learn whether setsid works,
+    and a scan that comes in its few milliseconds records that group too (seen in CI, 1 run of many).
+    """
+    groups = [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
+    return [g for g in groups if "-m lab.spark_daemon" in g["cmd"]] if daemons_only else groups
+
+
 def assert_all_gone(pids, within_s: float = 10.0):
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and any(processes.pid_alive(p) for p in pids):

@@ -14,15 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.events import read_events
 from tests.conftest import clean_env, lab_cmd
-from tests.integration.conftest import assert_all_gone, run_pids
+from tests.integration.conftest import assert_all_gone, child_groups, run_pids
 
 pytestmark = pytest.mark.integration
-
-
-def daemon_groups(run_dir: Path) -> list[dict]:
-    return [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
 
 
 def test_lab_run_leaves_no_python_daemon(tmp_path):
@@ -30,8 +25,6 @@ def test_lab_run_leaves_no_python_daemon(tmp_path):
                        capture_output=True, text=True, env=clean_env(LAB_RUNS_DIR=str(tmp_path)), timeout=240)
     assert p.returncode == 0, p.stderr
     run_dir = Path(json.loads(p.stdout.strip().splitlines()[-1])["run_dir"])
-    # Hadoop's one `setsid bash -c echo $$` (its Shell's probe) is recorded as a group too when a scan
-    # catches it alive; the daemon's group is always there.
-    daemons = [g for g in daemon_groups(run_dir) if "-m lab.spark_daemon pyspark.worker" in g["cmd"]]  # LAB_WORKER_DAEMON=lab
-    assert daemons, daemon_groups(run_dir)
+    daemons = child_groups(run_dir, daemons_only=True)
+    assert daemons and all("pyspark.worker" in g["cmd"] for g in daemons), child_groups(run_dir)
     assert_all_gone(run_pids(run_dir))

@@ -18,7 +18,7 @@ from lab.config import make_config
 from lab.events import read_events
 from lab.sinks import open_sink
 from lab.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, independent_counts, module_runs_dir, run_pids
+from tests.integration.conftest import assert_all_gone, child_groups, independent_counts, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),
               # Its module-scoped runs are made once: its tests stay on one xdist worker.
@@ -92,13 +92,12 @@ def test_append_crash_after_output_duplicates_exactly_the_rerun_batch(crash_runs
         offsets = (run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
         assert any(result.config.topic in line for line in offsets)
     # PySpark's Python daemons leave the driver's process group: the crashed driver's and the last
-    # driver's were both recorded (driver-child-group) and ended with them, found by those PIDs. Other
-    # groups may be recorded too: Hadoop's Shell starts `setsid bash -c echo $$` once to learn whether
-    # setsid works, and a scan that comes in its few milliseconds records it (seen in 1 run of many).
+    # driver's were both recorded (driver-child-group) and ended with them, found by those PIDs; any other
+    # group recorded (child_groups says which) belongs to one of those drivers too.
     run_dir = crash_runs[-1].run_dir
-    groups = [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
+    groups = child_groups(run_dir)
     drivers = [e["pid"] for e in read_events(run_dir) if e["type"] == "driver-start"]
-    assert {g["driver_pid"] for g in groups if "lab.spark_daemon" in g["cmd"]} == set(drivers), groups
+    assert {g["driver_pid"] for g in child_groups(run_dir, daemons_only=True)} == set(drivers), groups
     assert {g["driver_pid"] for g in groups} == set(drivers), groups
     assert_all_gone(run_pids(run_dir))
     # Both drivers were started ahead (LAB_STANDBY): the first while the broker was made ready, the second as
