@@ -31,6 +31,11 @@ def core_seconds(rounds: int = 3, n: int = 5_000_000) -> float:
     Machines of one kind differ: on two days, one core of this project's machines ran the same
     structured crash scenario in 12.8 s and in 19.4 s (``bench/startup.py``). Taken on a quiet
     machine, before the bench's work (the best of three leaves out a passing neighbour).
+
+    It times Python alone, so it can read a slow hour as a quick one: on 2026-11-29 it read
+    0.18-0.21 s both before a ``make test`` of 15:24 and before one of 18:24 an hour and a half later,
+    whose unit tests took the same time and whose JVM-running tests about 20% longer
+    (``bench/README.md``). Two copies at once on the 2 cores read the same as one.
     """
     best = float("inf")
     for _ in range(rounds):
