@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
 
-.PHONY: venv flink bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
+.PHONY: venv lint flink bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
 
 venv: $(STAMP)
 
@@ -32,16 +32,16 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	@touch $(STAMP)
 
 # The flink pipeline's own environment (PyFlink 2.2.0 pins a pandas, pyarrow and py4j the lab cannot share) and
-# Flink's Kafka connector, both into the jar cache's directory, once (lab/flink_env.py; 35-55 s, about 310 MB of wheels).
+# Flink's Kafka connector, both into the jar cache's directory, once (lab/flink/env.py; 35-55 s, about 310 MB of wheels).
 flink: venv
-	$(BIN)/python -m lab.flink_env
+	$(BIN)/python -m lab.flink.env
 
 # Offline install for workshop rooms. `make bundle` (online, once, on a machine of the laptops' OS, CPU and Python)
 # fills $(BUNDLE): wheels/ holds every pin of constraints.txt and the pip/setuptools/wheel the venv target installs
 # (setuptools is also the build backend of the editable install and of the Flink environment's four sdists), and
 # every pin of lab/flink-requirements.txt (408 MB more); cache/ the pinned jar sets. A second run reuses
 # what is there. `make offline BUNDLE=<dir>` builds .venv from wheels/ only (no package index), copies cache/ into
-# the jar cache (lab.jars.cache_dir(): LAB_CACHE_DIR, else ~/.cache/lab; newer files there are kept), then runs
+# the jar cache (lab.host.jars.cache_dir(): LAB_CACHE_DIR, else ~/.cache/lab; newer files there are kept), then runs
 # `lab fetch` (finds every jar cached, builds the class archives), makes the Flink environment from wheels/ (measured
 # with the network cut: 26 s) and runs `lab doctor`.
 BUNDLE ?= bundle
@@ -59,14 +59,14 @@ bundle: venv
 offline:
 	$(if $(wildcard $(BUNDLE)/wheels/*),,$(error no wheels in $(BUNDLE)/wheels: make the bundle online first with `make bundle` or name yours: make offline BUNDLE=/path/to/bundle))
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(BUNDLE))/wheels" $(MAKE) --no-print-directory venv
-	@$(BIN)/python -c 'import shutil, sys; from pathlib import Path; from lab.jars import cache_dir; \
+	@$(BIN)/python -c 'import shutil, sys; from pathlib import Path; from lab.host.jars import cache_dir; \
 	  src, dst = Path(sys.argv[1]), cache_dir(); \
 	  todo = [(f, dst / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()]; \
 	  todo = [(f, t) for f, t in todo if not t.exists() or t.stat().st_mtime < f.stat().st_mtime]; \
 	  [(t.parent.mkdir(parents=True, exist_ok=True), shutil.copy2(f, t)) for f, t in todo]; \
 	  print(f"jar cache: {len(todo)} files copied from {src} into {dst} (newer files there kept)")' "$(BUNDLE)/cache"
 	$(BIN)/lab fetch
-	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(BUNDLE))/wheels" $(BIN)/python -m lab.flink_env
+	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(BUNDLE))/wheels" $(BIN)/python -m lab.flink.env
 	$(BIN)/lab doctor
 
 demo: venv
@@ -76,17 +76,21 @@ demo: venv
 	$(BIN)/lab matrix --grid lab/templates/demo_grid.yaml --out data/results/demo
 	$(BIN)/lab report --out data/results/demo
 
-test: venv flink
+test: venv flink lint
 	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 $(TEST_ARGS) tests
 
-test-fast: venv
+test-fast: venv lint
 	$(PYTEST) -q tests/unit
 
+# The pinned linter (ruff, pyproject.toml's [tool.ruff]) over the code and its tests and benchmarks.
+lint: venv
+	$(BIN)/ruff check --quiet lab tests bench
+
 # docs/reference: every notebook (and its solutions) executed headless with its small parameters, as HTML.
-# The notebook tests execute and check them; lab.reference copies their HTML and records each notebook's digest.
+# The notebook tests execute and check them; lab.lessons.reference copies their HTML and records each notebook's digest.
 reference: venv
 	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
-	$(BIN)/python -m lab.reference
+	$(BIN)/python -m lab.lessons.reference
 
 lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \

@@ -1,5 +1,5 @@
-"""The audit's read of a whole topic (:func:`lab.kafka_tools.topic_copies`): the consumer defaults against the bulk
-read settings (:func:`lab.kafka_tools.bulk_consumer`, after).
+"""The audit's read of a whole topic (:func:`lab.kafka.tools.topic_copies`): the consumer defaults against the bulk
+read settings (:func:`lab.kafka.tools.bulk_consumer`, after).
 
 One embedded Kafka; a 3-partition topic of ``--events`` of the lab's events (200,000 by default, as the
 200,000-event scenario leaves it), then the read both ways in turns (before, after, before, after ...),
@@ -42,7 +42,7 @@ READS = ("defaults", "bulk", "bulk-crc")
 
 def read_once(bootstrap: str, topic: str, events: int, how: str) -> float:
     """Seconds of one :func:`topic_copies` read, made as ``how`` (one of :data:`READS`) says."""
-    from lab import kafka_tools
+    from lab.kafka import tools as kafka_tools
 
     def defaults_only(bootstrap, isolation_level, **overrides):
         return kafka_tools.consumer(bootstrap, isolation_level=isolation_level, max_poll_records=5000, **overrides)
@@ -59,7 +59,8 @@ def read_once(bootstrap: str, topic: str, events: int, how: str) -> float:
 
 
 def main(argv=None) -> int:
-    from lab import broker, kafka_tools
+    from lab.broker import embedded as broker
+    from lab.kafka import tools as kafka_tools
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)

@@ -1,7 +1,7 @@
 """Broker start/stop cycles: how long a start takes and whether any fails.
 
 Starts and stops the embedded broker (the lab's proxy, then Tansu; see
-:func:`lab.broker.start_embedded`) ``--cycles`` times in a row in one log
+:func:`lab.broker.embedded.start_embedded`) ``--cycles`` times in a row in one log
 directory, as ``runs/broker-logs`` is reused, and for every ``--check-every``-th
 cycle produces and consumes one record through the proxy. A cycle fails when
 the start raises, the record does not come back, or a process is left after
@@ -35,7 +35,7 @@ def produce_and_consume_one(bootstrap: str, value: bytes, timeout_s: float = 10.
     """Write ``value`` to topic ``cycle`` and read it back; AssertionError when it does not come back."""
     from kafka import KafkaProducer, TopicPartition
 
-    from lab import kafka_tools
+    from lab.kafka import tools as kafka_tools
 
     kafka_tools.create_topic(bootstrap, "cycle", 1)
     p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
@@ -55,7 +55,8 @@ def produce_and_consume_one(bootstrap: str, value: bytes, timeout_s: float = 10.
 
 def cycles(n: int, check_every: int, log_dir: Path) -> dict:
     """Run ``n`` start/stop cycles; return times and failures."""
-    from lab import broker, processes
+    from lab.broker import embedded as broker
+    from lab.host import processes
 
     starts, stops, failures = [], [], []
     for i in range(n):

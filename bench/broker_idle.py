@@ -3,7 +3,7 @@
 A broker that waits between runs (the test session's shared brokers, a workshop's
 ``lab broker start``, the matrix's broker between rows) still works: broker
 heartbeats, the controller's no-op records (``metadata.max.idle.interval.ms``,
-Kafka's default 500 ms; the lab's 0, :data:`lab.kafka_broker.SMALL_NODE_PROPERTIES`),
+Kafka's default 500 ms; the lab's 0, :data:`lab.broker.apache.SMALL_NODE_PROPERTIES`),
 the network threads' polls, the JIT. Each round starts a one-node Kafka with
 one side's properties, lets it settle (``--settle`` s), then reads its JVM's CPU
 (``/proc/PID/stat``, and per thread ``/proc/PID/task``, with :func:`bench.run_cpu.stat_cpu_s`)
@@ -54,7 +54,8 @@ def thread_cpu(pid: int) -> dict[tuple[str, str], float]:
 
 def idle_once(work: Path, side: str, settle_s: float, window_s: float) -> tuple[float, Counter]:
     """(CPU share of one core, CPU seconds per thread name) of an idle node over ``window_s``."""
-    from lab import broker, kafka_broker
+    from lab.broker import embedded as broker
+    from lab.broker import apache as kafka_broker
 
     today = kafka_broker.SMALL_NODE_PROPERTIES
     if side == "before":

@@ -3,15 +3,15 @@
 ``--technique`` names the pair (:data:`TECHNIQUES`):
 
 * ``format``: ``LAB_KAFKA_FORMAT=each`` (a ``StorageTool`` JVM per start) against
-  ``template`` (:mod:`lab.kafka_template`); figures in ``bench/results/broker_start.json``;
-* ``archive``: ``LAB_BROKER_ARCHIVE=off`` against ``on`` (:mod:`lab.broker_archive`);
+  ``template`` (:mod:`lab.broker.template`); figures in ``bench/results/broker_start.json``;
+* ``archive``: ``LAB_BROKER_ARCHIVE=off`` against ``on`` (:mod:`lab.broker.archive`);
   figures in ``bench/results/broker_archive.json``.
 
 Two figures, each as a before/after pair measured in turns in one call
 (before, after, before, after ...) so that a drift of the machine's speed
 falls on both:
 
-* ``broker``: :func:`lab.broker.start_embedded` on a new log directory until
+* ``broker``: :func:`lab.broker.embedded.start_embedded` on a new log directory until
   ready, and the CPU seconds its JVM had used by then (``broker_cpu_at_ready_s``);
 * ``scenario``: the whole ``lab run`` of issue 17's 3,000-event crash scenario
   (structured, idempotent sink, ``driver-crash@batch=2:after-output-before-commit``),
@@ -55,7 +55,7 @@ TECHNIQUES = {
 
 def broker_start_s(env: dict, work: Path) -> tuple[float, float]:
     """(seconds until ready, the broker JVM's CPU seconds by then) of one start with ``env`` set."""
-    from lab import broker
+    from lab.broker import embedded as broker
 
     os.environ.update(env)
     log_dir = Path(tempfile.mkdtemp(prefix="start-", dir=work)) / "logs"

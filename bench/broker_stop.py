@@ -1,8 +1,8 @@
 """A run's own broker at the run's end: Kafka's clean shutdown against a kill (``discard_data``).
 
 A run's embedded Kafka keeps its data in the run directory, and nothing starts
-on it again once the run is over (:func:`lab.shared_broker.broker_for_run`), so
-:func:`lab.broker.stop_embedded` kills it (``discard_data=True``, after) instead
+on it again once the run is over (:func:`lab.broker.shared.broker_for_run`), so
+:func:`lab.broker.embedded.stop_embedded` kills it (``discard_data=True``, after) instead
 of waiting for its clean shutdown (before; what ``lab broker stop`` and a restart
 on the same data still use).
 
@@ -40,7 +40,8 @@ SIDES = {"before": False, "after": True}  # discard_data
 
 def stop_once(work: Path, discard: bool) -> tuple[float, float]:
     """(seconds, machine CPU seconds) of stopping a broker that served a 3,000-event topic."""
-    from lab import broker, kafka_tools
+    from lab.broker import embedded as broker
+    from lab.kafka import tools as kafka_tools
 
     info = broker.start_embedded(Path(tempfile.mkdtemp(prefix="stop-", dir=work)) / "logs", product="kafka")
     try:

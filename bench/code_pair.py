@@ -19,7 +19,7 @@ instead (``--keep guarantee`` for ``lab run``: what the run delivered, to compar
 when the first driver process started, when the first batch was done (seconds after the command
 started) and how long the command took after its last run's ``drained`` and ``run-end`` (:func:`milestones`), for
 a change whose effect is smaller than the wall time's spread. A new tree's first Spark run builds its
-class archive (the jars' paths are in its key, :mod:`lab.class_archive`): about 35 s more, once, which
+class archive (the jars' paths are in its key, :mod:`lab.spark.archive`): about 35 s more, once, which
 the medians of several rounds leave out.
 
 Run with ``python bench/code_pair.py --baseline COMMIT --name NAME [--rounds N] -- COMMAND ...``;

@@ -1,16 +1,16 @@
 """A driver JVM kept between runs against a new one for each run: what a run's first driver would save.
 
 Every run of the lab starts its drivers fresh: a new Python process, a new JVM, a new
-SparkSession. The start-up techniques (:mod:`lab.start_tuning`) shortened that start; this bench
+SparkSession. The start-up techniques (:mod:`lab.tuning`) shortened that start; this bench
 measures what is left of it, by asking what the same run costs in a JVM that has already
 served one. It is a design question (a driver process per run is the lab's protocol), so the
 bench runs Spark directly, not ``lab run``.
 
 One run here is a query like the structured pipeline's: Spark's Kafka source on a topic of its
 own (:data:`EVENTS` events in 3 partitions, batches of :data:`MAX_BATCH`), ``foreachBatch`` with a
-``mapInArrow`` job whose rows are collected, on the lab's session (:func:`lab.spark.spark_session`:
+``mapInArrow`` job whose rows are collected, on the lab's session (:func:`lab.spark.session.spark_session`:
 the class archive, the JVM flags, the connector), its Python workers started
-(:func:`lab.spark.start_sql_python_workers`), until every record has been through a batch.
+(:func:`lab.spark.session.start_sql_python_workers`), until every record has been through a batch.
 
 * ``new`` (today): one process per run (:func:`child`, one run), timed from its start to its exit.
 * ``reused``: one process for all the runs of a round. Before each run after the first, the
@@ -83,7 +83,7 @@ def child(bootstrap: str, topics: list[str], work: Path) -> None:
     of the run before for the others) as ``time.time()``; ``cpu_start``/``cpu_end`` the
     machine's CPU seconds then and at its last batch.
     """
-    from lab.spark import SQL_TASK_MODULES, SQL_WORKER_IMPORTS, spark_session, start_sql_python_workers
+    from lab.spark.session import SQL_TASK_MODULES, SQL_WORKER_IMPORTS, spark_session, start_sql_python_workers
 
     spark = None
     for i, topic in enumerate(topics):
@@ -119,7 +119,7 @@ def figures(run: dict, start: float, end: float | None = None, cpu: float | None
 
 def fill_topics(bootstrap: str, topics: list[str]) -> None:
     """Create each topic and write :data:`EVENTS` acknowledged records to it (:func:`bench.testbed.produce`)."""
-    from lab.kafka_tools import create_topic
+    from lab.kafka.tools import create_topic
 
     for t in topics:
         create_topic(bootstrap, t, PARTITIONS)
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs of each variant per round")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "driver_reuse.json"))
     a = ap.parse_args(argv)
-    from lab import broker
+    from lab.broker import embedded as broker
 
     before = core_seconds()
     runs: list[dict] = []

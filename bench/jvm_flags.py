@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "jvm_flags.json"))
     opts = ap.parse_args()
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
     from lab.config import env_runs_dir
 
     runs = env_runs_dir()

@@ -4,7 +4,7 @@ A record batch of Kafka's format v2 carries a CRC-32C of its contents, which the
 computes for every batch it sends (kafka-python: ``kafka.record.util.calc_crc32c``). Without
 the ``crc32c`` module kafka-python computes it in Python, at about 6 MB/s on one core of these
 machines; the module computes it in C. The lab's consumers do not check CRCs
-(``lab.kafka_tools.READ_SETTINGS``), so the producer is where the difference lies.
+(``lab.kafka.tools.READ_SETTINGS``), so the producer is where the difference lies.
 
 Each scenario is run as a user runs it (``lab run``), alternately with the module (``c``) and
 with it masked (``python``: a directory put first on ``PYTHONPATH`` whose ``crc32c.py`` raises

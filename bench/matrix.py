@@ -9,16 +9,16 @@ runs only the 14 rows the grid had when its 4-minute target was set
 every row, for a before/after pair of one setting (``_set`` in the file name). ``--pair`` runs the whole grid
 twice, back to back, into ``bench/results/matrix.json``: first with every start-up technique off (the start as it
 was before them: no class archive, the JVM's default flags, the worker
-warm-up before the query, a 1 s restart delay; :data:`lab.start_tuning.ALL_OFF`),
+warm-up before the query, a 1 s restart delay; :data:`lab.tuning.ALL_OFF`),
 then with the defaults, and compares the two row by row: a technique may
 change the time, never a classification. ``--jobs-pair`` runs it with one
 scenario at a time (one shared broker), then two at once (a broker each), and
 compares them the same way, into ``bench/results/matrix_jobs.json``. ``--ahead-pair`` runs it with each
 row's notebook started only when the row before has ended (``LAB_ROW_AHEAD=off``), then with the next row's
-notebook started while a row runs (the default, :mod:`lab.matrix_rows`), into ``bench/results/matrix_ahead.json``
+notebook started while a row runs (the default, :mod:`lab.matrix.rows`), into ``bench/results/matrix_ahead.json``
 (with ``--original``: its 14 rows, ``matrix_original_ahead.json``). ``--beside-pair`` runs it with the cluster's
 rows in the relay, in grid order (``LAB_CLUSTER_BESIDE=off``), then beside the other rows (the default,
-:mod:`lab.matrix_lane`), into ``bench/results/matrix_beside.json``. Each file keeps the headline of the measures it
+:mod:`lab.matrix.lane`), into ``bench/results/matrix_beside.json``. Each file keeps the headline of the measures it
 replaced under ``earlier`` (:func:`with_earlier`), each with the machine speed it recorded.
 """
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.start_tuning import ALL_OFF
+from lab.tuning import ALL_OFF
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make `bench` importable
 from bench.machine import core_seconds, cpu_model  # noqa: E402
@@ -77,7 +77,7 @@ def default_grid(overrides: dict | None = None, original: bool = False):
     from dataclasses import replace
 
     from lab.config import make_config
-    from lab.matrix import load_grid
+    from lab.matrix.runner import load_grid
 
     grid = load_grid(None)
     rows = [replace(s, params={**s.params, **(overrides or {})}) for s in grid.scenarios
@@ -92,8 +92,8 @@ def default_grid(overrides: dict | None = None, original: bool = False):
 
 def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
-    from lab.matrix import load_grid, run_matrix
-    from lab.matrix_table import summary_lines
+    from lab.matrix.runner import load_grid, run_matrix
+    from lab.matrix.table import summary_lines
 
     core_s = core_seconds()  # before the run: a quiet machine's speed, to compare figures across machines
     saved = {k: os.environ.get(k) for k in env}

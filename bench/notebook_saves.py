@@ -50,7 +50,7 @@ ITEMS = ("04_semantics_matrix", "matrix-row", "02_direct_kafka")
 def notebook_and_params(item: str, work: Path) -> tuple[Path, dict]:
     """The notebook ``item`` executes and its parameters (a row's report and runs go into ``work``)."""
     if item == "matrix-row":
-        from lab.matrix import TEMPLATE
+        from lab.matrix.runner import TEMPLATE
 
         return TEMPLATE, dict(INTERACTIVE=False, PARAMS={"pipeline": "plain", "events": 1000, "rate": 0},
                               REPORT=str(work / "report.json"), RUNS_DIR=str(work / "runs"))

@@ -46,7 +46,7 @@ def execute(path: Path, params: dict, work: Path, save_each_cell: bool = True) -
     ``save_each_cell``: papermill's default, the executed notebook written at each cell's start and end
     (False: once, at the end; ``bench/notebook_saves.py`` compares the two).
     """
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
     from tests.notebooks.headless import execute_headless
 
     runs = work / "runs"

@@ -2,13 +2,13 @@
 
 For each ``--pipeline``: start one embedded Apache Kafka broker (through the
 lab's proxy, as every client sees it), run the pipeline as a normal lab
-scenario (:func:`lab.supervisor.run_scenario`, ``rate=0``, no faults,
+scenario (:func:`lab.run.supervisor.run_scenario`, ``rate=0``, no faults,
 ``--kafka-reader``, default ``auto``: Spark's own ``kafka`` reader for
 structured and direct on Apache Kafka; the reader that ran is recorded from
 the report as ``kafka_reader``) against it, then read the same topic back with
 one kafka-python consumer a few times, with kafka-python's defaults (a plain
 consumer: ``ratio``'s baseline) and with the lab's bulk readers' client
-settings (:data:`lab.kafka_tools.READ_SETTINGS`: no pure-Python CRC check,
+settings (:data:`lab.kafka.tools.READ_SETTINGS`: no pure-Python CRC check,
 about 3x faster; ``ratio_same_client_settings``). ``ratio_to_faster`` is the
 pipeline against the faster of the two. The pipeline's records/s is
 taken from its own timeline: rows of all batches over the span from the
@@ -76,7 +76,7 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, records: int, timeo
     """Read ``records`` records from the start of the topic with one plain kafka-python consumer.
 
     Assigned, no group; ``settings`` go to the consumer on top of
-    :data:`lab.kafka_tools.CONSUMER_DEFAULTS`. It stops on the count, not on
+    :data:`lab.kafka.tools.CONSUMER_DEFAULTS`. It stops on the count, not on
     end offsets, because the broker's reported end can lag right after a
     burst of writes (measured on Tansu: a few hundred records short).
 
@@ -88,7 +88,7 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, records: int, timeo
     """
     from kafka import TopicPartition
 
-    from lab import kafka_tools
+    from lab.kafka import tools as kafka_tools
 
     c = kafka_tools.consumer(bootstrap, **settings)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -150,11 +150,11 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         When the run did not deliver every event exactly once (no faults were planned),
         or the consumer read a different number of records than the run's topic holds.
     """
-    from lab import broker
+    from lab.broker import embedded as broker
     from lab.config import make_config
-    from lab.kafka_tools import READ_SETTINGS
-    from lab.pipelines.registry import PIPELINES
-    from lab.supervisor import run_scenario
+    from lab.kafka.tools import READ_SETTINGS
+    from lab.registry import PIPELINES
+    from lab.run.supervisor import run_scenario
 
     settings = {**DEFAULTS.get(pipeline, {}), **{k: v for k, v in overrides.items() if v is not None}}
     topic = f"bench-{pipeline}"
@@ -226,7 +226,7 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
 
 
 def main(argv=None) -> int:
-    from lab.pipelines.registry import PIPELINES
+    from lab.registry import PIPELINES
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pipeline", action="append", choices=sorted(PIPELINES),

@@ -5,7 +5,7 @@ their work: the command itself (``lab run``: the CLI, its configuration and the
 supervisor, all imported before the first driver starts), each driver (the
 driver module and what the structured pipeline imports before its JVM), and
 each Python worker daemon (the modules it imports before it forks workers,
-``lab.spark.SQL_WORKER_IMPORTS``). A run of the 3,000-event crash scenario has
+``lab.spark.session.SQL_WORKER_IMPORTS``). A run of the 3,000-event crash scenario has
 one command, two drivers and two daemons.
 
 Each figure is the time one fresh interpreter takes to import those modules,
@@ -38,7 +38,7 @@ from bench.testbed import emit, summary  # noqa: E402
 def driver_imports(tree: Path) -> str:
     """What a structured driver of ``tree`` imports before its JVM, as code: read from its source, so it cannot drift.
 
-    ``lab.driver`` runs the pipeline through the registry; the structured module's
+    ``lab.pipelines.driver`` runs the pipeline through the registry; the structured module's
     own imports come with it, and ``run`` imports the rest at its top, before it
     starts the session. Those import statements are taken from ``run`` as written.
 
@@ -52,16 +52,16 @@ def driver_imports(tree: Path) -> str:
     if run is None:
         raise RuntimeError(f"{path}: no function run() at the top of the module, so no driver imports to time")
     inside = [ast.unparse(n) for n in run.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return "\n".join(["import lab.driver, lab.pipelines.registry, lab.pipelines.structured", *inside])
+    return "\n".join(["import lab.pipelines.driver, lab.registry, lab.pipelines.structured", *inside])
 
 
 #: What each process imports before its work, as code for a tree (each side of a pair times its own).
 PROCESSES = {
-    "lab run (until its first driver starts)": lambda tree: "import lab.cli, lab.config, lab.supervisor",
+    "lab run (until its first driver starts)": lambda tree: "import lab.cli, lab.config, lab.run.supervisor",
     "driver (structured, before its JVM)": driver_imports,
     "Python worker daemon (before its first fork)": lambda tree: (
-        "import importlib, lab.spark\n"
-        "for name in lab.spark.SQL_WORKER_IMPORTS: importlib.import_module(name)"),
+        "import importlib, lab.spark.session\n"
+        "for name in lab.spark.session.SQL_WORKER_IMPORTS: importlib.import_module(name)"),
 }
 
 

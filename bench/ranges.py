@@ -49,7 +49,7 @@ def config_digest(params: dict, seed: int = 1) -> str:
 
 
 def grid_digests(grid) -> dict[str, tuple[str, str]]:
-    """Each scenario of ``grid``: its key (:attr:`lab.matrix.Scenario.key`), name and configuration's digest."""
+    """Each scenario of ``grid``: its key (:attr:`lab.matrix.runner.Scenario.key`), name and configuration's digest."""
     return {s.key: (s.name, config_digest(s.params, s.seed)) for s in grid.scenarios}
 
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.runs < 0:
         ap.error(f"--runs {a.runs}: expected 0 or more")
-    from lab.matrix import load_grid
+    from lab.matrix.runner import load_grid
 
     out = Path(a.out)
     grid = load_grid(None)

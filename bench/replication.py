@@ -10,7 +10,7 @@ timeline:
 ``failed``        sends the producer was told failed; ``failed_in_topic`` of them are there anyway
 ``unknown``       sends whose outcome the producer never learnt
 ``leaderless_s``  the most time any partition had no live leader (none elected, or a killed one still named)
-``documented``    what :func:`lab.replication_claims.claim` says for the cell; ``as_documented`` the verdict
+``documented``    what :func:`lab.audit.claims.claim` says for the cell; ``as_documented`` the verdict
 
 Run with ``python bench/replication.py [--seeds 1 2 3] [--out FILE]``; writes
 every run to ``FILE`` (default ``bench/results/replication.json``).
@@ -38,9 +38,9 @@ FAULTS = "follower-lag@at=2s:for=8s,leader-crash@at=7s:for=3s"
 
 def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path, events: int) -> dict:
     from lab.events import read_events
-    from lab.expectations import satisfies
-    from lab.replication_claims import claim
-    from lab.replication_watch import leaderless_s
+    from lab.audit.expectations import satisfies
+    from lab.audit.claims import claim
+    from lab.kafka.replication import leaderless_s
 
     cmd = [sys.executable, "-m", "lab", "run", "--pipeline", "plain", "--sink", "append", "--nodes", "3",
            "--events", str(events), "--rate", "500", "--acks", acks, "--idempotence", "on" if acks == "all" else "off",
@@ -60,7 +60,7 @@ def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path,
 
 
 def main(argv=None) -> int:
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

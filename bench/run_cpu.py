@@ -25,7 +25,7 @@ before/after pair shares the machine's state; a variant's medians are under ``pi
 ``--archive NAME=PATH`` adds a variant ``NAME`` whose drivers map the class archive at ``PATH``
 instead of today's (:func:`archive_variant`), run in turns with the ``--variant`` ones (default
 ``all``, today's archive): two archives side by side, such as one made by an earlier training
-(:mod:`lab.class_archive`) and today's. ``--jvm-flags NAME=FLAGS`` adds a variant ``NAME`` whose
+(:mod:`lab.spark.archive`) and today's. ``--jvm-flags NAME=FLAGS`` adds a variant ``NAME`` whose
 drivers start with ``FLAGS`` (``LAB_DRIVER_JVM_OPTIONS``) instead of today's: a candidate set of flags
 beside the default.
 """
@@ -68,9 +68,9 @@ def process_group(cmdline: str) -> str:
         return "broker JVM"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
         return "Python workers"
-    if "-m lab.driver" in cmd:
+    if "-m lab.pipelines.driver" in cmd:
         return "driver Python"
-    if "-m lab.proxy" in cmd:
+    if "-m lab.broker.proxy" in cmd:
         return "broker proxy"
     if re.search(r"(-m lab|/lab) run\b", cmd):
         return "lab run (supervisor, producer, audit)"
@@ -184,7 +184,7 @@ class Sampler:
 
 def archive_variant(path: str) -> dict:
     """The environment of drivers that map the class archive at ``path`` rather than today's (pure)."""
-    from lab.start_tuning import DRIVER_JVM_OPTIONS
+    from lab.tuning import DRIVER_JVM_OPTIONS
 
     return {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile={path}"}
 

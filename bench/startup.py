@@ -20,7 +20,7 @@ stop (``stop_s``: ``drained`` to ``final-stop``), the scenario's wall time
 variant may change.
 
 The crash is the driver's ``fault-point`` (it stops working there; the
-kill follows about 0.1 s later, which is where :mod:`lab.restarts`, and so
+kill follows about 0.1 s later, which is where :mod:`lab.audit.restarts`, and so
 ``report.json``'s ``restart_s`` and the panel, start counting). A
 ``batch-done`` marked ``recovered`` (a commit the killed driver left
 unlogged) is not the restarted driver's first batch.
@@ -30,11 +30,11 @@ turn: its process had been started ``started_ahead_s`` earlier, and its
 ``jvm``, ``session`` and ``workers`` phases, done while it waited, are
 negative; ``standby`` is when it began to wait, ``turn`` when it had its turn.
 
-Variants (:mod:`lab.start_tuning`; ``all`` is the default start):
+Variants (:mod:`lab.tuning`; ``all`` is the default start):
 ``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
 ``restart-delay-1s``, ``no-standby``, ``pyspark-worker-daemon``, ``no-worker-preload``,
 ``task-fetch-wait-500`` (Kafka's own ``fetch.max.wait.ms`` in the tasks of Spark's Kafka
-source), ``no-quick-stop``, ``no-broker-archive`` (the broker's JVM without :mod:`lab.broker_archive`),
+source), ``no-quick-stop``, ``no-broker-archive`` (the broker's JVM without :mod:`lab.broker.archive`),
 ``codegen-on`` (Spark SQL's own code generation, ``LAB_CODEGEN=on``) and ``none`` (every technique off: the start before them); by
 default every variant for ``structured``, and for the others ``all``, ``no-standby``,
 ``no-quick-stop`` and ``none`` (:data:`DEFAULT_VARIANTS`; ``direct`` read with Spark's batch Kafka
@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 from lab.events import read_events
-from lab.start_tuning import ALL_OFF
+from lab.tuning import ALL_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     pipelines = a.pipeline or list(SCENARIOS)
     # The archive is made once per installed versions, before any measured start.
-    subprocess.run([sys.executable, "-c", "from lab import class_archive; print(class_archive.ensure())"],
+    subprocess.run([sys.executable, "-c", "from lab.spark import archive; print(archive.ensure())"],
                    check=True, cwd=ROOT)
     core_s = core_seconds()  # a quiet machine's speed, before the runs: figures from two machines compare
     runs = []

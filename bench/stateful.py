@@ -62,7 +62,7 @@ def measure(events: int, window: float, provider: str, runs_dir: Path) -> dict:
         "state_rows": states[-1]["state_rows"] if states else None,
         "state_bytes": states[-1]["state_bytes"] if states else None,
         "state_files_mb": state_dir_mb(run_dir),
-        "recovery_s": (report["restart_s"] or [None])[0],  # lab.restarts: the crash to the first batch done
+        "recovery_s": (report["restart_s"] or [None])[0],  # lab.audit.restarts: the crash to the first batch done
         "exact": report["windows"] == report["windows_exact"] and report["lost"] == 0,
         "windows": report["windows"], "batches": report["batches"], "wall_s": round(wall, 1),
         "load_1m": os.getloadavg()[0],

@@ -43,10 +43,10 @@ RULES = (
     ("Spark driver JVMs", ("spark-class", "org.apache.spark.deploy.SparkSubmit", "org.apache.spark.launcher.Main")),
     ("Kafka broker JVMs", ("kafka.Kafka", "kafka.tools.StorageTool", "kafka-run-class")),
     ("Flink JVMs", ("org.apache.flink",)),
-    ("Spark Python workers", ("pyspark.daemon", "lab.spark_daemon", "pyspark.worker")),
-    ("driver Python", ("-m lab.driver",)),
+    ("Spark Python workers", ("pyspark.daemon", "lab.spark.daemon", "pyspark.worker")),
+    ("driver Python", ("-m lab.pipelines.driver",)),
     ("notebook kernels", ("ipykernel_launcher",)),
-    ("broker proxies", ("-m lab.proxy",)),
+    ("broker proxies", ("-m lab.broker.proxy",)),
     ("browser tests (Chromium, Jupyter)", ("chrom", "playwright", "jupyter-lab", "-m jupyterlab", "node ")),
     # before the test processes: a command's arguments may name a pytest temporary directory
     ("lab commands (run, matrix and its papermill rows)", ("-m lab ", "/bin/lab ", "-m lab.", "-m papermill")),

@@ -7,8 +7,8 @@ tansu``: Tansu; default both), through the lab's proxy, as every client sees it:
   as fast as possible (``--repeats`` topics, one each; the median);
 * raw consume throughput: one consumer assigned to every partition, reading
   one of those topics from the beginning ``--repeats`` times, with the
-  lab's consumer defaults (:data:`lab.kafka_tools.CONSUMER_DEFAULTS`) and
-  with the bulk readers' settings (:data:`lab.kafka_tools.READ_SETTINGS`: no
+  lab's consumer defaults (:data:`lab.kafka.tools.CONSUMER_DEFAULTS`) and
+  with the bulk readers' settings (:data:`lab.kafka.tools.READ_SETTINGS`: no
   pure-Python CRC check), the two baselines of ``bench/pipelines.py``, by
   its :func:`raw_consume`;
 * start and stop times over ``--cycles`` cycles (min/median/max): a start in a
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import machine  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
-#: The embedded brokers, as ``lab.broker.start_embedded(product=...)`` names them.
+#: The embedded brokers, as ``lab.broker.embedded.start_embedded(product=...)`` names them.
 BROKERS = ("kafka", "tansu")
 #: One record as the lab's producer writes it (83 bytes).
 PAYLOAD = b'{"id":"00000000-0000-4000-8000-000000000000","seq":0,"key":"k00","produced_at":0.0}'
@@ -88,7 +88,8 @@ def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> 
         When a consumer reads a different number of records than were produced.
     """
     from bench.pipelines import raw_consume
-    from lab import broker, kafka_tools
+    from lab.broker import embedded as broker
+    from lab.kafka import tools as kafka_tools
 
     produced, consumed = [], {"client_defaults": [], "read_settings": []}
     with tempfile.TemporaryDirectory(prefix=f"testbed-{product}-") as tmp:
@@ -124,7 +125,8 @@ def start_stop_cycles(product: str, cycles: int) -> dict:
     RuntimeError
         When a process of a stopped broker is still running.
     """
-    from lab import broker, processes
+    from lab.broker import embedded as broker
+    from lab.host import processes
 
     times: dict[str, list] = {"start_new_dir_s": [], "start_same_dir_s": [], "stop_s": []}
     with tempfile.TemporaryDirectory(prefix=f"testbed-cycles-{product}-") as tmp:
@@ -144,10 +146,11 @@ def start_stop_cycles(product: str, cycles: int) -> dict:
 
 
 def audit_time(events: int = 1_000_000) -> dict:
-    """Time :func:`lab.auditor.audit_run` on synthetic files of ``events`` events (1% lost, 1% duplicated)."""
-    from lab.auditor import audit_run
-    from lab.ledger import SCHEMA
-    from lab.sinks import SinkSpec, open_sink
+    """Time :func:`lab.audit.auditor.audit_run` on synthetic files of ``events`` events (1% lost, 1% duplicated)."""
+    from lab.audit.auditor import audit_run
+    from lab.audit.ledger import SCHEMA
+    from lab.sinks.reader import open_sink
+    from lab.sinks.spec import SinkSpec
 
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:

@@ -58,12 +58,12 @@ RUN set -eux; \
     spark_pip="$(/opt/lab/venv/bin/python -c 'import pyspark; print(pyspark.__version__)')"; \
     grep -q "^Spark ${spark_pip} " /opt/spark/RELEASE \
       || { echo "pyspark ${spark_pip} does not match the image's Spark: $(head -1 /opt/spark/RELEASE)" >&2; exit 1; }; \
-    /opt/lab/venv/bin/python -c 'import lab.spark, lab.sinks, lab.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
+    /opt/lab/venv/bin/python -c 'import lab.spark.session, lab.sinks, lab.spark.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
 
 # Every jar set of lab/jars.json (the copy just installed), each jar checked against its pinned
 # SHA-1, then the class archives of the driver and broker JVMs for this image's Java, Spark and Kafka
-# (lab/class_archive.py, lab/broker_archive.py). lab.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
-# connector here (lab.spark puts it in spark.jars; the executors get it from the driver).
+# (lab/spark/archive.py, lab/broker/archive.py). lab.host.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
+# connector here (lab.spark.session puts it in spark.jars; the executors get it from the driver).
 # Route https: the image has no mvn. It is urllib, so OpenSSL needs a CA bundle: the standalone
 # CPython may look elsewhere than Ubuntu's, hence SSL_CERT_FILE. Owned by root and read-only
 # for the lab's user: nothing at run time rewrites it (should its .verified.json not match the

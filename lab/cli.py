@@ -19,9 +19,9 @@ from lab.errors import LabError
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
-    from lab.flink_settings import CHECKPOINTING, FLINK_DELIVERIES
-    from lab.pipelines.registry import PIPELINES
-    from lab.sinks import SINK_MODES
+    from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
+    from lab.registry import PIPELINES
+    from lab.sinks.spec import SINK_MODES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
     p.add_argument("--sink", default=None,
@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="one jar set: spark-kafka, kafka-broker or flink-kafka (default: all)")
     f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
     f.add_argument("--no-class-archive", action="store_true",
-                   help="skip building the class archives of the driver and broker JVMs (lab.class_archive, "
-                        "lab.broker_archive; made once, after the jars)")
+                   help="skip building the class archives of the driver and broker JVMs (lab.spark.archive, "
+                        "lab.broker.archive; made once, after the jars)")
     b = sub.add_parser("broker", help="start, stop or inspect the embedded broker")
     b.add_argument("action", choices=("start", "stop", "status"))
     b.add_argument("--port", type=int, default=None, help="port clients use (default: a free one)")
@@ -119,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _restarts_text(report: dict) -> str:
-    """``restarts`` and how long each kept the pipeline from its work (``restart_s``, :mod:`lab.restarts`)."""
+    """``restarts`` and how long each kept the pipeline from its work (``restart_s``, :mod:`lab.audit.restarts`)."""
     n = report["restarts"]
     back = report.get("restart_s") or []
     if not back:
@@ -182,7 +182,7 @@ def _print_table(report: dict) -> None:
 
 def cmd_run(a) -> int:
     from lab.config import make_config
-    from lab.supervisor import Run
+    from lab.run.supervisor import Run
 
     if a.faults_from:
         if a.faults:
@@ -229,7 +229,7 @@ def _echo_spark_ui(e: dict, pipeline: str) -> None:
     """Print a driver's Spark UI address (``spark-ui``) and the tab to watch; other events are not printed."""
     if e.get("type") != ev.SPARK_UI:
         return
-    from lab.spark import ui_hint
+    from lab.spark.session import ui_hint
 
     print(f"  [{ev.SPARK_UI}] driver attempt {e.get('attempt')}: {e.get('url')}  ({ui_hint(pipeline)})",
           file=sys.stderr, flush=True)
@@ -256,7 +256,7 @@ def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
 
 
 def cmd_broker(a) -> int:
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
 
     def describe(i) -> str:
         product = " ".join(filter(None, (i.product, i.version)))
@@ -271,7 +271,7 @@ def cmd_broker(a) -> int:
 
 
 def cmd_fetch(a) -> int:
-    from lab import jars
+    from lab.host import jars
 
     names = [jars.jar_set(a.jar_set).name] if a.jar_set else list(jars.manifest())
     for name in names:
@@ -284,9 +284,10 @@ def cmd_fetch(a) -> int:
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
     if not a.jar_set and not a.no_class_archive:
-        from lab import broker_archive, class_archive
+        from lab.broker import archive as broker_archive
+        from lab.spark import archive as class_archive
 
-        # retry: `lab fetch` is where a failed build is tried again (lab.class_archive.ensure_archive)
+        # retry: `lab fetch` is where a failed build is tried again (lab.spark.archive.ensure_archive)
         for label, who, make in (("class archive", "Spark drivers", class_archive.ensure),
                                  ("broker class archive", "Kafka brokers", broker_archive.ensure)):
             st = make(progress=print, retry=True)
@@ -300,7 +301,7 @@ def cmd_fetch(a) -> int:
 
 
 def cmd_cluster(a) -> int:
-    from lab import cluster
+    from lab.spark import cluster
 
     return _service(a, "cluster", lambda d: cluster.start(d, workers=a.workers), cluster.stop, cluster.load_running,
                     lambda i: f"{i.master_url} (master pid {i.master_pid}, worker pids {i.worker_pids})",
@@ -308,8 +309,8 @@ def cmd_cluster(a) -> int:
 
 
 def cmd_matrix(a) -> int:
-    from lab.matrix import load_grid, run_matrix
-    from lab.matrix_table import summary_lines
+    from lab.matrix.runner import load_grid, run_matrix
+    from lab.matrix.table import summary_lines
 
     if a.jobs < 1:
         raise LabError(f"--jobs must be >= 1, got {a.jobs}")
@@ -323,7 +324,7 @@ def cmd_matrix(a) -> int:
 def cmd_report(a) -> int:
     from pathlib import Path
 
-    from lab.report import build_html, read_results
+    from lab.matrix.report import build_html, read_results
 
     table = Path(a.out) / "matrix.csv"
     if not table.exists():

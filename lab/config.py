@@ -8,14 +8,14 @@ library default decides an outcome.
 Environment variables
 ---------------------
 ``LAB_KAFKA_BOOTSTRAP``  use this Kafka instead of the embedded broker.
-``LAB_KAFKA_PROXY``      ``host:port``: the control port of a lab proxy (``python -m lab.proxy``) that
+``LAB_KAFKA_PROXY``      ``host:port``: the control port of a lab proxy (``python -m lab.broker.proxy``) that
                          ``LAB_KAFKA_BOOTSTRAP`` goes through, so ack-loss and broker-outage work
                          there too (ignored without ``LAB_KAFKA_BOOTSTRAP``: the embedded broker has its own).
 ``LAB_BROKER``           the embedded broker: kafka (default; Apache Kafka, data on disk) or tansu (no download).
-``LAB_BROKER_NODES``     1 (default) or 3: Apache Kafka as a three-broker cluster (:mod:`lab.kafka_cluster`).
+``LAB_BROKER_NODES``     1 (default) or 3: Apache Kafka as a three-broker cluster (:mod:`lab.broker.cluster`).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
-``LAB_SPARK_UI``         1 or on: the Spark driver's web UI on 127.0.0.1 (:mod:`lab.spark`; default 0, off: it
+``LAB_SPARK_UI``         1 or on: the Spark driver's web UI on 127.0.0.1 (:mod:`lab.spark.session`; default 0, off: it
                          costs a driver memory and CPU). Ignored for pipelines without Spark.
 ``LAB_KAFKA_READER``     the structured and direct pipelines' Kafka reader: auto, labkafka, spark (default auto).
 ``LAB_RUNS_DIR``         where run directories go (default ``runs/`` at the project root).
@@ -31,13 +31,39 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-from lab import flink_settings
-from lab.batch_sizing import DEFAULT_BATCH_INTERVAL_S, MIN_BATCH_INTERVAL_S, default_batch_interval, default_max_batch
+from lab.flink import settings as flink_settings
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
-from lab.pipelines.registry import PIPELINES
+from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
 from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
-from lab.sinks import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
+from lab.sinks.spec import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
+
+#: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
+MIN_BATCH_INTERVAL_S = 0.2
+
+#: A batch's default record cap for runs up to ``SMALL_BATCH * BATCHES_PER_RUN`` events.
+SMALL_BATCH = 500
+#: Larger runs get ``events / BATCHES_PER_RUN`` records a batch by default.
+BATCHES_PER_RUN = 20
+
+
+def default_max_batch(events: int) -> int:
+    """``--max-batch``'s default: 500 records, or a twentieth of the run's events when that is more.
+
+    Small runs keep their few readable batches (3,000 events: batches of 500);
+    a large one keeps up with its producer (measured: 200,000 events at full
+    speed, with batches of 500 once a second, delivered 42,500 in 120 s; with
+    10,000 it drains). A cap, not a size: a batch takes what has arrived, up to it.
+    """
+    return max(SMALL_BATCH, -(-int(events) // BATCHES_PER_RUN))
+
+
+
+def _default_interval(pipeline: str) -> float:
+    """``--batch-interval``'s default for ``pipeline`` (its registry entry; an unknown name is refused later)."""
+    spec = PIPELINES.get(pipeline)
+    return spec.default_interval_s if spec else DEFAULT_BATCH_INTERVAL_S
+
 
 ACKS = ("0", "1", "all")
 COMMIT_MODES = {
@@ -89,7 +115,9 @@ BROKERS = {
 }
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
-_MASTER = re.compile(r"^(local(\[(\d+|\*)\])?|local-cluster\[\d+,\d+,\d+\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
+#: Spark's master forms. A count of 0 threads, workers or cores is refused here: Spark refuses it only once the
+#: driver runs ("Asked to run locally with 0 threads"), and the run restarted that driver three times, 17 s in all.
+_MASTER = re.compile(r"^(local(\[([1-9]\d*|\*)\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
 @dataclass(frozen=True)
@@ -148,7 +176,7 @@ class RunConfig:
     name: str = ""
     topic: str = "events"
     commit: str = "auto"
-    batch_interval_s: float = DEFAULT_BATCH_INTERVAL_S  # flink: 1 s (make_config, lab.batch_sizing)
+    batch_interval_s: float = DEFAULT_BATCH_INTERVAL_S  # flink: 1 s (make_config: the registry's default_interval_s)
     max_batch_records: int = 500
     restart_delay_s: float = 0.2
     deadline_s: float = 120.0
@@ -334,7 +362,8 @@ class RunConfig:
                            f"runs no Spark; valid pipelines: {', '.join(p for p, s in PIPELINES.items() if s.uses_spark)}")
         if not _MASTER.match(self.spark_master):
             raise LabError(
-                f"bad Spark master {self.spark_master!r}; valid forms: local[N], local-cluster[W,C,M], spark://host:port"
+                f"bad Spark master {self.spark_master!r}; valid forms: local, local[N] or local[*] (N >= 1), "
+                f"local-cluster[W,C,M] (each >= 1), spark://host:port"
             )
         if self.kafka_proxy:
             check_proxy_address(self.kafka_proxy)
@@ -425,9 +454,9 @@ def _env_choice(name: str, default: str, valid) -> str:
 
 
 def _node_counts() -> tuple[int, ...]:
-    """:data:`lab.kafka_cluster.NODE_COUNTS`, imported only when asked: every driver and Python worker daemon
+    """:data:`lab.broker.cluster.NODE_COUNTS`, imported only when asked: every driver and Python worker daemon
     imports this module, and the cluster module brings the broker modules (0.1 s of imports)."""
-    from lab.kafka_cluster import NODE_COUNTS
+    from lab.broker.cluster import NODE_COUNTS
 
     return NODE_COUNTS
 
@@ -472,7 +501,7 @@ def make_config(**params) -> RunConfig:
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
     if params.get("batch_interval_s") is None:
-        base["batch_interval_s"] = default_batch_interval(base.get("pipeline", RunConfig.pipeline))
+        base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))
     if params.get("max_batch_records") is None:
         base["max_batch_records"] = default_max_batch(base.get("events", RunConfig.events))
     config = RunConfig(**base, producer=ProducerSettings(**producer_params))

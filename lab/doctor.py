@@ -30,7 +30,7 @@ def check_python() -> Check:
 
 def check_java() -> Check:
     from lab.errors import LabError
-    from lab.java import find_java, install_hint
+    from lab.host.java import find_java, install_hint
 
     try:
         j = find_java()
@@ -48,11 +48,11 @@ def check_pyspark() -> Check:
 
 
 def check_jars() -> list[Check]:
-    """One check per pinned jar set (:mod:`lab.jars`): every jar cached with its pinned SHA-1, hashed now.
+    """One check per pinned jar set (:mod:`lab.host.jars`): every jar cached with its pinned SHA-1, hashed now.
 
     Never uses the network (measured: 50-55 ms to hash all 50 jars).
     """
-    from lab import jars
+    from lab.host import jars
 
     checks = []
     for name, js in jars.manifest().items():
@@ -71,9 +71,9 @@ def check_jars() -> list[Check]:
 
 
 def check_class_archive() -> Check:
-    """The driver JVM's class archive (:mod:`lab.class_archive`): present for today's Java and Spark, or the fix."""
-    from lab import class_archive
-    from lab.start_tuning import StartTuning
+    """The driver JVM's class archive (:mod:`lab.spark.archive`): present for today's Java and Spark, or the fix."""
+    from lab.spark import archive as class_archive
+    from lab.tuning import StartTuning
 
     if not StartTuning.from_env().class_archive:
         return Check("class archive", True, "off (LAB_CLASS_ARCHIVE=off): Spark drivers start without it")
@@ -82,8 +82,10 @@ def check_class_archive() -> Check:
 
 
 def check_broker_archive() -> Check:
-    """The Kafka broker JVM's class archive (:mod:`lab.broker_archive`): present for today's Java and Kafka, or the fix."""
-    from lab import broker_archive, jars, kafka_broker
+    """The Kafka broker JVM's class archive (:mod:`lab.broker.archive`): present for today's Java and Kafka, or the fix."""
+    from lab.broker import archive as broker_archive
+    from lab.host import jars
+    from lab.broker import apache as kafka_broker
 
     if not broker_archive.enabled():
         return Check("broker class archive", True, f"off ({broker_archive.SWITCH}=off): Kafka brokers start without it")
@@ -100,7 +102,11 @@ def _archive_check(name: str, path: Path, product: str, fix: str) -> Check:
 
 
 def check_broker() -> Check:
-    from lab import broker, external_broker, kafka_broker, shared_broker, tansu_broker
+    from lab.broker import embedded as broker
+    from lab.broker import external as external_broker
+    from lab.broker import apache as kafka_broker
+    from lab.broker import shared as shared_broker
+    from lab.broker import tansu as tansu_broker
     from lab.errors import LabError
 
     bootstrap = os.environ.get("LAB_KAFKA_BOOTSTRAP")
@@ -120,7 +126,7 @@ def check_broker() -> Check:
             what = " ".join(filter(None, (running.product, running.version)))
             return Check("broker", True, f"embedded broker running at {running.bootstrap} ({what})")
         if product == "kafka":
-            from lab import jars
+            from lab.host import jars
 
             if jars.missing(kafka_broker.KAFKA_JARS):  # the doctor never downloads: `lab fetch` does
                 return Check("broker", False, f"Apache Kafka (the default broker) needs the {kafka_broker.KAFKA_JARS} "
@@ -129,7 +135,7 @@ def check_broker() -> Check:
         with tempfile.TemporaryDirectory() as tmp:
             info = broker.start_embedded(Path(tmp), product=product)
             try:
-                from lab.kafka_tools import create_topic
+                from lab.kafka.tools import create_topic
                 create_topic(info.bootstrap, "lab-doctor", 1)
             finally:
                 broker.stop_embedded(info)
@@ -142,12 +148,12 @@ def check_broker() -> Check:
 
 
 def check_flink() -> Check:
-    """The flink pipeline's PyFlink environment and Kafka connector (:mod:`lab.flink_env`); optional.
+    """The flink pipeline's PyFlink environment and Kafka connector (:mod:`lab.flink.env`); optional.
 
     Only ``--pipeline flink`` and notebook 08's Flink section use them; they are
     made by ``make flink``, not by ``make setup``.
     """
-    from lab import flink_env
+    from lab.flink import env as flink_env
 
     try:
         found = flink_env.problems()

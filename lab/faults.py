@@ -34,7 +34,7 @@ from lab.errors import LabError, choices_error
 # One place says which faults and named points exist, who carries each out,
 # which pipelines support it and what else it needs. Configuration checks a plan
 # against it before any process starts (:func:`check_plan`); the supervisor's
-# injector (:mod:`lab.injector`) carries out the control-plane faults; the panel
+# injector (:mod:`lab.run.injector`) carries out the control-plane faults; the panel
 # draws its buttons from it. Adding a fault or a point means an entry here and
 # its implementation (the injector, or the pipeline that stops at the point).
 
@@ -73,7 +73,7 @@ class FaultSpec:
     button : tuple of str, optional
         ``(label, tooltip)`` of the panel's button; ``None``: no button.
     panel_options : dict
-        What a button press passes to :meth:`lab.supervisor.Run.inject`.
+        What a button press passes to :meth:`lab.run.supervisor.Run.inject`.
     """
 
     name: str

@@ -1,7 +1,10 @@
-"""What the notebooks call: set up, run a scenario with progress, show its result.
+"""What the notebooks call, and the only module of the lab they import: set up, run a scenario, show its result.
 
-Thin by design: the logic lives in :mod:`lab.supervisor`, :mod:`lab.auditor`
-and :mod:`lab.plots`; this module only displays.
+A thin face: the runs are :mod:`lab.views.progress`'s over :mod:`lab.run.supervisor`,
+the brokers :mod:`lab.run.kernel`'s, the figures :mod:`lab.views.plots`'s, the checked
+exercises :mod:`lab.lessons.solve`'s. A lesson that needs many names of one part
+reaches them through a namespace: ``nb.plots``, ``nb.matrix``, ``nb.replication``,
+``nb.flink_env``, ``nb.flink_view``.
 """
 
 from __future__ import annotations
@@ -11,122 +14,29 @@ import time
 from pathlib import Path
 
 from lab import events as ev
-from lab.config import RunConfig, make_config
-from lab.predict_ui import verdicts  # noqa: F401  (notebooks call nb.verdicts)
-from lab.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
+from lab.config import make_config
+from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdicts)
+from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
                            read_json, state_store)  # (the notebooks call them as nb.<name>)
-from lab.solve import solve  # noqa: F401  (solutions call nb.solve)
-from lab.supervisor import Run, RunResult
-
-#: The notebook's ``INTERACTIVE`` as :func:`setup` was given it.
-_MODE = {"interactive": True}
-
-
-def setup(interactive: bool = True) -> None:
-    """Prepare the notebook: plotly figures render live in JupyterLab *and* in executed/HTML copies.
-
-    ``plotly_mimetype`` is what JupyterLab draws; ``notebook`` embeds plotly.js
-    in the output, so a papermill run exported to HTML shows the same figures
-    with no network.
-
-    ``interactive`` is the notebook's ``INTERACTIVE``, and means the same in
-    every notebook: ``True``, widgets (progress bars, prediction buttons, the
-    panel) that a person watches and clicks; ``False`` (papermill, CI), nothing
-    waits for a click, predictions come from ``PREDICTIONS`` and progress is
-    printed as text lines.
-    """
-    import plotly.io as pio
-
-    pio.renderers.default = "plotly_mimetype+notebook"
-    _MODE["interactive"] = bool(interactive)
-
-
-def is_interactive() -> bool:
-    """The ``INTERACTIVE`` the notebook gave :func:`setup`."""
-    return _MODE["interactive"]
-
+from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
+from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
+from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup  # noqa: F401  (the notebooks' runs)
+from lab.run.supervisor import RunResult
 
 def predict(scenarios, predictions=None, **kwargs):
-    """:func:`lab.predict_ui.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
-    from lab.predict_ui import predict as show_buttons
+    """:func:`lab.views.predict.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
+    from lab.views.predict import predict as show_buttons
 
     return show_buttons(scenarios, predictions, interactive=is_interactive(), **kwargs)
-
-
-def config(**params) -> RunConfig:
-    """:func:`lab.config.make_config` with parameter names as notebooks write them (UPPER_CASE allowed)."""
-    return make_config(**{k.lower(): v for k, v in params.items()})
-
-
-#: Seconds between two text progress lines of a headless run.
-TEXT_PROGRESS_EVERY_S = 5.0
-
-
-def run(cfg: RunConfig, quiet: bool = False, turn: str = "") -> RunResult:
-    """Run one scenario to the end, showing its progress, and return its result.
-
-    Progress is a bar interactively and a text line every
-    :data:`TEXT_PROGRESS_EVERY_S` seconds (and at each restart) headless, where a
-    widget would print nothing. ``turn``: a matrix row started ahead; its run
-    waits for this file once its first driver has started (:func:`lab.matrix_rows.wait_for_turn`).
-
-    Delivery guarantee: none of its own; it measures the pipeline's. On
-    interrupt (the stop button), every process of the run is ended first.
-    """
-    import ipywidgets as w
-    from IPython.display import display
-
-    r = Run(cfg)
-    if turn:
-        from lab.matrix_rows import wait_for_turn
-
-        r.start(hold=lambda: wait_for_turn(turn))
-    else:
-        r.start()
-    bar = w.IntProgress(value=0, min=0, max=max(1, cfg.events), description="read:", bar_style="info")
-    label = w.Label(f"run {r.run_dir.name}")
-    text = not quiet and not is_interactive()
-    if not quiet and not text:
-        display(w.HBox([bar, label]))
-    if text:
-        print(f"run {r.run_dir.name}: {cfg.events} events, faults: {cfg.faults or 'none'}", flush=True)
-    last_line, last_restarts = 0.0, 0
-    ui = ev.EventTail(r.run_dir) if cfg.spark_ui else None
-    try:
-        while not r.status().finished:
-            for e in ui.read_new() if ui else ():
-                if e["type"] == ev.SPARK_UI:  # each driver attempt has a UI of its own
-                    from lab.spark import ui_hint
-
-                    print(f"Spark UI of driver attempt {e['attempt']}: {e['url']}  ({ui_hint(cfg.pipeline)})", flush=True)
-            st = r.status()
-            total = sum(st.end_offsets.values()) or st.acked or 1
-            bar.max = max(1, total)
-            bar.value = min(sum(st.positions.values()), bar.max)
-            label.value = f"batch {st.batches} · restarts {st.restarts} · {st.elapsed_s:.0f}s"
-            if text and (st.elapsed_s - last_line >= TEXT_PROGRESS_EVERY_S or st.restarts != last_restarts):
-                print(f"  {st.elapsed_s:5.1f}s  read {bar.value}/{total}  {label.value}", flush=True)
-                last_line, last_restarts = st.elapsed_s, st.restarts
-            r.finished_within(0.5)  # not a plain sleep: the result comes as soon as the run has it
-    except BaseException:  # the stop button: end every process of the run, then stop
-        r.stop()
-        raise
-    result = r.wait()
-    bar.value, bar.bar_style = bar.max, "success"
-    if not quiet:
-        print(f"{cfg.pipeline}/{cfg.sink} faults={cfg.faults or 'none'}: {result.audit.guarantee} "
-              f"({result.audit.duplicated} duplicated, {result.audit.lost} lost of {result.audit.acked}) "
-              f"in {result.timings.get('total_s', 0):.0f}s -> {result.run_dir}")
-    return result
 
 
 def show(result: RunResult) -> None:
     """Display a result: counts table and the three figures."""
     from IPython.display import HTML, display
 
-    from lab import plots
+    from lab.views import plots
     from lab.events import read_events
-    from lab.ui import counts_html
+    from lab.views.panel import counts_html
 
     display(HTML(counts_html(result.report)))
     if result.audit.windows is not None:  # window-count: the sink holds counts, audited per window
@@ -158,97 +68,11 @@ def compare(results: dict[str, RunResult]):
 def recovery_s(result: RunResult) -> float | None:
     """The run's first restart: seconds from the driver's death to the next driver's first batch done.
 
-    From the report's ``restart_s`` (:mod:`lab.restarts`). ``None`` without a
+    From the report's ``restart_s`` (:mod:`lab.audit.restarts`). ``None`` without a
     restart, or when the restarted driver did no batch.
     """
     restarts = result.report.get("restart_s") or [None]
     return restarts[0]
-
-
-#: The brokers this kernel started: runs directory -> its :class:`lab.broker.BrokerInfo`.
-_started: dict = {}
-
-
-def start_broker():
-    """Start an embedded broker for this notebook; runs reuse it and it stays up between them.
-
-    It dies with the kernel (and :func:`stop_broker` ends it earlier), so a
-    notebook can look into Kafka after a run, e.g. at a consumer group's offsets.
-    A broker already running for the runs directory (``lab broker start``, a
-    workshop's, a test session's) is used as it is, and never stopped from here.
-    """
-    from lab import shared_broker
-
-    runs = Path(make_config().runs_dir)
-    return shared_broker.load_running(runs) or _start(runs)
-
-
-def start_cluster() -> Path:
-    """Start the lab's three-broker cluster for this notebook; return the runs directory its runs use.
-
-    A cluster ``lab broker start --nodes 3`` left running for the runs directory
-    is used as it is (never stopped from here), and that directory is returned.
-    Otherwise the cluster gets a runs directory of its own, ``<runs>/cluster``,
-    so a single broker another notebook started keeps serving ``<runs>``. Pass
-    the returned path as ``runs_dir``, with ``nodes=3``, to :func:`config`.
-
-    The cluster is started as ``lab broker start --nodes 3`` starts it (detached):
-    a broker a ``leader-crash`` restarts must outlive the run that restarted it.
-    It is stopped when the kernel exits (:func:`stop_broker` stops it earlier);
-    after a kernel killed with ``kill -9``, the next kernel's call finds it and
-    reuses it (and stops it at its exit); ``LAB_RUNS_DIR=<runs>/cluster lab broker stop``
-    ends it too.
-    Measured on 2 cores: up in about 8 s, about 0.9 GB of memory in all.
-
-    Raises
-    ------
-    lab.errors.LabError
-        When ``<runs>/cluster`` records a broker that is not a three-node cluster.
-    """
-    import atexit
-
-    from lab import shared_broker
-
-    runs = Path(make_config().runs_dir)
-    running = shared_broker.load_running(runs)
-    if running and running.node_count == 3:
-        return runs
-    own = runs / "cluster"
-    shared_broker.start_detached(own, nodes=3)  # an already running one is checked (3 nodes) and reused
-    if not _started:
-        atexit.register(stop_broker)
-    _started[own] = None  # detached: stopped through its record, which a node restart keeps current
-    return own
-
-
-def _start(runs: Path):
-    """Start an embedded broker as a child of the kernel, recorded for ``runs``."""
-    import atexit
-
-    from lab import broker, shared_broker
-
-    info = broker.start_embedded(runs / "broker-logs")  # a child of the kernel: gone when the kernel is
-    shared_broker.save_state(runs, info)
-    if not _started:
-        atexit.register(stop_broker)
-    _started[runs] = info
-    return info
-
-
-def stop_broker() -> None:
-    """Stop every broker :func:`start_broker` or :func:`start_cluster` started in this kernel (nothing if none)."""
-    from lab import broker, shared_broker
-
-    while _started:
-        runs, info = _started.popitem()
-        if info is None:
-            shared_broker.stop_detached(runs)
-            continue
-        running = shared_broker.load_running(runs)
-        if running and running.proxy_pid == info.proxy_pid:  # still the record of ours (a broker-crash may renew the JVM)
-            shared_broker.state_file(runs).unlink(missing_ok=True)
-            info = running
-        broker.stop_embedded(info)
 
 
 def group_offsets(result: RunResult) -> dict[int, int | None]:
@@ -258,7 +82,7 @@ def group_offsets(result: RunResult) -> dict[int, int | None]:
     """
     from kafka import TopicPartition
 
-    from lab import kafka_tools
+    from lab.kafka import tools as kafka_tools
 
     bootstrap = json.loads((result.run_dir / "broker.json").read_text())["bootstrap"]
     c = kafka_tools.consumer(bootstrap, group_id=f"lab-{result.run_dir.name}")
@@ -311,9 +135,9 @@ def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
 
 def aborted_in_sink(result: RunResult) -> int:
     """Sink rows of events whose transaction the producer aborted (``txn-abort``): delivered, never owed."""
-    from lab.ledger import LEDGER_FILE
-    from lab.run_report import aborted_ids
-    from lab.sinks import open_sink
+    from lab.audit.ledger import LEDGER_FILE
+    from lab.run.result import aborted_ids
+    from lab.sinks.reader import open_sink
 
     aborted = set(aborted_ids(result.run_dir / LEDGER_FILE))
     with open_sink(result.run_dir) as sink:
@@ -339,7 +163,7 @@ def aborted_summary(results: dict[str, RunResult]):
 
 
 def fencing(records: int = 20, successor_records: int = 10):
-    """Run :func:`lab.fencing.measure` against this notebook's broker and display its table.
+    """Run :func:`lab.lessons.fencing.measure` against this notebook's broker and display its table.
 
     The broker is :func:`start_broker`'s (the one ``lab broker start`` left,
     or one for this kernel). Its files go under the runs directory
@@ -347,13 +171,13 @@ def fencing(records: int = 20, successor_records: int = 10):
 
     Returns
     -------
-    lab.fencing.FencingResult or None
-        None on Tansu, after printing why (:func:`lab.fencing.check_broker`).
+    lab.lessons.fencing.FencingResult or None
+        None on Tansu, after printing why (:func:`lab.lessons.fencing.check_broker`).
     """
     import pandas as pd
     from IPython.display import display
 
-    from lab import fencing as fencing_mod
+    from lab.lessons import fencing as fencing_mod
     from lab.errors import LabError
 
     info = start_broker()
@@ -369,7 +193,7 @@ def fencing(records: int = 20, successor_records: int = 10):
 
 
 def show_code(name: str) -> None:
-    """Show a lesson region of the lab's code (:mod:`lab.code_view`) as the driver runs it, and the guides it illustrates.
+    """Show a lesson region of the lab's code (:mod:`lab.lessons.code`) as the driver runs it, and the guides it illustrates.
 
     Raises
     ------
@@ -378,7 +202,7 @@ def show_code(name: str) -> None:
     """
     from IPython.display import HTML, Code, display
 
-    from lab.code_view import lesson
+    from lab.lessons.code import lesson
 
     found = lesson(name)
     display(HTML(f"<p>The code that runs, read from <code>{found.path}</code> (from line {found.first_line}):</p>"))
@@ -404,3 +228,56 @@ def choose(options: dict, names, what: str) -> dict:
     return {n: options[n] for n in names}
 
 
+#: The names of :data:`LAZY` are imported at first use: plotly, pandas and the widgets are not imported
+#: with the face: ``import lab.notebook`` takes 0.61 s, 1.35 s with them all (whole-process medians of 5, 2 cores).
+LAZY = {
+    "plots": ("lab.views.plots", None),
+    "replication": ("lab.views.replication", None),
+    "flink_env": ("lab.flink.env", None),
+    "flink_view": ("lab.views.flink", None),
+    "Panel": ("lab.views.panel", "Panel"),
+    "SettingsPicker": ("lab.views.replication_picker", "SettingsPicker"),
+    "run_checks": ("lab.doctor", "run_checks"),
+    "read_events": ("lab.events", "read_events"),
+    "NAIVE_READER_OUTCOMES": ("lab.audit.predictions", "NAIVE_READER_OUTCOMES"),
+    "naive_reader_outcome": ("lab.sinks.files", "naive_reader_outcome"),
+    "TOPIC_OUTCOMES": ("lab.audit.predictions", "TOPIC_OUTCOMES"),
+    "topic_outcome_of": ("lab.audit.predictions", "topic_outcome_of"),
+}
+
+#: ``nb.matrix``: notebook 04's names, from the matrix's runner, report and grid.
+MATRIX_NAMES = {
+    "lab.matrix.grid": ("load_grid",),
+    "lab.matrix.runner": ("run_matrix",),
+    "lab.audit.expectations": ("EXPECTATIONS",),
+    "lab.matrix.report": ("find_results", "matrix_view", "mismatches", "read_results", "results_dir", "results_note",
+                          "table_html"),
+    "lab.matrix.semantics": ("build_grid", "grid_html", "grid_from_results"),
+}
+
+
+def _matrix():
+    import importlib
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{name: getattr(importlib.import_module(module), name)
+                              for module, names in MATRIX_NAMES.items() for name in names})
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name == "matrix":
+        value = _matrix()
+    elif name in LAZY:
+        module, attr = LAZY[name]
+        value = importlib.import_module(module)
+        value = getattr(value, attr) if attr else value
+    else:
+        raise AttributeError(f"module 'lab.notebook' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *LAZY, "matrix"])

@@ -45,15 +45,15 @@ SHARED_BROKER_PIDS: set[int] = set()
 @pytest.fixture(scope="session")
 def session_broker(tmp_path_factory):
     """The embedded broker shared by the session's runs (``LAB_BROKER``, default kafka), stopped at its end."""
-    from lab import broker as broker_mod
-    from lab import class_archive
+    from lab.broker import embedded as broker_mod
+    from lab.spark import archive as class_archive
 
     # The driver JVM's class archive, made once per installed versions (about 40 s) before the first
     # Spark run rather than inside whichever test happens to start one first.
     archive = class_archive.ensure()
     assert archive.present, f"the class archive could not be built: {archive.error}"
     if broker_mod.product_from_env() == "kafka":
-        from lab import broker_archive  # the Kafka broker's, likewise (about 10 s once)
+        from lab.broker import archive as broker_archive  # the Kafka broker's, likewise (about 10 s once)
 
         archive = broker_archive.ensure()
         assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
@@ -68,7 +68,8 @@ def session_broker(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _broker_for_test(request, monkeypatch):
     """Put the session's broker in the test's runs directory, or set up the broker the test's marks ask for."""
-    from lab import broker as broker_mod, shared_broker
+    from lab.broker import embedded as broker_mod
+    from lab.broker import shared as shared_broker
 
     asked = request.node.get_closest_marker("broker")
     if asked:

@@ -7,7 +7,7 @@ can read it:
 1. Every ``batch_interval_s`` (the first time one interval after the
    driver starts) the driver asks Kafka for the latest offset of each
    partition (the high watermark of a fetch, see
-   :func:`lab.kafka_tools.end_offsets`).
+   :func:`lab.kafka.tools.end_offsets`).
 2. It plans one :class:`OffsetRange` ``[fromOffset, untilOffset)`` per
    partition, taking at most ``max_batch_records`` offsets per partition per
    batch (like ``spark.streaming.kafka.maxRatePerPartition`` times the
@@ -15,14 +15,14 @@ can read it:
 3. It writes the plan to the checkpoint's offset log *before* anything runs.
 4. It builds an RDD with one Spark partition per non-empty range
    (:func:`create_direct_rdd`); each task reads exactly its range with
-   kafka-python (``assign`` + ``seek``, :func:`lab.kafka_read.read_range`)
+   kafka-python (``assign`` + ``seek``, :func:`lab.kafka.read.read_range`)
    and stops on *position*, not on "last offset seen", because transaction
    markers occupy offsets. With Apache Kafka (``--broker kafka`` or
    ``LAB_KAFKA_BOOTSTRAP``) and Spark's connector cached (``lab fetch``),
    ``--kafka-reader auto`` reads the same ranges with Spark's own batch Kafka
    source instead (:func:`spark_kafka_rdd`: per-partition ``startingOffsets``
    and ``endingOffsets``); the offset log stays the lab's.
-5. It runs the transformation (JSON to rows, :func:`lab.kafka_read.record_row`)
+5. It runs the transformation (JSON to rows, :func:`lab.kafka.read.record_row`)
    and the output: each task
    writes its own partition's rows to the sink (``foreachPartition``). The
    output function sees the batch's ranges, as ``HasOffsetRanges`` does.
@@ -31,8 +31,8 @@ can read it:
 After a crash the driver re-runs the last planned batch that is not marked
 done, with the same batch number and the same ranges, then continues.
 A (re)started driver starts its Python workers with one empty job
-(:func:`lab.spark.start_python_workers`) on a thread of its own while it
-reads the offset log and plans (:func:`lab.spark.warm_up`).
+(:func:`lab.spark.session.start_python_workers`) on a thread of its own while it
+reads the offset log and plans (:func:`lab.spark.session.warm_up`).
 
 The checkpoint (``<run_dir>/checkpoint/``)
 ------------------------------------------
@@ -85,7 +85,7 @@ Where offsets are stored (``--offsets``)
                 transaction together with its rows (``sink_offsets``, with
                 ``--sink transactional``), guarded: a range that does not
                 start where the sink's stored offset is (repeated or
-                skipped) raises :class:`lab.sinks.OffsetMismatch` and nothing
+                skipped) raises :class:`lab.sinks.spec.OffsetMismatch` and nothing
                 commits. On restart the start offsets are read from the sink:
                 the unfinished batch is re-run from the sink's offset of
                 each partition up to its logged ``untilOffset`` (partitions the
@@ -140,7 +140,7 @@ A batch whose job fails (a task failing on every retry, an
 the error; the supervisor restarts it and the batch is re-run from the
 checkpoint. Kafka being unreachable delays batches (the next interval asks
 again); a task whose range makes no progress for
-:data:`lab.kafka_read.READ_STALL_S` seconds fails and is retried. SIGTERM stops the driver after the batch in
+:data:`lab.kafka.read.READ_STALL_S` seconds fails and is retried. SIGTERM stops the driver after the batch in
 flight.
 """
 
@@ -151,14 +151,14 @@ import threading
 import time
 
 from lab import events as ev
-from lab import kafka_tools
-from lab.driver import DriverContext
+from lab.kafka import tools as kafka_tools
+from lab.pipelines.driver import DriverContext
 from lab.events import EventTail
-from lab.kafka_read import earliest_offsets, read_range, record_row
+from lab.kafka.read import earliest_offsets, read_range, record_row
 from lab.pipelines.direct_offsets import (OffsetLog, OffsetRange, OffsetStore, plan_ranges, ranges_dict,
                                           recovery_ranges, retry, start_positions)
 from lab.pipelines.tasks import midway_hook
-from lab.sinks import open_sink
+from lab.sinks.reader import open_sink
 
 #: Name of the checkpoint directory inside the run directory.
 CHECKPOINT_DIR = "checkpoint"
@@ -168,7 +168,7 @@ CHECKPOINT_DIR = "checkpoint"
 def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
     """The batch's Kafka RDD of ``(partition, offset, value)``: one Spark partition per range, in the order of ``ranges``.
 
-    Spark partition ``i`` reads ``ranges[i]`` with :func:`lab.kafka_read.read_range`.
+    Spark partition ``i`` reads ``ranges[i]`` with :func:`lab.kafka.read.read_range`.
     The returned RDD carries ``offsetRanges`` (a tuple of :class:`OffsetRange`),
     as an RDD from ``KafkaUtils.createDirectStream`` does through
     ``HasOffsetRanges``; and as there, only this RDD has it, not RDDs
@@ -301,7 +301,7 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
+    from lab.spark.session import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
                            start_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
@@ -314,11 +314,11 @@ def run(ctx: DriverContext) -> None:
                           kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=RDD_WORKER_IMPORTS)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
-    # else each task reads its range with kafka-python (lab.kafka_read).
+    # else each task reads its range with kafka-python (lab.kafka.read).
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
-    # With what the tasks import (lab.spark), beside the driver's planning (see lab.spark.warm_up).
+    # With what the tasks import (lab.spark.session), beside the driver's planning (see lab.spark.session.warm_up).
     warm = warm_up(ctx, start_python_workers, sc)
-    # Everything above has no delivery effect; a standby waits here for its turn (lab.driver).
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
     ctx.await_turn()
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     try:

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab import events as ev
-from lab import kafka_tools
+from lab.kafka import tools as kafka_tools
 from lab.errors import LabError
-from lab.sinks import open_sink
+from lab.sinks.reader import open_sink
 
 if TYPE_CHECKING:
-    from lab.driver import DriverContext
+    from lab.pipelines.driver import DriverContext
 
 #: Seconds the driver keeps retrying an offset look-up or commit before giving up.
 KAFKA_RETRY_S = 30.0

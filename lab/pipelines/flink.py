@@ -1,12 +1,12 @@
 """The ``flink`` pipeline: Apache Flink's checkpoints on the lab's topic, audited like every other pipeline.
 
 The driver (this module, in the lab's environment) starts the job
-(:mod:`lab.flink_job`) on the Flink environment's Python (:mod:`lab.flink_env`)
+(:mod:`lab.flink.job`) on the Flink environment's Python (:mod:`lab.flink.env`)
 in its own process group, so ``driver-crash`` is one ``killpg`` of the driver,
 the job's Python, its JVM (a Flink mini-cluster: JobManager and TaskManager in
 one process) and anything they started. The job reads the run's topic with
 Flink's ``KafkaSource`` and writes every value unchanged to ``<topic>.out`` with
-``KafkaSink``; the auditor reads that topic ``read_committed`` (:mod:`lab.topic_sink`).
+``KafkaSink``; the auditor reads that topic ``read_committed`` (:mod:`lab.sinks.topic`).
 
 Protocol
 --------
@@ -45,7 +45,7 @@ once for a ``read_committed`` reader across driver crashes (the restore aborts t
 dead job's transactions and replays from the checkpoint's offsets). With the
 at-least-once sink (``--checkpointing at-least-once`` by default): every record the
 dead job wrote after the restored checkpoint's offsets is written again, so a
-crash duplicates exactly those (:mod:`lab.flink_audit` predicts the number from
+crash duplicates exactly those (:mod:`lab.audit.flink_replay` predicts the number from
 this timeline and the report compares it with the audit's).
 
 On failure
@@ -70,10 +70,14 @@ import urllib.request
 from pathlib import Path
 
 from lab import events as ev
-from lab import flink_env, flink_settings, jars, kafka_tools
-from lab.driver import DriverContext
+from lab.host.processes import die_with_parent
+from lab.flink import env as flink_env
+from lab.flink import settings as flink_settings
+from lab.host import jars
+from lab.kafka import tools as kafka_tools
+from lab.pipelines.driver import DriverContext
 from lab.errors import DriverConfigError, LabError
-from lab.topic_sink import output_topic
+from lab.sinks.topic import output_topic
 
 #: Seconds between two looks at the job (its checkpoints, the group's offsets, the process).
 POLL_S = 0.2
@@ -82,7 +86,7 @@ POLL_S = 0.2
 JOB_START_TIMEOUT_S = 120.0
 #: The supervisor SIGKILLs the group 20 s after its SIGTERM; the stop with a savepoint measured about 3 s.
 STOP_TIMEOUT_S = 17.0
-JOB_SCRIPT = Path(__file__).resolve().parent.parent / "flink_job.py"
+JOB_SCRIPT = Path(__file__).resolve().parent.parent / "flink" / "job.py"
 _REST = re.compile(r"Rest endpoint listening at (\S+?):(\d+)")
 
 
@@ -132,8 +136,8 @@ def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subpr
     tmp_dir.mkdir(exist_ok=True)
     spec = {**spec, "tmp_dir": str(tmp_dir)}
     spec_path.write_text(json.dumps(spec, indent=1))
-    from lab.java import java_env
-    from lab.start_tuning import StartTuning
+    from lab.host.java import java_env
+    from lab.tuning import StartTuning
 
     jvm_args = job_jvm_args(os.environ.get("JVM_ARGS", ""), StartTuning.from_env().flink_jvm_options, tmp_dir)
     env = {**os.environ, **java_env(), "FLINK_LOG_DIR": str(attempt_dir), "JVM_ARGS": jvm_args,
@@ -141,9 +145,12 @@ def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subpr
            # the job runs no Python function, so none is needed (and the lab binds to 127.0.0.1 only).
            "_python_worker_execution_mode": "process"}
     with open(attempt_dir.parent / f"attempt-{ctx.attempt}.out", "ab") as out:
-        # Same process group as the driver (no new session): a crash's killpg takes the job and its JVM.
+        # Same process group as the driver (no new session): a crash's killpg takes the job and its JVM. The job
+        # dies with the driver too (PR_SET_PDEATHSIG), and its JVM with the job (lab.flink.job.die_with_parent):
+        # after `kill -9` of `lab run`, the driver died with it but the job and its JVM ran on, reparented to init.
         child = subprocess.Popen([str(flink_env.python_path()), str(JOB_SCRIPT), str(spec_path)],
-                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(attempt_dir))
+                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(attempt_dir),
+                                 preexec_fn=die_with_parent)
     return child, spec_path
 
 

@@ -2,7 +2,7 @@
 
 A kafka-python consumer reads the run's topic; each poll's records, transformed
 (:func:`transform`: the event's JSON with a ``processed`` field), go to the same
-partition of the output topic ``<topic>.out`` (:func:`lab.topic_sink.output_topic`,
+partition of the output topic ``<topic>.out`` (:func:`lab.sinks.topic.output_topic`,
 created by the driver with the input's partition count, replication factor and
 topic configs) inside one Kafka transaction, together with the consumed offsets.
 
@@ -31,7 +31,7 @@ transaction, one is the new producer's); ``init_transactions()`` took
 State: ``--query key-count`` (Samza's changelog)
 ------------------------------------------------
 The driver keeps a running count per event key, as a Samza task keeps a
-logged store (:mod:`lab.changelog_state`): a local store, a SQLite file per
+logged store (:mod:`lab.sinks.changelog`): a local store, a SQLite file per
 driver attempt (``state/attempt-N.sqlite``; a new attempt is a new host and
 starts empty), backed by the compacted changelog ``<topic>.changelog`` the
 driver creates (``cleanup.policy=compact``, the input's partition count).
@@ -71,7 +71,7 @@ crashes at any place: a batch's records count only when its transaction
 commits, and then its offsets are committed with them; an aborted batch is read
 again from the offsets of the last committed one. A ``read_uncommitted`` reader
 gets at least once: the aborted copies stay in the log (the report's
-``read_uncommitted_*`` counts, :mod:`lab.topic_sink`). Measured, 600 events,
+``read_uncommitted_*`` counts, :mod:`lab.sinks.topic`). Measured, 600 events,
 batches of 100, a kill at batch 2: ``mid-output`` gave 600 records
 ``read_committed`` and 650 ``read_uncommitted`` (the 50 sent before the kill);
 ``after-output-before-commit`` 600 and 700. With ``key-count`` the state is
@@ -98,7 +98,7 @@ producer (``ProducerFencedError``: another driver with the same id took over),
 or an abort that does not complete within :data:`ABORT_RETRY_S`, ends the
 driver; the supervisor restarts it and its ``init_transactions()`` cleans up.
 A record that is not a lab event ends the driver with
-:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset.
+:class:`lab.kafka.read.NotALabEvent`, naming its partition and offset.
 """
 
 from __future__ import annotations
@@ -106,13 +106,13 @@ from __future__ import annotations
 import json
 import time
 
-from lab import changelog_state
+from lab.sinks import changelog as changelog_state
 from lab import events as ev
-from lab import kafka_tools
-from lab.driver import DriverContext
+from lab.kafka import tools as kafka_tools
+from lab.pipelines.driver import DriverContext
 from lab.events import read_events
-from lab.kafka_read import event_fields
-from lab.topic_sink import output_topic
+from lab.kafka.read import event_fields
+from lab.sinks.topic import output_topic
 
 #: The transaction timeout the coordinator enforces: an open transaction older than this is aborted
 #: and its producer fenced. A live driver's transaction must outlast a broker fault it rides out:
@@ -132,7 +132,7 @@ REQUEST_TIMEOUT_MS = 10_000
 MAX_BLOCK_MS = 30_000
 #: Seconds an abort is retried while the broker is away before the driver gives up and exits.
 ABORT_RETRY_S = 60.0
-#: The query that keeps a running count per key in a changelog-backed store (:mod:`lab.changelog_state`).
+#: The query that keeps a running count per key in a changelog-backed store (:mod:`lab.sinks.changelog`).
 KEY_COUNT = "key-count"
 
 
@@ -147,7 +147,7 @@ def transform(value: bytes, partition: int, offset: int, batch: int, attempt: in
     ``processed`` says which batch and driver attempt wrote the copy and which
     input record it came from, so an aborted copy read ``read_uncommitted`` can
     be told from the committed one. ``id``, ``seq`` and ``key`` stay first, so
-    :func:`lab.kafka_read.event_fields` reads the output as it reads the input.
+    :func:`lab.kafka.read.event_fields` reads the output as it reads the input.
 
     Raises
     ------

@@ -29,7 +29,7 @@ Named points: ``after-commit-before-output`` (``before-output`` only),
 On failure
 ----------
 A record that is not a lab event ends the driver with
-:class:`lab.kafka_read.NotALabEvent`, naming its partition and offset. A
+:class:`lab.kafka.read.NotALabEvent`, naming its partition and offset. A
 commit the broker cannot take (it is down: ``broker-crash``, ``broker-outage``)
 is retried every 0.5 s for up to :data:`COMMIT_RETRY_S`: the batch counts
 as done only once its commit is in, so the guarantee above holds across a
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import time
 
-from lab import kafka_tools
-from lab.driver import DriverContext
-from lab.kafka_read import record_row
-from lab.sinks import open_sink
+from lab.kafka import tools as kafka_tools
+from lab.pipelines.driver import DriverContext
+from lab.kafka.read import record_row
+from lab.sinks.reader import open_sink
 
 #: Seconds a commit is retried while the broker is away. Measured: the embedded Kafka restarts on
 #: its data in 3.7-5.3 s after a SIGKILL; a broker-outage lasts what its plan says (default 5 s).

@@ -32,7 +32,7 @@ What runs
   graph (including the receiver's port, which is why the feeder keeps its
   port in ``<run_dir>/receiver.json``), re-runs the batches the checkpoint
   lists as pending and, with the write-ahead log, their blocks. A standby
-  driver (:mod:`lab.driver_process`) starts its JVM and SparkSession ahead;
+  driver (:mod:`lab.run.driver_process`) starts its JVM and SparkSession ahead;
   the feeder (that port) and the checkpoint wait for its turn.
 * ``--max-batch`` caps the receiver's rate at ``max_batch_records /
   batch_interval_s`` records/s (``spark.streaming.receiver.maxRate``).
@@ -130,7 +130,7 @@ import threading
 import time
 
 from lab import events as ev
-from lab.driver import DriverContext
+from lab.pipelines.driver import DriverContext
 from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
 from lab.pipelines import receiver_stop
@@ -202,7 +202,7 @@ class _Runtime:
     """Everything the output function, the listener and the main loop share in one driver attempt."""
 
     def __init__(self, ctx: DriverContext, feeder: Feeder, book: BatchBook) -> None:
-        from lab.sinks import open_sink
+        from lab.sinks.reader import open_sink
 
         self.ctx = ctx
         self.cfg = ctx.config
@@ -415,13 +415,13 @@ def run(ctx: DriverContext) -> None:
     from pyspark import StorageLevel
     from pyspark.streaming import StreamingContext
 
-    from lab.spark import skip_accumulator_wait, spark_session
+    from lab.spark.session import skip_accumulator_wait, spark_session
 
     cfg = ctx.config
     spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
                           phase=ctx.phase)
     sc = spark.sparkContext
-    # Everything above has no delivery effect; a standby waits here for its turn (lab.driver). The feeder binds
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver). The feeder binds
     # the port the last driver's receiver was fed on (the checkpoint's socket stream names it): only free now.
     ctx.await_turn()
     feeder_holder: dict = {}

@@ -2,7 +2,7 @@
 
 The feeder (:mod:`lab.pipelines.receiver_feed`) commits offsets to the run's
 group id without ever joining the group (``assign()``, see
-:mod:`lab.kafka_tools`), and every new connection starts from what the group
+:mod:`lab.kafka.tools`), and every new connection starts from what the group
 has committed. :class:`GroupOffsets` is that bookkeeping:
 
 * :meth:`GroupOffsets.commit` commits only forward moves, per partition.

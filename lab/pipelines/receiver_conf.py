@@ -1,6 +1,6 @@
 """The receiver pipeline's Spark settings: its rate cap, block interval, write-ahead log and stop timeout.
 
-Pure: :func:`spark_conf` adds them to :func:`lab.spark.session_conf` when the
+Pure: :func:`spark_conf` adds them to :func:`lab.spark.session.session_conf` when the
 driver (:mod:`lab.pipelines.receiver`) starts its session.
 """
 
@@ -18,7 +18,7 @@ def max_rate(cfg) -> int:
 
 
 def spark_conf(cfg) -> dict[str, str]:
-    """The streaming settings this pipeline adds to :func:`lab.spark.session_conf`."""
+    """The streaming settings this pipeline adds to :func:`lab.spark.session.session_conf`."""
     wal = "true" if cfg.wal == "on" else "false"
     return {
         "spark.streaming.receiver.writeAheadLog.enable": wal,

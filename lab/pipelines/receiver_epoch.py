@@ -8,7 +8,7 @@ record, the sink's row and the event's key as text (:func:`encode_line`)::
     <event id> <seq> <partition> <offset> <key>\\n
 
 :func:`record_line` makes it from a record with
-:func:`lab.kafka_read.event_fields`, the lab's one record rule;
+:func:`lab.kafka.read.event_fields`, the lab's one record rule;
 :func:`decode_line` turns a line the receiver stored back into the row.
 
 Hand-over accounting (:class:`Epoch`)
@@ -36,7 +36,7 @@ import socket
 import time
 from array import array
 
-from lab.kafka_read import event_fields
+from lab.kafka.read import event_fields
 
 
 def encode_line(event_id: str, seq: int, partition: int, offset: int, key: str) -> bytes:
@@ -45,11 +45,11 @@ def encode_line(event_id: str, seq: int, partition: int, offset: int, key: str) 
 
 
 def record_line(value: bytes, partition: int, offset: int) -> bytes:
-    """The line for a Kafka record: :func:`lab.kafka_read.record_row`, encoded.
+    """The line for a Kafka record: :func:`lab.kafka.read.record_row`, encoded.
 
     Raises
     ------
-    lab.kafka_read.NotALabEvent
+    lab.kafka.read.NotALabEvent
         A value that is not a lab event, named by partition and offset.
     """
     event_id, seq, key = event_fields(value, partition, offset)

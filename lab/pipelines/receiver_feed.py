@@ -6,7 +6,7 @@ the blocks to the driver. Spark has no Kafka receiver any more, so the Kafka
 side of the receiver lives here: a :class:`Feeder` thread inside the driver
 process listens on ``127.0.0.1:<port>``, reads the topic with a kafka-python
 consumer (assigned partitions; offsets committed to the run's group id
-without joining it, see :mod:`lab.kafka_tools`) and writes one line per
+without joining it, see :mod:`lab.kafka.tools`) and writes one line per
 record to whichever receiver is connected::
 
     <event id> <seq> <partition> <offset>\\n
@@ -94,7 +94,7 @@ offset reads are retried, and each kind of error is written to the
 timeline once per outage (:class:`lab.pipelines.receiver_commits.GroupOffsets`).
 Socket errors end the epoch (the receiver reconnects on its own). A record
 that is not a lab event ends the feeder with
-:class:`lab.kafka_read.NotALabEvent` (the driver then fails). A feeder that
+:class:`lab.kafka.read.NotALabEvent` (the driver then fails). A feeder that
 cannot bind its port raises :class:`lab.errors.LabError` from
 :meth:`Feeder.start_listening`.
 """
@@ -261,7 +261,7 @@ class Feeder(threading.Thread):
             self._teardown()
 
     def _setup(self) -> None:
-        from lab import kafka_tools
+        from lab.kafka import tools as kafka_tools
 
         if self._server is None:
             self.start_listening()

@@ -17,7 +17,7 @@ the batch before it and computes the same result again.
     minus the one in the state store's previous version, read with Spark's
     state data source (``spark.read.format("statestore")``,
     :func:`previous_counts`). Each task writes its Spark partition's rows with
-    :meth:`lab.sinks.Sink.write_windows` under batch key
+    :meth:`lab.sinks.database.Sink.write_windows` under batch key
     ``batch-<batch id>-part-<partition>`` (the aggregation's output is
     hash-partitioned by its group key, so a replay gives each partition the
     same groups).
@@ -33,7 +33,7 @@ to, when the batch runs again. The output is as the sink makes it:
 ``append`` stores a replayed batch's changes twice (its windows over by the
 batch's contribution); ``idempotent`` rewrites the same running counts;
 ``transactional`` skips a batch key already committed. Rows behind the
-watermark are dropped by Spark on purpose (:mod:`lab.window_audit` counts
+watermark are dropped by Spark on purpose (:mod:`lab.audit.window` counts
 them as ``late_dropped``).
 
 On failure
@@ -46,9 +46,9 @@ checkpoint deleted by hand) fails the batch with Spark's error.
 
 from __future__ import annotations
 
-from lab.driver import DriverContext
+from lab.pipelines.driver import DriverContext
 from lab.pipelines.tasks import midway_hook
-from lab.sinks import open_sink
+from lab.sinks.reader import open_sink
 
 #: The columns ``window-count`` hands ``foreachBatch``.
 WINDOW_COLUMNS = ("window_start", "window_end", "key", "count")
@@ -195,7 +195,7 @@ def with_running_counts(lines):
 def split_tagged(items) -> tuple[list[str], list[tuple]]:
     """``(lines, window rows)`` from :func:`with_running_counts`'s collected items.
 
-    Window rows are :data:`lab.sinks.WindowRow` over the whole run: window
+    Window rows are :data:`lab.sinks.spec.WindowRow` over the whole run: window
     ``[0, 0)`` (no event-time window: a running count per key).
     """
     lines = [v for tag, v in items if tag == LINE]

@@ -1,6 +1,6 @@
 """The ``structured`` pipeline: Spark Structured Streaming over the lab's Kafka source.
 
-The query reads the topic with :mod:`lab.kafka_source`, or with Spark's own
+The query reads the topic with :mod:`lab.spark.kafka_source`, or with Spark's own
 ``kafka`` format when its connector is on the classpath (``--kafka-reader``,
 :mod:`lab.pipelines.structured_input`; admission control either way:
 ``max_batch_records`` offsets per micro-batch), runs on a processing-time
@@ -13,7 +13,7 @@ Output
 ------
 ``append`` / ``idempotent`` / ``transactional``
     ``foreachBatch``; inside it each Spark partition (one Kafka partition's
-    range) is written *by its task* through :func:`lab.sinks.open_sink` with
+    range) is written *by its task* through :func:`lab.sinks.reader.open_sink` with
     batch key ``batch-<batch id>-kafka-<Kafka partition>``: named by the Kafka
     partition of its rows, not by the Spark partition index, because Spark's
     Kafka connector does not keep the index order between a batch's first
@@ -64,7 +64,7 @@ writing part of its rows; Spark retries it (the master is given task
 retries, e.g. ``local[2]`` runs as ``local[2,4]``). The hooks inside the
 task are :func:`lab.pipelines.tasks.midway_hook`, shared with the ``direct``
 pipeline; rows come from the source's Arrow batches by
-:func:`lab.kafka_read.rows_of_arrow`.
+:func:`lab.kafka.read.rows_of_arrow`.
 
 Crashes kill the driver's process group: the driver, its JVM, and the
 Python workers the JVM starts directly. PySpark's worker daemon puts itself
@@ -90,11 +90,12 @@ import time
 from pathlib import Path
 
 from lab import events as ev
-from lab.driver import DriverContext
+from lab.pipelines.driver import DriverContext
 from lab.events import read_events
-from lab.kafka_read import rows_of_arrow
+from lab.kafka.read import rows_of_arrow
 from lab.pipelines.tasks import midway_hook
-from lab.sinks import FILES_MODE, SinkSpec, open_sink
+from lab.sinks.reader import open_sink
+from lab.sinks.spec import FILES_MODE, SinkSpec
 
 #: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
 STOP_WAIT_S = 15.0
@@ -255,12 +256,12 @@ def run(ctx: DriverContext) -> None:
     """
     from pyspark import StorageLevel
 
-    from lab.kafka_read import earliest_offsets
-    from lab.kafka_source import register
+    from lab.kafka.read import earliest_offsets
+    from lab.spark.kafka_source import register
     from lab.config import STATE_STORES
     from lab.pipelines import stateful
     from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
+    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
                            start_sql_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
@@ -281,7 +282,7 @@ def run(ctx: DriverContext) -> None:
         # Only then: registering starts Spark's look-up of Python data sources, a Python process of its
         # own (measured: 1.2 s, on the start's critical path), which format("kafka") does not need.
         register(spark)
-    # Everything above has no delivery effect; a standby waits here for its turn (lab.driver).
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
     ctx.await_turn()
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None

@@ -1,6 +1,6 @@
 """Where the ``structured`` pipeline's events come from: the lab's ``labkafka`` source or Spark's ``kafka``.
 
-Both give the same columns (:data:`lab.kafka_source.SCHEMA`: ``event_id``,
+Both give the same columns (:data:`lab.spark.kafka_source.SCHEMA`: ``event_id``,
 ``seq``, ``key``, ``partition``, ``offset``), one Spark partition per Kafka
 partition with new offsets, the same admission control (at most
 ``max_batch_records`` offsets per micro-batch) and the same isolation level,
@@ -15,7 +15,7 @@ points, the checkpoint) is one code path.
               classpath and the run reads Apache Kafka (``--broker kafka``, or
               a Kafka of its own in ``LAB_KAFKA_BOOTSTRAP``); else ``labkafka``.
 ``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
-              no jar): :mod:`lab.kafka_source`.
+              no jar): :mod:`lab.spark.kafka_source`.
 ``spark``     Spark's ``kafka`` format; a clear error when the connector is
               absent or the broker is Tansu.
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 
 from lab.errors import DriverConfigError, LabError
-from lab.kafka_read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
+from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -47,7 +47,7 @@ SPARK_READER_NEEDS_KAFKA = (
     "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
     "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
     "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
-#: The event fields of a record's JSON value (:data:`lab.kafka_read.EVENT_FIELDS`) as a Spark DDL schema.
+#: The event fields of a record's JSON value (:data:`lab.kafka.read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
 
 
@@ -68,7 +68,7 @@ def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
     its own in ``LAB_KAFKA_BOOTSTRAP``), not Tansu, whose offset answers Spark's
     connector cannot use. ``auto`` picks ``spark`` when both hold: Apache Kafka,
     and the connector on the classpath (the pinned jars ``lab fetch`` caches, which
-    :func:`lab.spark.session_conf` adds; or ``LAB_SPARK_PACKAGES``).
+    :func:`lab.spark.session.session_conf` adds; or ``LAB_SPARK_PACKAGES``).
 
     Raises
     ------
@@ -93,13 +93,13 @@ def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
 def events_from_kafka_rows(df):
     """Spark's Kafka rows (``key``, ``value``, ``topic``, ``partition``, ``offset``, ...) as the lab's event columns.
 
-    The same rule as :func:`lab.kafka_read.event_fields`, in Spark SQL: the
-    fields :data:`lab.kafka_read.EVENT_FIELDS` of the JSON value, then the
-    record's partition and offset (:data:`lab.kafka_read.COLUMNS`).
+    The same rule as :func:`lab.kafka.read.event_fields`, in Spark SQL: the
+    fields :data:`lab.kafka.read.EVENT_FIELDS` of the JSON value, then the
+    record's partition and offset (:data:`lab.kafka.read.COLUMNS`).
 
     On failure: a value that is not a lab event (not JSON, or without ``id``,
     ``seq`` or ``key``) fails the batch with its partition and offset
-    (:data:`lab.kafka_read.NOT_AN_EVENT`), as the ``labkafka`` reader does,
+    (:data:`lab.kafka.read.NOT_AN_EVENT`), as the ``labkafka`` reader does,
     instead of arriving as a row of nulls.
     """
     from pyspark.sql import functions as F
@@ -143,7 +143,7 @@ def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partition
 
 def labkafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,
                      isolation_level: str) -> dict:
-    """The options the ``labkafka`` reader passes to the lab's source (:mod:`lab.kafka_source` documents each)."""
+    """The options the ``labkafka`` reader passes to the lab's source (:mod:`lab.spark.kafka_source` documents each)."""
     return {"bootstrap": bootstrap, "topic": topic, "partitions": partitions,
             "maxRecordsPerTrigger": max_batch_records, "isolationLevel": isolation_level}
 
@@ -154,7 +154,7 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
 
     :func:`kafka_event_stream` sets exactly these, and notebooks print them
     for a run (:func:`lab.notebook.kafka_reader_options`). ``fetch_wait_ms``:
-    ``LAB_TASK_FETCH_WAIT_MS`` when None (:class:`lab.start_tuning.StartTuning`).
+    ``LAB_TASK_FETCH_WAIT_MS`` when None (:class:`lab.tuning.StartTuning`).
 
     ``assign``               fixed partitions, no consumer-group subscription (as labkafka reads):
                              the offsets live in the checkpoint, never in a group.
@@ -163,13 +163,13 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
     ``failOnDataLoss``       ``true``: a logged range no longer in Kafka fails the query, never skipped.
     ``kafka.isolation.level`` the run's ``isolation`` (read_committed hides aborted transactions).
     ``kafka.max.poll.records`` records one ``poll()`` of a task's consumer may return: 10,000
-                             (:data:`lab.kafka_read.POLL_RECORDS`, as labkafka's reads) instead of
+                             (:data:`lab.kafka.read.POLL_RECORDS`, as labkafka's reads) instead of
                              Kafka's 500. Throughput only: a task still reads exactly its offset range.
-    ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.start_tuning.TASK_FETCH_WAIT_MS`):
+    ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.tuning.TASK_FETCH_WAIT_MS`):
                              a task's offset look-ups no longer wait behind a fetch the broker holds.
     """
     if fetch_wait_ms is None:
-        from lab.start_tuning import StartTuning
+        from lab.tuning import StartTuning
 
         fetch_wait_ms = StartTuning.from_env().task_fetch_wait_ms
     return {
@@ -190,6 +190,6 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
 
 
 #: Per reader: the source format ``readStream.format`` gets, and the function giving its options.
-#: ("labkafka" is :data:`lab.kafka_source.SHORT_NAME`, written out: that module imports pyspark, and
+#: ("labkafka" is :data:`lab.spark.kafka_source.SHORT_NAME`, written out: that module imports pyspark, and
 #: :mod:`lab.config` imports this one.)
 READER_OPTIONS = {"labkafka": ("labkafka", labkafka_options), "spark": ("kafka", spark_kafka_options)}

@@ -8,7 +8,7 @@ The task of :data:`FAULT_PARTITION`
 -----------------------------------
 Faults that act inside a batch's output hit the task of Spark partition
 :data:`FAULT_PARTITION`, once part of its rows are written
-(:func:`midway_hook`, passed to :meth:`lab.sinks.Sink.write_batch` as
+(:func:`midway_hook`, passed to :meth:`lab.sinks.database.Sink.write_batch` as
 ``on_midway``, or called by the structured pipeline's file writer half-way):
 
 ``mid-output``      ``ctx.point("mid-output", batch)``: a planned
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Callable
 from lab import events as ev
 
 if TYPE_CHECKING:
-    from lab.driver import DriverContext
+    from lab.pipelines.driver import DriverContext
 
 #: The Spark partition whose task carries ``mid-output``, ``task-failure`` and ``executor-crash``.
 FAULT_PARTITION = 0

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import processes
+from lab.host import processes
 from lab.events import read_events
-from lab.restarts import driver_restarts
+from lab.audit.restarts import driver_restarts
 from tests.conftest import ROOT
 from tests.integration.conftest import assert_all_gone, run_pids
 

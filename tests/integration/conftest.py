@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import processes
+from lab.host import processes
 from lab.events import read_events
 from tests.conftest import SHARED_BROKER_PIDS
 
@@ -92,7 +92,7 @@ def _start_postgres(prefix: list, pg_ctl: str, data: Path, sock: Path, attempts:
 @contextlib.contextmanager
 def module_runs_dir(tmp_path_factory, session_broker, name: str):
     """One runs directory for a test module, with the session's broker; no LAB_* setting leaks in from the shell."""
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
 
     with pytest.MonkeyPatch.context() as mp:
         for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_SPARK_MASTER", "LAB_JAVA_HOME", "LAB_DEADLINE",
@@ -138,12 +138,12 @@ def run_pids(run_dir: Path) -> list[int]:
 def child_groups(run_dir: Path, daemons_only: bool = False) -> list[dict]:
     """The ``driver-child-group`` events of a run: the process groups its drivers' descendants led.
 
-    ``daemons_only``: only PySpark's worker daemons (``LAB_WORKER_DAEMON=lab``: ``-m lab.spark_daemon``). A run
+    ``daemons_only``: only PySpark's worker daemons (``LAB_WORKER_DAEMON=lab``: ``-m lab.spark.daemon``). A run
     may record others: Hadoop's ``Shell`` starts ``setsid bash -c echo $$`` once to learn whether setsid works,
     and a scan that comes in its few milliseconds records that group too (seen in CI, 1 run of many).
     """
     groups = [e for e in read_events(run_dir) if e["type"] == "driver-child-group"]
-    return [g for g in groups if "-m lab.spark_daemon" in g["cmd"]] if daemons_only else groups
+    return [g for g in groups if "-m lab.spark.daemon" in g["cmd"]] if daemons_only else groups
 
 
 def assert_all_gone(pids, within_s: float = 10.0):
@@ -175,8 +175,8 @@ def aborted_then_committed(bootstrap: str, topic: str = "tx") -> dict[str, list[
     """
     from kafka import KafkaProducer
 
-    from lab import kafka_tools
-    from lab.kafka_source import read_range
+    from lab.kafka import tools as kafka_tools
+    from lab.spark.kafka_source import read_range
 
     kafka_tools.create_topic(bootstrap, topic, 1)
     p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="lab-test-tx", acks="all", enable_idempotence=True)

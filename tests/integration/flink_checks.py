@@ -6,7 +6,7 @@ and its test applies these checks to those runs (``tests/notebooks``,
 ``check_08``), so each Flink run is made once per suite. The expectations come
 from Flink's and Kafka's documentation, the counts from the audit of the output
 topic, and the duplicates a restart should write from the run's own timeline
-(:mod:`lab.flink_audit`), never from a stored figure.
+(:mod:`lab.audit.flink_replay`), never from a stored figure.
 """
 
 import tempfile

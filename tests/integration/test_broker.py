@@ -6,7 +6,10 @@ import time
 
 import pytest
 
-from lab import broker, kafka_tools, processes, proxy
+from lab.broker import embedded as broker
+from lab.kafka import tools as kafka_tools
+from lab.host import processes
+from lab.broker import proxy
 from tests.conftest import clean_env, lab_cmd
 from tests.integration.conftest import aborted_then_committed, assert_all_gone
 
@@ -182,12 +185,12 @@ def test_a_busy_asked_for_port_is_a_clear_error_and_omitting_it_works(tmp_path):
             held.listen()
         except OSError:
             pass
-        before = (_children("lab.proxy"), _children("tansu"))
+        before = (_children("lab.broker.proxy"), _children("tansu"))
         with pytest.raises(LabError) as e:
             broker.start_embedded(tmp_path / "logs", port=9092)
         msg = str(e.value)
         assert "\n" not in msg and "port 9092" in msg and "already in use" in msg
-        assert (_children("lab.proxy"), _children("tansu")) == before  # nothing left of the failed start
+        assert (_children("lab.broker.proxy"), _children("tansu")) == before  # nothing left of the failed start
         info = broker.start_embedded(tmp_path / "logs")  # the same busy port around, the OS chooses another
         try:
             assert info.proxy_port != 9092

@@ -2,10 +2,11 @@
 
 import pytest
 
-from lab import cluster, shared_broker
+from lab.spark import cluster
+from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone
 
 # Its module-scoped runs are made once: its tests stay on one xdist worker.

@@ -1,12 +1,12 @@
-"""The fencing experiment (lab/fencing.py) against the session's Apache Kafka, with real child processes."""
+"""The fencing experiment (lab/lessons/fencing.py) against the session's Apache Kafka, with real child processes."""
 
 import json
 
 import psutil
 import pytest
 
-from lab import shared_broker
-from lab import fencing
+from lab.broker import shared as shared_broker
+from lab.lessons import fencing
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 

@@ -3,7 +3,7 @@
 One broker serves the whole module (a JVM start is 3-5 s on 2 cores); the
 tests run in file order and share it: produce and read, groups, transactions,
 the proxy's cut, then SIGKILL and restart on the same data, then the stop.
-Its jars come from :func:`lab.jars.ensure` (the cache; fetched once when
+Its jars come from :func:`lab.host.jars.ensure` (the cache; fetched once when
 missing). Timings and memory are printed (``-s``) and bounded loosely.
 """
 
@@ -18,7 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab import broker, jars, kafka_broker, kafka_tools, processes, proxy
+from lab.broker import embedded as broker
+from lab.host import jars
+from lab.broker import apache as kafka_broker
+from lab.kafka import tools as kafka_tools
+from lab.host import processes
+from lab.broker import proxy
 from lab.errors import LabError
 from tests.integration.conftest import aborted_then_committed, assert_all_gone
 
@@ -102,7 +107,7 @@ def test_kafka_starts_behind_the_proxy(kafka):
 
 
 def test_its_data_directory_is_the_formatted_template_with_a_cluster_id_of_its_own(kafka):
-    from lab import kafka_template
+    from lab.broker import template as kafka_template
 
     data = Path(kafka.info.log_dir) / "kafka-data"
     template = kafka_template.template_dir(jars.jar_set(kafka_broker.KAFKA_JARS).version,

@@ -4,7 +4,7 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from lab.changelog_state import changelog_topic, read_changelog
+from lab.sinks.changelog import changelog_topic, read_changelog
 from lab.config import make_config
 from lab.events import read_events
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]

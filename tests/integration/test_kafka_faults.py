@@ -14,8 +14,8 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.run_report import aborted_ids
-from lab.supervisor import run_scenario
+from lab.run.result import aborted_ids
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]

@@ -105,9 +105,9 @@ scenarios:
 def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
     """Two rows on the three-broker cluster: one cluster, the second row on the broker the first restarted; none left.
 
-    They run beside the single broker's rows (lab.matrix_lane): here, while its 20-second rows run.
+    They run beside the single broker's rows (lab.matrix.lane): here, while its 20-second rows run.
     """
-    from lab import processes
+    from lab.host import processes
     from tests.integration.conftest import assert_all_gone
 
     grid = tmp_path / "grid.yaml"

@@ -9,8 +9,8 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.supervisor import run_scenario
-from lab.ui import Panel
+from lab.run.supervisor import run_scenario
+from lab.views.panel import Panel
 from tests.conftest import clean_env, lab_cmd
 from tests.integration.conftest import assert_all_gone, run_pids
 

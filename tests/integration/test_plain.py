@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from lab.auditor import audit_run
+from lab.audit.auditor import audit_run
 from lab.config import make_config
 from lab.events import read_events, read_progress
-from lab.sinks import open_sink
-from lab.supervisor import run_scenario
+from lab.sinks.reader import open_sink
+from lab.run.supervisor import run_scenario
 from tests.conftest import clean_env, lab_cmd
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
@@ -164,7 +164,7 @@ def test_second_crash_while_the_driver_restarts_waits_for_the_next_driver(runs_d
 
 def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(runs_dir, monkeypatch):
     """A run stopped at its deadline whose driver does not stop in time: killed, recorded, nothing called lost."""
-    from lab import supervisor
+    from lab.run import supervisor
 
     monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)  # the driver cannot finish its batch in time
     # The deadline counts from the last progress: this run is taken to make none, so it ends at 3 s.

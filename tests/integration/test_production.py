@@ -3,7 +3,7 @@
 import pytest
 
 from lab.config import make_config
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 
 pytestmark = pytest.mark.integration
 

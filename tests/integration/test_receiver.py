@@ -1,6 +1,6 @@
 """The receiver pipeline measured for real: Spark's socket receiver and write-ahead log, real kills.
 
-Each test runs one scenario through :func:`lab.supervisor.run_scenario` and
+Each test runs one scenario through :func:`lab.run.supervisor.run_scenario` and
 checks the report against the run's own timeline, sink and ledger; no
 outcome is written into a test. Spark driver starts dominate the time (5-10 s
 each on 2 cores): the file takes about 5 minutes on an otherwise idle machine.
@@ -23,8 +23,8 @@ import pytest
 from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
-from lab.ledger import LEDGER_FILE, max_acked_offsets
-from lab.supervisor import run_scenario
+from lab.audit.ledger import LEDGER_FILE, max_acked_offsets
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
 pytestmark = pytest.mark.integration

@@ -17,10 +17,11 @@ import time
 
 import pytest
 
-from lab import processes, shared_broker
+from lab.host import processes
+from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
@@ -28,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_b
               pytest.mark.xdist_group("test_replication")]
 
 #: Followers held from 2 s to 10 s; the leader of partition 0 killed once its followers are out of the ISR
-#: (they leave it 3 s after their fetches stop: notebook 07's plan, lab.exercises.CLUSTER_FAULTS) and
+#: (they leave it 3 s after their fetches stop: notebook 07's plan, lab.lessons.exercises.CLUSTER_FAULTS) and
 #: restarted 3 s later.
 FAULTS = "follower-lag@at=2s:for=8s,leader-crash@isr=1:for=3s"
 

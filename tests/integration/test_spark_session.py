@@ -6,14 +6,14 @@ import sys
 
 import pytest
 
-from lab.spark import session_conf
+from lab.spark.session import session_conf
 from tests.conftest import clean_env
 
 pytestmark = pytest.mark.integration
 
 PROBE = """
 import json, sys
-from lab.spark import spark_session
+from lab.spark.session import spark_session
 spark = spark_session("local[1]", sys.argv[1], "probe")
 sc = spark.sparkContext
 out = {k: sc.getConf().get(k) for k in ("spark.ui.enabled", "spark.local.dir", "spark.master", "spark.sql.streaming.checkpointLocation")}

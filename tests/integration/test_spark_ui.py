@@ -19,9 +19,9 @@ import pytest
 from lab import events as ev
 from lab.config import make_config
 from lab.events import read_events
-from lab.processes import LOOPBACK
-from lab.spark import UI_TABS
-from lab.supervisor import Run
+from lab.host.processes import LOOPBACK
+from lab.spark.session import UI_TABS
+from lab.run.supervisor import Run
 from tests.integration.conftest import assert_all_gone, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -89,7 +89,7 @@ def test_the_ui_of_each_driver_is_on_loopback_served_by_it_and_announced_at_its_
         assert seen["status"] == 200 and seen["tab_shown"], f"attempt {e['attempt']}: {seen}"
         assert seen["listening"], f"attempt {e['attempt']}: nothing listens on port {seen['port']}"
         for ip, pid in seen["listening"]:
-            # The JVM binds 127.0.0.1 through an IPv6 socket, listed in its v4-mapped form (lab.processes).
+            # The JVM binds 127.0.0.1 through an IPv6 socket, listed in its v4-mapped form (lab.host.processes).
             assert ip in LOOPBACK, f"attempt {e['attempt']}: the UI's port {seen['port']} is bound on {ip}"
             assert pid in seen["tree"], (
                 f"attempt {e['attempt']}: port {seen['port']} belongs to PID {pid}, not to driver {e['pid']} "

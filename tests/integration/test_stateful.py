@@ -17,7 +17,7 @@ import pytest
 from lab.config import make_config
 from lab.events import read_events
 from lab.pipelines.receiver_stop import FINISH_WAIT_S
-from lab.supervisor import run_scenario
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),

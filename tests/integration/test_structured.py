@@ -16,8 +16,8 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.sinks import open_sink
-from lab.supervisor import run_scenario
+from lab.sinks.reader import open_sink
+from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, child_groups, independent_counts, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),
@@ -192,7 +192,7 @@ def test_exactly_once_sinks_under_crashes_at_named_points(lab_env, sink, faults)
 
 # -- the source's planning (pure functions, no broker) -------------------------
 def test_admission_control_spreads_the_cap_and_plans_the_same_ranges_again():
-    from lab.kafka_source import cap_offsets, plan_ranges
+    from lab.spark.kafka_source import cap_offsets, plan_ranges
 
     start, latest = {0: 10, 1: 0, 2: 5}, {0: 110, 1: 300, 2: 5}
     capped = cap_offsets(start, latest, 250)

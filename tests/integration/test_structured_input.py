@@ -19,9 +19,9 @@ pytestmark = pytest.mark.integration
 PROBE = r"""
 import datetime, json, sys
 from lab.errors import LabError
-from lab.kafka_source import SCHEMA
+from lab.spark.kafka_source import SCHEMA
 from lab.pipelines import structured_input as si
-from lab.spark import spark_session
+from lab.spark.session import spark_session
 
 spark = spark_session("local[1]", sys.argv[1], "probe")
 out = {"auto": si.resolve_reader(spark, "auto", real_kafka=True),
@@ -81,7 +81,7 @@ def test_without_the_connector_spark_fails_before_any_driver_and_auto_reads_with
     from lab.config import make_config
     from lab.errors import LabError
     from lab.events import read_events
-    from lab.supervisor import run_scenario
+    from lab.run.supervisor import run_scenario
 
     monkeypatch.setenv("LAB_CACHE_DIR", str(runs_dir.parent / "no-jars"))  # nothing cached
     monkeypatch.setenv("LAB_MAVEN_REPO", (runs_dir.parent / "no-repo").as_uri())  # and nothing to fetch from

@@ -2,7 +2,7 @@
 
 Structured and direct start no batch without new records: a run that fits in
 two batches never reaches ``batch=6``. The run stops undrained once every
-event has passed and no batch started for :data:`lab.run_end.IDLE_END_S`,
+event has passed and no batch started for :data:`lab.run.end.IDLE_END_S`,
 and says which fault waited (``no-more-batches``, ``fault-not-applied``).
 """
 

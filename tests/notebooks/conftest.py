@@ -11,7 +11,7 @@ def shared_runs_dir(runs_dir, session_broker):
     the ones its kernel started), so the next test finds it running. Notebook 07's cluster has a
     runs directory of its own (``<runs>/cluster``) and is not affected.
     """
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
 
     runs_dir.mkdir(parents=True, exist_ok=True)
     shared_broker.save_state(runs_dir, session_broker)

@@ -70,7 +70,7 @@ def test_notebook_runs_headless(path, shared_runs_dir):
     try:
         nb = execute(path, runs_dir)
     finally:
-        from lab import shared_broker
+        from lab.broker import shared as shared_broker
 
         # notebook 07's detached cluster: its kernel stops it at exit; stopped here too if the kernel could not
         left_running = shared_broker.stop_detached(runs_dir / "cluster")
@@ -101,7 +101,7 @@ def test_notebook_runs_headless(path, shared_runs_dir):
         assert len(flagged) == 1 and "deliberately wrong" in flagged[0] and "#fde0dc" in flagged[0]
         assert html.count("as expected</b>") == 3
         # the semantics grid (figure and HTML): the wrong row's cell is the one marked ✘, with its seeds counted
-        from lab.semantics_grid import GRID_TITLE
+        from lab.matrix.semantics import GRID_TITLE
 
         assert html.count(GRID_TITLE) >= 2 and html.count("<b>✘ ") == 1 and "1 of 2 as expected" in html
 
@@ -113,8 +113,8 @@ def check_predictions(stem, reports):
     """Every run of a predicting notebook has its verdict next to it, judged on its own measured counts."""
     from pathlib import Path
 
-    from lab.file_sink import FILES_DIR, NAIVE_READER_OUTCOMES, reader_views
-    from lab.predictions import TOPIC_OUTCOMES
+    from lab.sinks.files import FILES_DIR, NAIVE_READER_OUTCOMES, reader_views
+    from lab.audit.predictions import TOPIC_OUTCOMES
     from tests.unit.test_notebook_style import PREDICTING
 
     if stem not in PREDICTING:
@@ -242,7 +242,7 @@ def check_03(reports):
     check_task_failure_with_append(task, Path(task["run_dir"]), 1500)
     # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
     # reader sees every readable file, which is what the audit counts as write attempts.
-    from lab.file_sink import FILES_DIR, reader_views
+    from lab.sinks.files import FILES_DIR, reader_views
 
     files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.exercises import for_notebook
+from lab.lessons.exercises import for_notebook
 from tests.conftest import ROOT
 from tests.notebooks.headless import execute_headless
 
@@ -19,7 +19,7 @@ def test_solution_holds(path, shared_runs_dir):
     runs_dir = shared_runs_dir
     import nbformat
 
-    from lab import shared_broker
+    from lab.broker import shared as shared_broker
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     out = ARTIFACTS / path.name
@@ -35,6 +35,6 @@ def test_solution_holds(path, shared_runs_dir):
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                 if o.get("output_type") == "error"]
     html, _ = HTMLExporter().from_notebook_node(nb)
-    (ARTIFACTS / f"{path.stem}.html").write_text(html)  # docs/reference is made from it (lab.reference)
+    (ARTIFACTS / f"{path.stem}.html").write_text(html)  # docs/reference is made from it (lab.lessons.reference)
     for ex in for_notebook(path.stem):
         assert f"✔ <b>{ex.id}</b>: measured <b>" in html, f"exercise {ex.id} was not checked"

@@ -4,8 +4,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.auditor import LedgerView, audit_core
-from lab.sinks import SinkSpec, open_sink
+from lab.audit.auditor import LedgerView, audit_core
+from lab.sinks.reader import open_sink
+from lab.sinks.spec import SinkSpec
 
 
 def ledger_view(rows):
@@ -116,8 +117,8 @@ def test_ledger_read_while_the_producer_writes_is_one_snapshot(tmp_path):
     """The live panel audits a ledger the producer is still writing: its columns must stay aligned."""
     import threading
 
-    from lab.auditor import read_ledger
-    from lab.ledger import Ledger, LedgerEntry
+    from lab.audit.auditor import read_ledger
+    from lab.audit.ledger import Ledger, LedgerEntry
 
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(path)
@@ -149,8 +150,8 @@ def test_acks_without_offset_audit_from_the_ledger_file(tmp_path):
     """NULL offsets in ledger.sqlite: unseen while the run may still place them, lost once it cannot; never a crash."""
     import json
 
-    from lab.auditor import audit_run
-    from lab.ledger import Ledger, LedgerEntry
+    from lab.audit.auditor import audit_run
+    from lab.audit.ledger import Ledger, LedgerEntry
 
     path = tmp_path / "ledger.sqlite"
     ledger = Ledger(path)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from bench.broker_idle import NO_OP_PROPERTY, process_cpu_s, thread_cpu
-from lab import kafka_broker
+from lab.broker import apache as kafka_broker
 
 
 def test_a_busy_thread_is_counted():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.notebook_saves import ITEMS, notebook_and_params
-from lab.matrix import TEMPLATE
+from lab.matrix.runner import TEMPLATE
 from tests.notebooks.test_notebooks import SMALL
 
 

@@ -27,10 +27,10 @@ def test_every_module_a_process_is_timed_importing_exists_in_the_checkout():
 def test_the_driver_imports_are_those_its_run_function_makes_before_the_session():
     root = Path(__file__).resolve().parents[2]
     code = driver_imports(root)
-    assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.driver")
+    assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.pipelines.driver")
     # run() imports these at its top (lab/pipelines/structured.py); the bench must time the same statements
     assert "from lab.pipelines.structured_input import kafka_event_stream, resolve_reader" in code
-    assert "from lab.spark import " in code and "spark_session" in code
+    assert "from lab.spark.session import " in code and "spark_session" in code
     assert "spark_session(" not in code, "only import statements, nothing that starts the session"
 
 

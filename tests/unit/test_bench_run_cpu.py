@@ -12,9 +12,9 @@ from bench.run_cpu import GROUPS, THREADS, Sampler, is_launcher, process_group, 
     ("/usr/lib/jvm/java-17/bin/java\0-cp\0/v/pyspark/jars/*\0org.apache.spark.launcher.Main\0", "driver JVMs"),
     ("/usr/bin/java\0-Xmx256m\0-cp\0/c/lab/kafka/4.1.1/libs/*\0kafka.Kafka\0/r/server.properties\0", "broker JVM"),
     ("/v/bin/python\0-m\0pyspark.daemon\0pyspark.worker\0", "Python workers"),
-    ("/v/bin/python\0-m\0lab.spark_daemon\0pyspark.worker\0", "Python workers"),
-    ("/v/bin/python\0-m\0lab.driver\0/runs/x\0", "driver Python"),
-    ("/v/bin/python\0-m\0lab.proxy\0--listen\0000\0", "broker proxy"),
+    ("/v/bin/python\0-m\0lab.spark.daemon\0pyspark.worker\0", "Python workers"),
+    ("/v/bin/python\0-m\0lab.pipelines.driver\0/runs/x\0", "driver Python"),
+    ("/v/bin/python\0-m\0lab.broker.proxy\0--listen\0000\0", "broker proxy"),
     ("/v/bin/python\0/v/bin/lab\0run\0--pipeline\0structured\0", "lab run (supervisor, producer, audit)"),
     ("/v/bin/python\0-m\0lab\0run\0--json\0", "lab run (supervisor, producer, audit)"),
     ("/v/bin/python\0-m\0lab\0matrix\0", "other"),
@@ -38,7 +38,7 @@ def test_the_sampler_groups_a_process_by_what_its_shell_execd(tmp_path):
     import sys
     import time
 
-    env = dict(os.environ, M="lab.proxy")  # the module named only after the exec, not in the shell's command line
+    env = dict(os.environ, M="lab.broker.proxy")  # the module named only after the exec, not in the shell's command line
     p = subprocess.Popen(["bash", "-c", f'sleep 0.3; exec {sys.executable} -c "import time; time.sleep(5)" -m "$M"'],
                          env=env)
     try:
@@ -47,7 +47,7 @@ def test_the_sampler_groups_a_process_by_what_its_shell_execd(tmp_path):
         key = next(k for k in s.procs if k[0] == str(p.pid))
         assert s.procs[key][0] == "other"  # a shell so far
         deadline = time.monotonic() + 10
-        while "lab.proxy" not in open(f"/proc/{p.pid}/cmdline").read() and time.monotonic() < deadline:
+        while "lab.broker.proxy" not in open(f"/proc/{p.pid}/cmdline").read() and time.monotonic() < deadline:
             time.sleep(0.05)
         s.sample()
         assert s.procs[key][0] == "broker proxy"
@@ -81,7 +81,7 @@ def test_summarise_takes_medians_of_successful_runs_only():
 
 def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
     from bench.run_cpu import archive_variant, main
-    from lab.start_tuning import DRIVER_JVM_OPTIONS, StartTuning
+    from lab.tuning import DRIVER_JVM_OPTIONS, StartTuning
 
     env = archive_variant("/c/old.jsa")
     tuning = StartTuning.from_env(env)
@@ -97,7 +97,7 @@ def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
 
 def test_a_flags_variant_starts_drivers_with_its_flags_and_keeps_todays_archive(tmp_path):
     from bench.run_cpu import flags_variant, main
-    from lab.start_tuning import StartTuning
+    from lab.tuning import StartTuning
 
     tuning = StartTuning.from_env(flags_variant("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
     assert tuning.jvm_options == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" and tuning.class_archive

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-from lab import broker_archive, class_archive, kafka_broker
+from lab.broker import archive as broker_archive
+from lab.spark import archive as class_archive
+from lab.broker import apache as kafka_broker
 from lab.errors import LabError
 
 
@@ -85,12 +87,12 @@ def test_a_training_that_writes_its_archive_puts_it_in_place_named_by_its_home(c
 def test_the_key_follows_the_jars_and_never_downloads_them(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from lab import jars
-    from lab.java import Java
+    from lab.host import jars
+    from lab.host.java import Java
 
     jar = tmp_path / "kafka.jar"
     jar.write_bytes(b"a")
-    monkeypatch.setattr("lab.java.find_java", lambda: Java("/j", "/j/bin/java", 17, "17.0.1"))
+    monkeypatch.setattr("lab.host.java.find_java", lambda: Java("/j", "/j/bin/java", 17, "17.0.1"))
     monkeypatch.setattr(jars, "missing", lambda name, **kw: [])
     monkeypatch.setattr(jars, "set_dir", lambda name, **kw: tmp_path)
     monkeypatch.setattr(jars, "jar_set", lambda name: SimpleNamespace(jars=[SimpleNamespace(file="kafka.jar")]))
@@ -106,7 +108,7 @@ def test_the_key_follows_the_jars_and_never_downloads_them(tmp_path, monkeypatch
 
 def test_the_training_broker_does_not_wait_for_its_own_archive(tmp_path, monkeypatch):
     """start_embedded(archive_at_exit=...) skips ensure(): the training holds the lock ensure() would wait on."""
-    from lab import broker
+    from lab.broker import embedded as broker
 
     monkeypatch.setattr(broker_archive, "ensure", lambda *a, **kw: pytest.fail("the training must not ensure"))
     monkeypatch.setattr(kafka_broker, "clear_stale", lambda dirs: 0)
@@ -124,7 +126,7 @@ def test_the_training_broker_does_not_wait_for_its_own_archive(tmp_path, monkeyp
 
 
 def test_a_bad_switch_value_stops_a_run_at_its_start_whatever_its_broker():
-    from lab.start_tuning import StartTuning
+    from lab.tuning import StartTuning
 
     with pytest.raises(LabError, match="LAB_BROKER_ARCHIVE"):
         StartTuning.from_env({"LAB_BROKER_ARCHIVE": "maybe"})

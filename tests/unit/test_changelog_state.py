@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import changelog_state as cs
+from lab.sinks import changelog as cs
 from lab import events as ev
 from lab.pipelines import kafka_eos
 from tests.unit.test_kafka_eos_driver import FakeConsumer, FakeProducer, Record

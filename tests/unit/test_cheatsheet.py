@@ -16,17 +16,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lab import kafka_tools
-from lab.auditor import Audit, LedgerView, audit_core
+from lab.kafka import tools as kafka_tools
+from lab.audit.auditor import Audit, LedgerView, audit_core
 from lab.config import RunConfig
 from lab.faults import FAULTS, POINTS, faults_for, points_for
-from lab.ledger import LEDGER_FILE, Ledger, LedgerEntry
-from lab.expectations import EXPECTATIONS
-from lab.pipelines.registry import PIPELINES
-from lab.run_report import RunResult, build_report, final_audit
-from lab.sinks import sink_spec_for_run
-from lab.topic_audit import TopicAudit
-from lab.topic_sink import SNAPSHOT_FILE, output_topic
+from lab.audit.ledger import LEDGER_FILE, Ledger, LedgerEntry
+from lab.audit.expectations import EXPECTATIONS
+from lab.registry import PIPELINES
+from lab.run.result import RunResult, build_report, final_audit
+from lab.sinks.spec import sink_spec_for_run
+from lab.audit.topic import TopicAudit
+from lab.sinks.topic import SNAPSHOT_FILE, output_topic
 from tests.conftest import ROOT
 
 CHEATSHEET = ROOT / "docs" / "cheatsheet.md"
@@ -217,7 +217,7 @@ def test_every_setting_and_timing_is_in_the_outline():
     ]
     settings = set().union(*(c.settings for c in configs)) | {"kafka_reader", "kafka_reader_asked"}
     assert not settings - outline, sorted(settings - outline)
-    source = (ROOT / "lab" / "supervisor.py").read_text()
+    source = (ROOT / "lab" / "run" / "supervisor.py").read_text()
     timings = set(re.findall(r"_times(?:\[|\.setdefault\()\"(\w+)\"", source))
     assert timings and not timings - outline, sorted(timings - outline)
 

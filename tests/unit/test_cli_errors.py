@@ -29,6 +29,7 @@ def run_lab(*args, env=None, timeout=10):
          ["after-wal-before-ack", "--wal on --ack stored", "--wal off"]),
         (["run", "--pipeline", "direct", "--faults", "executor-crash@at=2s"], ["executor-crash", "local[2]", "local-cluster"]),
         (["run", "--master", "spark://nowhere:7077", "--pipeline", "direct"], ["spark://nowhere:7077", "lab cluster start"]),
+        (["run", "--master", "local[0]"], ["local[0]", "local[N]"]),
     ],
 )
 def test_bad_values(args, words, tmp_path):

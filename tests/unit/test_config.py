@@ -39,6 +39,8 @@ def test_environment_is_read(runs_dir, monkeypatch):
         (dict(acks="2"), ["'2'", "all"]),
         (dict(acks="1"), ["idempotence needs acks=all"]),
         (dict(spark_master="yarn"), ["yarn", "local[N]"]),
+        (dict(spark_master="local[0]"), ["local[0]", "N >= 1"]),
+        (dict(spark_master="local-cluster[0,1,1024]"), ["local-cluster[0,1,1024]", "each >= 1"]),
         (dict(events=0), ["events must be >= 1"]),
         (dict(pipeline="structured", batch_interval_s=0), ["--batch-interval", " 0 s", "0.2 s or more"]),
         (dict(pipeline="receiver", batch_interval_s=float("nan")), ["nan s", "0.2 s or more"]),

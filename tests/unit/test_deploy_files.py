@@ -413,7 +413,7 @@ def test_a_drift_in_any_one_place_is_caught(label):
 
 
 def test_the_scala_and_java_variants_agree():
-    from lab.java import SUPPORTED_MAJORS
+    from lab.host.java import SUPPORTED_MAJORS
 
     tags = [ref.split(":", 1)[1] for _, ref in image_refs() if ref.startswith("apache/spark:")]
     assert tags, f"no apache/spark image in {rel(COMPOSE)} or {rel(DOCKER_DIR)}"
@@ -433,7 +433,7 @@ def test_the_scala_and_java_variants_agree():
 
 
 def jar_set(name: str):
-    from lab import jars
+    from lab.host import jars
 
     return jars.jar_set(name)
 
@@ -461,7 +461,7 @@ def test_connector_coordinates_are_the_pinned_one():
 
 
 def kafka_version() -> str:
-    """Apache Kafka's release the embedded broker runs: ``lab/jars.json`` set ``kafka-broker``, read through lab.jars."""
+    """Apache Kafka's release the embedded broker runs: ``lab/jars.json`` set ``kafka-broker``, read through lab.host.jars."""
     js = jar_set("kafka-broker")
     core = [j for j in js.jars if re.fullmatch(r"org\.apache\.kafka:kafka_\d+\.\d+:[^:]+", j.coord)]
     assert len(core) == 1, f"lab/jars.json set kafka-broker: expected one kafka_<scala> broker jar, found {core}"
@@ -507,7 +507,7 @@ def dockerfile_env(path: Path) -> list[tuple[int, str, str]]:
 
 
 def test_the_image_bakes_every_jar_set_into_the_cache_its_containers_see():
-    from lab import jars
+    from lab.host import jars
 
     lines = dockerfile_lines(LAB_DOCKERFILE)
     cache = [(i, v) for i, k, v in dockerfile_env(LAB_DOCKERFILE) if k == "LAB_CACHE_DIR"]
@@ -723,7 +723,7 @@ def test_kafka_is_reached_through_the_lab_proxy():
     for key in ("image", "build"):
         assert svc.get(key) == svcs["jupyter"][key], f"{where}: {key} {svc.get(key)!r} is not the lab's image"
     cmd = command(svc)
-    assert cmd[:3] == ["python", "-m", "lab.proxy"], f"{where}: command {cmd} does not run python -m lab.proxy"
+    assert cmd[:3] == ["python", "-m", "lab.broker.proxy"], f"{where}: command {cmd} does not run python -m lab.broker.proxy"
     listen, control = option(cmd, "--listen"), option(cmd, "--control")
     assert listen and listen.isdigit() and control and control.isdigit() and listen != control, (
         f"{where}: --listen {listen!r} / --control {control!r} must be two fixed ports (other containers name them)")
@@ -766,7 +766,7 @@ def test_the_proxy_healthcheck_runs(tmp_path):
     """The healthcheck's own Python, against a proxy of the lab on 127.0.0.1 (its control port is swapped in)."""
     from tests.unit.test_proxy import start_proxy, wait_ready
 
-    from lab import processes
+    from lab.host import processes
 
     svc = services()[PROXY]
     test = svc["healthcheck"]["test"]
@@ -914,7 +914,7 @@ def test_the_devcontainer_builds_the_labs_image():
 
 
 def test_the_devcontainer_forwards_jupyters_port_and_the_spark_ui():
-    from lab.spark import UI_BASE_PORT, UI_PORT_RETRIES
+    from lab.spark.session import UI_BASE_PORT, UI_PORT_RETRIES
 
     doc, where = devcontainer(), rel(DEVCONTAINER)
     compose_port = option(command(services()["jupyter"]), "--port")
@@ -933,7 +933,7 @@ def test_the_devcontainer_forwards_jupyters_port_and_the_spark_ui():
     assert compose_port in attrs, f"{where}: no portsAttributes for JupyterLab's port {compose_port}"
     ui_range = f"{UI_BASE_PORT}-{UI_BASE_PORT + UI_PORT_RETRIES}"
     assert ui_range in attrs, (
-        f"{where}: portsAttributes lacks {ui_range!r}, the ports a driver's Spark UI binds (lab.spark.UI_BASE_PORT "
+        f"{where}: portsAttributes lacks {ui_range!r}, the ports a driver's Spark UI binds (lab.spark.session.UI_BASE_PORT "
         f"and spark.port.maxRetries), has {sorted(attrs)}")
 
 

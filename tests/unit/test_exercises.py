@@ -6,8 +6,8 @@ import pytest
 
 from lab.config import make_config
 from lab.errors import LabError
-from lab.exercises import EXERCISES, exercise, for_notebook, markdown
-from lab.expectations import EXPECTATIONS
+from lab.lessons.exercises import EXERCISES, exercise, for_notebook, markdown
+from lab.audit.expectations import EXPECTATIONS
 from tests.conftest import ROOT
 
 TOPICS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -22,7 +22,7 @@ def test_every_notebook_ends_with_its_exercises(path):
     exs = for_notebook(path.stem)
     assert 2 <= len(exs) <= 3
     last_md = [c for c in cells(path) if c["cell_type"] == "markdown"][-1]
-    assert "".join(last_md["source"]) == markdown(path.stem), "regenerate the Exercises cell from lab.exercises"
+    assert "".join(last_md["source"]) == markdown(path.stem), "regenerate the Exercises cell from lab.lessons.exercises"
 
 
 @pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)

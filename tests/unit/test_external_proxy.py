@@ -1,17 +1,21 @@
 """A Kafka of one's own behind a lab proxy (``LAB_KAFKA_BOOTSTRAP`` + ``LAB_KAFKA_PROXY``): the docker-compose stack.
 
 No broker and no JVM: the bootstrap is a plain listening socket (``check_reachable`` only
-connects) and the proxy is ``python -m lab.proxy`` in front of test_proxy's fake broker.
+connects) and the proxy is ``python -m lab.broker.proxy`` in front of test_proxy's fake broker.
 """
 
 import socket
 
 import pytest
 
-from lab import broker, external_broker, processes, proxy, shared_broker
+from lab.broker import embedded as broker
+from lab.broker import external as external_broker
+from lab.host import processes
+from lab.broker import proxy
+from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.errors import LabError
-from lab.injector import FaultInjector
+from lab.run.injector import FaultInjector
 from tests.unit.test_injector import Driver, Timeline
 from tests.unit.test_proxy import FakeBroker, start_proxy, wait_ready
 

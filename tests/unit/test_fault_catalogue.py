@@ -8,7 +8,7 @@ from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults import FAULTS, POINTS, check_plan, faults_for, parse_fault_plan, points_for
-from lab.pipelines.registry import PIPELINES
+from lab.registry import PIPELINES
 from tests.conftest import ROOT
 
 

@@ -1,9 +1,9 @@
-"""lab/fencing.py without a broker: what it refuses, and its result's table."""
+"""lab/lessons/fencing.py without a broker: what it refuses, and its result's table."""
 
 import pytest
 
-from lab import fencing
-from lab.broker import BrokerInfo
+from lab.lessons import fencing
+from lab.broker.embedded import BrokerInfo
 from lab.errors import LabError
 
 

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import flink_env, flink_settings
+from lab.flink import env as flink_env
+from lab.flink import settings as flink_settings
 from lab.config import make_config
 from lab.errors import LabError
-from lab.flink_audit import predict
+from lab.audit.flink_replay import predict
 
 DATA = Path(__file__).parent / "data"
 
@@ -115,10 +116,10 @@ def test_lab_doctor_shows_a_missing_flink_environment_as_optional(tmp_path, monk
 
 
 def test_the_engines_grid_is_valid_and_each_row_has_its_own_label(runs_dir):
-    from lab.matrix import load_grid
-    from lab.semantics_grid import deployment
+    from lab.matrix.grid import TEMPLATES, load_grid
+    from lab.matrix.semantics import deployment
 
-    grid = load_grid(Path(flink_env.__file__).parent / "templates" / "engines_grid.yaml")
+    grid = load_grid(TEMPLATES / "engines_grid.yaml")
     assert [s.expect for s in grid.scenarios] == ["exactly-once", "exactly-once", "at-least-once", "exactly-once",
                                                   "exactly-once"]
     labels = [deployment(s.params["pipeline"], "topic", make_config(**s.params).settings) for s in grid.scenarios]

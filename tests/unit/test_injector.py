@@ -4,7 +4,7 @@ import pytest
 
 from lab.config import make_config
 from lab.errors import LabError
-from lab.injector import FaultInjector
+from lab.run.injector import FaultInjector
 
 
 class Timeline:

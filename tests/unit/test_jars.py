@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import jars
+from lab.host import jars
 from lab.errors import LabError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,13 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from lab import topic_sink
-from lab.auditor import LedgerView, audit_core
+from lab.sinks import topic as topic_sink
+from lab.audit.auditor import LedgerView, audit_core
 from lab.config import make_config
 from lab.errors import LabError
-from lab.kafka_read import NotALabEvent, event_fields
+from lab.kafka.read import NotALabEvent, event_fields
 from lab.pipelines.kafka_eos import batch_from_metadata, batch_metadata, transactional_id, transform
-from lab.sinks import SinkSpec, open_sink, sink_spec_for_run
+from lab.sinks.reader import open_sink
+from lab.sinks.spec import SinkSpec, sink_spec_for_run
 
 EVENT = b'{"id":"0b6e2a4c-1111-4222-8333-944455556666","seq":17,"key":"k03","event_time_ms":1700000000000}'
 

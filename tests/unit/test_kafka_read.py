@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.kafka_read import (COLUMNS, ROW_COLUMNS, NotALabEvent, arrow_chunks, arrow_events, event_fields,
+from lab.kafka.read import (COLUMNS, ROW_COLUMNS, NotALabEvent, arrow_chunks, arrow_events, event_fields,
                             record_row, rows_of_arrow)
 
 UUID = "0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab"
@@ -51,7 +51,7 @@ def test_a_record_that_is_not_an_event_is_named_by_partition_and_offset(value):
 
 
 def test_the_row_is_the_sinks_row_layout():
-    from lab.sinks import _schema_sql
+    from lab.sinks.database import _schema_sql
 
     assert ROW_COLUMNS == ("event_id", "seq", "partition", "offset")
     # The sink stores (event_id, seq, partition, kafka_offset) in that order.
@@ -106,7 +106,7 @@ def test_arrow_chunks_batch_the_polls_to_at_least_chunk_rows():
 def test_workers_import_it_without_pyspark():
     import subprocess
 
-    code = ("import sys, lab.kafka_read, lab.pipelines.tasks; "
+    code = ("import sys, lab.kafka.read, lab.pipelines.tasks; "
             "print(sorted(m for m in ('pyspark', 'kafka', 'pyarrow', 'psutil') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

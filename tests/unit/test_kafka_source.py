@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lab.kafka_source import ISOLATION_LEVELS, _Options
+from lab.spark.kafka_source import ISOLATION_LEVELS, _Options
 from lab.pipelines.structured import Checkpoint
 
 

@@ -1,4 +1,4 @@
-"""The formatted one-node template and its copies (lab.kafka_template), without a JVM."""
+"""The formatted one-node template and its copies (lab.broker.template), without a JVM."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from lab import kafka_template
+from lab.broker import template as kafka_template
 from lab.errors import LabError
 
 META = "#\n#Tue Nov 24 05:59:43 UTC 2026\nnode.id=1\ndirectory.id=B7jVW9S8TJu7pkpQNA7ZAQ\nversion=1\ncluster.id=OLD\n"
@@ -106,7 +106,7 @@ def test_a_first_start_clears_what_an_earlier_broker_left_unless_one_runs_on_it(
     import subprocess
     import sys
 
-    from lab.kafka_broker import clear_stale
+    from lab.broker.apache import clear_stale
 
     node, other = tmp_path / "node-1", tmp_path / "node-2"
     assert clear_stale([node]) == 0  # nothing there yet

@@ -1,9 +1,9 @@
-"""Which shared broker a matrix row gets (lab.matrix_brokers), without starting one."""
+"""Which shared broker a matrix row gets (lab.matrix.brokers), without starting one."""
 
 import json
 
-from lab.broker import BrokerInfo
-from lab.matrix_brokers import SharedBrokers, row_broker
+from lab.broker.embedded import BrokerInfo
+from lab.matrix.brokers import SharedBrokers, row_broker
 
 SINGLE = BrokerInfo(bootstrap="127.0.0.1:1", product="apache-kafka", broker_pid=11, proxy_pid=12)
 CLUSTER = BrokerInfo(bootstrap="127.0.0.1:2,127.0.0.1:3", product="apache-kafka", detached=True, controller_pid=21)
@@ -49,7 +49,7 @@ def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_mat
     import pytest
 
     from lab.errors import LabError
-    from lab.matrix_brokers import _BrokerStart
+    from lab.matrix.brokers import _BrokerStart
 
     for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
         monkeypatch.delenv(var, raising=False)
@@ -66,7 +66,7 @@ def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_mat
 
 def test_a_deferred_cluster_starts_once_and_only_when_a_row_needs_it(tmp_path, monkeypatch):
     """start_cluster() starts the planned cluster's thread once (the lane calls it when it starts)."""
-    from lab import matrix_brokers
+    from lab.matrix import brokers as matrix_brokers
 
     started = []
 

@@ -1,4 +1,4 @@
-"""Which matrix rows run beside the others (lab.matrix_lane), and the lane's protocol with a fake runner."""
+"""Which matrix rows run beside the others (lab.matrix.lane), and the lane's protocol with a fake runner."""
 
 import threading
 import time
@@ -6,9 +6,9 @@ import time
 import pytest
 
 from lab.errors import LabError
-from lab.matrix import Scenario
-from lab.matrix_brokers import SharedBrokers
-from lab.matrix_lane import Lane, beside, split
+from lab.matrix.runner import Scenario
+from lab.matrix.brokers import SharedBrokers
+from lab.matrix.lane import Lane, beside, split
 
 CLUSTER_ROW = {"pipeline": "plain", "nodes": 3, "faults": "follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s"}
 

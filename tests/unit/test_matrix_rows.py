@@ -1,4 +1,4 @@
-"""lab.matrix_rows: a row started ahead waits for its turn file (LAB_ROW_AHEAD switches it); an interrupt ends rows."""
+"""lab.matrix.rows: a row started ahead waits for its turn file (LAB_ROW_AHEAD switches it); an interrupt ends rows."""
 
 import subprocess
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lab import matrix_rows
+from lab.matrix import rows as matrix_rows
 from lab.errors import LabError
 
 

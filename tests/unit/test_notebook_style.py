@@ -60,7 +60,7 @@ def test_interactive_means_the_same_everywhere(path):
 def test_shown_code_regions_exist(path):
     import re
 
-    from lab.code_view import lessons
+    from lab.lessons.code import lessons
 
     names = {m for src in _code(path) for m in re.findall(r'nb\.show_code\("([a-z0-9-]+)"\)', src)}
     assert names <= set(lessons()), names - set(lessons())

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lab.errors import LabError
-from lab.predictions import (GUARANTEES, TOPIC_OUTCOMES, Prediction, check_given, freeze, judge, record, score,
+from lab.audit.predictions import (GUARANTEES, TOPIC_OUTCOMES, Prediction, check_given, freeze, judge, record, score,
                              topic_outcome_of)
 
 
@@ -73,7 +73,7 @@ def test_the_verdict_is_recorded_next_to_the_run(tmp_path):
 
 
 def test_sheet_takes_its_own_keys_and_freezes_once():
-    from lab.predict_ui import predict
+    from lab.views.predict import predict
 
     sheet = predict(["a", "b"], {"a": "at-least-once", "other cell": "exactly-once"}, interactive=False)
     first = sheet.freeze()
@@ -82,7 +82,7 @@ def test_sheet_takes_its_own_keys_and_freezes_once():
 
 
 def test_buttons_lock_when_frozen():
-    from lab.predict_ui import predict
+    from lab.views.predict import predict
 
     sheet = predict(["a"], None, interactive=False)
     box = sheet.widget()
@@ -94,7 +94,7 @@ def test_buttons_lock_when_frozen():
 
 
 def test_predictions_must_be_a_mapping_of_known_outcomes():
-    from lab.predictions import check_mapping
+    from lab.audit.predictions import check_mapping
 
     with pytest.raises(LabError, match=r"must be a mapping.*got str.*-y 'PREDICTIONS"):
         check_mapping('{"reliable, WAL": "at-least-once"}')  # what papermill's -p passes

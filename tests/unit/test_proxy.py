@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from lab import processes, proxy
+from lab.host import processes
+from lab.broker import proxy
 
 
 class FakeBroker:
@@ -67,9 +68,9 @@ def request(conn, api_key, corr):
 
 
 def start_proxy(tmp_path, *args):
-    """Start ``python -m lab.proxy`` with ``args`` and a ready file; return the process and the ready file."""
+    """Start ``python -m lab.broker.proxy`` with ``args`` and a ready file; return the process and the ready file."""
     ready = tmp_path / "ready.json"
-    p = processes.spawn([sys.executable, "-m", "lab.proxy", "--ready-file", ready, *args], log_path=tmp_path / "proxy.log")
+    p = processes.spawn([sys.executable, "-m", "lab.broker.proxy", "--ready-file", ready, *args], log_path=tmp_path / "proxy.log")
     return p, ready
 
 
@@ -232,7 +233,7 @@ def _listening_addresses(pid: int) -> set[str]:
 
 
 def test_host_aware_control_against_a_proxy_started_with_host(tmp_path):
-    """``python -m lab.proxy --host 127.0.0.1`` (port 0), driven through ``control(..., host=...)``."""
+    """``python -m lab.broker.proxy --host 127.0.0.1`` (port 0), driven through ``control(..., host=...)``."""
     upstream = FakeBroker()
     p, ready = start_proxy(tmp_path, "--host", "127.0.0.1", "--listen", 0, "--control", 0,
                            "--upstream", f"127.0.0.1:{upstream.port}")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from lab import events as ev
-from lab.kafka_read import NotALabEvent
+from lab.kafka.read import NotALabEvent
 from lab.pipelines.receiver_commits import GroupOffsets
 from lab.pipelines.receiver_epoch import Epoch, decode_line, line_key, record_line
 

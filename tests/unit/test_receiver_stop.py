@@ -103,6 +103,6 @@ def test_a_recovered_driver_waits_for_the_pending_batches_its_earlier_attempt_le
 
 def test_the_stops_waits_and_sparks_graceful_fallback_stay_within_the_supervisors_grace():
     # The stop's waits and Spark's graceful fallback (10 s at 0.5 s batches) stay within the supervisor's grace.
-    from lab.supervisor import STOP_GRACE_S
+    from lab.run.supervisor import STOP_GRACE_S
 
     assert FINISH_WAIT_S + 10 < STOP_GRACE_S

@@ -2,7 +2,7 @@
 
 import re
 
-from lab.reference import INDEX, PLOTLY_JS, key, notebooks, remove_unused_css, share_css, share_plotly, source_digest, stale
+from lab.lessons.reference import INDEX, PLOTLY_JS, key, notebooks, remove_unused_css, share_css, share_plotly, source_digest, stale
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference"
@@ -96,7 +96,7 @@ def test_one_notebook_is_rebuilt_and_the_others_kept(tmp_path):
     import pytest
 
     from lab.errors import LabError
-    from lab.reference import build
+    from lab.lessons.reference import build
 
     nb_dir, artifacts, out = tmp_path / "notebooks", tmp_path / "artifacts" / "notebooks", tmp_path / "ref"
     nb_dir.mkdir()

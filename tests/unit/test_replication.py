@@ -3,12 +3,12 @@
 import pandas as pd
 import pytest
 
-from lab import kafka_cluster
+from lab.broker import cluster as kafka_cluster
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults import check_plan, parse_fault_plan
-from lab.replication_watch import changes, partition_states
-from lab.topic_audit import LOST_COLUMNS, topic_audit_core
+from lab.kafka.replication import changes, partition_states
+from lab.audit.topic import LOST_COLUMNS, topic_audit_core
 
 
 def props(text: str) -> dict:
@@ -109,7 +109,7 @@ def test_an_isr_trigger_names_its_valid_range(monkeypatch):
 def test_a_poll_that_loses_its_broker_is_empty_and_other_errors_still_raise():
     from kafka.errors import KafkaConnectionError, UnsupportedVersionError
 
-    from lab.kafka_tools import poll_records
+    from lab.kafka.tools import poll_records
 
     class Consumer:
         def __init__(self, error):

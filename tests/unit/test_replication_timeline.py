@@ -3,9 +3,12 @@
 import pandas as pd
 import pytest
 
-from lab import expectations, matrix, matrix_table, plots
-from lab.replication_claims import claim
-from lab.replication_watch import leaderless_s, node_down_intervals, replica_intervals
+from lab.audit import expectations
+from lab.matrix import runner as matrix
+from lab.matrix import table as matrix_table
+from lab.views import plots
+from lab.audit.claims import claim
+from lab.kafka.replication import leaderless_s, node_down_intervals, replica_intervals
 
 
 def state(t, p, leader, isr, epoch=0):
@@ -92,7 +95,7 @@ def test_the_default_grid_cluster_rows_expect_what_the_documentation_says():
 
 
 def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
-    from lab.report import matrix_view, table_html
+    from lab.matrix.report import matrix_view, table_html
 
     rows = pd.DataFrame([
         # the sink read the events before the truncation: exactly once there, 600 gone from the topic
@@ -113,7 +116,7 @@ def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
 
 
 def test_a_prediction_is_right_only_when_it_says_what_the_final_read_measured():
-    from lab.replication_ui import PREDICTIONS, prediction_right
+    from lab.views.replication_picker import PREDICTIONS, prediction_right
 
     lost, none = PREDICTIONS  # "none lost" contains the word "lost": the choice itself decides
     assert prediction_right(lost, 600) and not prediction_right(lost, 0)

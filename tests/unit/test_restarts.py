@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.restarts import Restart, driver_restarts, restart_line
+from lab.audit.restarts import Restart, driver_restarts, restart_line
 
 T0 = 1_000.0
 
@@ -75,7 +75,7 @@ def test_lab_runs_table_gives_each_restarts_time():
 
 
 def test_the_timeline_shades_each_restart_and_writes_its_time():
-    from lab.plots import timeline
+    from lab.views.plots import timeline
 
     fig = timeline(CRASHED)
     shaded = [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"]
@@ -97,8 +97,8 @@ def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
     import json
 
     from lab.config import make_config
-    from lab.run_report import RunStatus
-    from lab.ui import Panel, LiveCounts
+    from lab.run.result import RunStatus
+    from lab.views.panel import Panel, LiveCounts
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -115,7 +115,7 @@ def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
         def stop(self):
             pass
 
-    monkeypatch.setattr("lab.ui.live_counts", lambda run, st: LiveCounts(10, 10, 10, 0, 0, 0, 10, 10, 4, 1, False))
+    monkeypatch.setattr("lab.views.panel.live_counts", lambda run, st: LiveCounts(10, 10, 10, 0, 0, 0, 10, 10, 4, 1, False))
     panel.run = Finished()
     try:
         panel._refresh(RunStatus(11.0, 10, 10, True, 4, 1, True, {}, {}, finished=False))
@@ -139,7 +139,7 @@ def test_notebook_06s_recovery_time_is_the_first_restarts():
 
 
 def test_a_restart_cell_reads_the_reports_list_or_its_json_text_and_is_empty_without_one():
-    from lab.restarts import restart_cell
+    from lab.audit.restarts import restart_cell
 
     assert restart_cell([2.884]) == "2.9"
     assert restart_cell("[null, 4.06]") == "no batch, 4.1"
@@ -151,8 +151,9 @@ def test_a_restart_cell_reads_the_reports_list_or_its_json_text_and_is_empty_wit
 def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_into_both_views(tmp_path):
     import json
 
-    from lab import matrix, matrix_table
-    from lab.report import matrix_view, read_results, table_html
+    from lab.matrix import runner as matrix
+    from lab.matrix import table as matrix_table
+    from lab.matrix.report import matrix_view, read_results, table_html
 
     grid = matrix.Grid([matrix.Scenario("crash twice", {"pipeline": "structured"}, 1, "exactly-once"),
                         matrix.Scenario("no crash", {"pipeline": "direct"}, 1, "exactly-once"),
@@ -176,8 +177,8 @@ def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_
 
 
 def test_a_results_table_from_before_the_restart_column_still_renders():
-    from lab import matrix_table
-    from lab.report import matrix_view, read_results, table_html
+    from lab.matrix import table as matrix_table
+    from lab.matrix.report import matrix_view, read_results, table_html
     from tests.conftest import ROOT
 
     old = read_results(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")

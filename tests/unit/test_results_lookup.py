@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab import report
+from lab.matrix import report
 from lab.errors import LabError
 
 
@@ -57,8 +57,8 @@ def test_a_fresh_clone_reads_the_committed_reference_last(project):
 def test_the_reference_in_this_checkout_is_a_real_default_matrix():
     import json
 
-    from lab.matrix import load_grid
-    from lab.report import read_results
+    from lab.matrix.runner import load_grid
+    from lab.matrix.report import read_results
 
     root = report.project_root()
     table = read_results(root / report.REFERENCE_RESULTS)

@@ -1,4 +1,4 @@
-"""When a run may end (lab.run_end): the no-more-batches rule fires only when no batch can come.
+"""When a run may end (lab.run.end): the no-more-batches rule fires only when no batch can come.
 
 Pure apart from the topic's end offsets and the ledger, which are replaced by
 fixed values; the clock is a fake one the tests move.
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from lab import events as ev
-from lab import run_end
+from lab.run import end as run_end
 from lab.faults import parse_fault_plan
 
 END = {0: 10, 1: 10}

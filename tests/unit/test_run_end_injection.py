@@ -6,7 +6,7 @@ import pytest
 
 from lab.config import make_config
 from lab.errors import LabError
-from lab.supervisor import Run
+from lab.run.supervisor import Run
 
 
 class Injector:
@@ -59,8 +59,8 @@ def test_the_status_says_when_the_run_has_ended(tmp_path):
 
 
 def test_the_panel_greys_its_fault_buttons_once_the_run_has_ended(tmp_path, monkeypatch):
-    from lab.run_report import RunStatus
-    from lab.ui import Panel
+    from lab.run.result import RunStatus
+    from lab.views.panel import Panel
 
     panel = Panel(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)),
                   refresh_s=0.01)
@@ -93,7 +93,7 @@ def test_the_panel_greys_its_fault_buttons_once_the_run_has_ended(tmp_path, monk
 
 
 def test_a_refused_press_shows_one_line_in_the_panel(tmp_path):
-    from lab.ui import Panel
+    from lab.views.panel import Panel
 
     panel = Panel(make_config(pipeline="structured", sink="idempotent", events=10, runs_dir=str(tmp_path)))
     shown = []

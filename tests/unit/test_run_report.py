@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from lab import kafka_tools
+from lab.kafka import tools as kafka_tools
 from lab.config import RunConfig
-from lab.run_report import completed_ends, in_flight_positions, start_topic_read
+from lab.run.result import completed_ends, in_flight_positions, start_topic_read
 
 
 def test_receiver_style_progress_ahead_of_output_is_capped_at_completed_batches():

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from lab import semantics_grid as sg
+from lab.matrix import semantics as sg
 from lab.config import make_config
 from lab.faults import FAULT_KINDS
-from lab.report import matrix_view, read_results
+from lab.matrix.report import matrix_view, read_results
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -163,7 +163,7 @@ def test_an_error_row_is_the_worst_colour():
 
 
 def test_the_figure_draws_every_cell():
-    from lab.plots import semantics_grid
+    from lab.views.plots import semantics_grid
 
     view = matrix_view(read_results(DATA / "matrix_with_wrong_row.csv"))
     fig = semantics_grid(sg.build_grid(view))
@@ -205,8 +205,8 @@ def test_notebook_results_take_the_documented_claim():
 def test_the_recomputed_guarantee_is_the_auditors(lost, duplicated, unexpected, unseen):
     from dataclasses import MISSING, fields
 
-    from lab.auditor import Audit
-    from lab.report import guarantee_of
+    from lab.audit.auditor import Audit
+    from lab.matrix.report import guarantee_of
 
     counts = dict(lost=lost, duplicated=duplicated, unexpected=unexpected, unseen=unseen)
     required = {f.name: 0 for f in fields(Audit) if f.default is MISSING and f.default_factory is MISSING}

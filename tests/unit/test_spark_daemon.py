@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from lab.spark_daemon import import_ahead, is_spark_zip, without_spark_zips
+from lab.spark.daemon import import_ahead, is_spark_zip, without_spark_zips
 
 
 def test_only_sparks_two_zips_are_taken_off_the_path_in_order():
@@ -29,13 +29,13 @@ def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_p
                               cwd=tmp_path).stdout.strip()
 
     assert "pyspark.zip" in pyspark_file("pass")  # as Spark's own daemon starts
-    assert pyspark_file("from lab import spark_daemon; spark_daemon.main()") == pyspark.__file__
+    assert pyspark_file("from lab.spark import daemon as spark_daemon; spark_daemon.main()") == pyspark.__file__
 
 
 def test_the_daemon_imports_the_named_modules_before_it_forks_and_leaves_a_failure_to_the_worker(tmp_path):
     """With ``LAB_WORKER_IMPORTS`` the modules are loaded when ``pyspark.daemon`` starts; a bad name does not stop it."""
     probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks', 'pandas') "
-             "if m in sys.modules)); from lab import spark_daemon; spark_daemon.main()")
+             "if m in sys.modules)); from lab.spark import daemon as spark_daemon; spark_daemon.main()")
     env = dict(os.environ, LAB_WORKER_IMPORTS="lab.sinks, pandas,no_such_module_xyz")
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                           cwd=tmp_path)
@@ -58,10 +58,10 @@ def test_the_imports_ahead_leave_the_daemon_with_one_thread_and_its_stdout_clean
 
     A module that prints while imported must not reach stdout, where the daemon writes its port.
     """
-    from lab.spark import SQL_WORKER_IMPORTS
+    from lab.spark.session import SQL_WORKER_IMPORTS
 
     (tmp_path / "noisy_module_xyz.py").write_text("print('hello from an import')\n")
-    probe = ("import runpy; from lab import spark_daemon; "
+    probe = ("import runpy; from lab.spark import daemon as spark_daemon; "
              "runpy.run_module = lambda *a, **k: print(spark_daemon.other_threads()); spark_daemon.main()")
     env = dict(os.environ, OMP_NUM_THREADS="1", LAB_WORKER_IMPORTS=",".join(SQL_WORKER_IMPORTS + ("noisy_module_xyz",)),
                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))

@@ -9,11 +9,11 @@ import pytest
 from lab import events as ev
 from lab.cli import _echo_event, _parser
 from lab.config import RunConfig, make_config
-from lab.driver import DriverContext
+from lab.pipelines.driver import DriverContext
 from lab.errors import LabError
 from lab.events import read_events
-from lab.pipelines.registry import PIPELINES
-from lab.spark import UI_BASE_PORT, UI_TABS, run_wants_ui, session_conf, ui_hint
+from lab.registry import PIPELINES
+from lab.spark.session import UI_BASE_PORT, UI_TABS, run_wants_ui, session_conf, ui_hint
 
 URL = f"http://127.0.0.1:{UI_BASE_PORT + 1}"
 
@@ -133,7 +133,7 @@ def ui_events(run_dir) -> list[dict]:
 @pytest.fixture
 def a_ui(monkeypatch):
     """This process plays a driver whose SparkContext has its UI at ``URL``."""
-    monkeypatch.setattr("lab.spark.ui_url", lambda: URL)
+    monkeypatch.setattr("lab.spark.session.ui_url", lambda: URL)
 
 
 def test_a_driver_started_now_says_where_its_ui_is_once_its_session_is_up(no_ui_env, tmp_path, monkeypatch, a_ui):

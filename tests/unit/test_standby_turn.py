@@ -1,4 +1,4 @@
-"""A standby driver's turn (lab.driver.DriverContext.await_turn), without a JVM: it waits, then reads the run as it is."""
+"""A standby driver's turn (lab.pipelines.driver.DriverContext.await_turn), without a JVM: it waits, then reads the run as it is."""
 
 import json
 import threading
@@ -6,7 +6,7 @@ import time
 
 from lab import events as ev
 from lab.config import make_config
-from lab.driver import DriverContext
+from lab.pipelines.driver import DriverContext
 from lab.events import EventLog, read_events
 
 

@@ -2,12 +2,12 @@
 
 import pytest
 
-from lab import class_archive
-from lab.batch_sizing import default_max_batch
+from lab.spark import archive as class_archive
+from lab.config import default_max_batch
 from lab.config import make_config
 from lab.errors import LabError
-from lab.spark import driver_java_options
-from lab.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
+from lab.spark.session import driver_java_options
+from lab.tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
 
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
@@ -25,8 +25,8 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
 
 
 def test_spark_sql_runs_interpreted_unless_code_generation_is_switched_on(tmp_path, monkeypatch):
-    from lab.spark import session_conf
-    from lab.start_tuning import NO_CODEGEN_CONF
+    from lab.spark.session import session_conf
+    from lab.tuning import NO_CODEGEN_CONF
 
     monkeypatch.delenv("LAB_CODEGEN", raising=False)
     conf = session_conf("local[2]", tmp_path, "a")
@@ -47,7 +47,7 @@ def test_the_flink_jobs_jvm_gets_the_users_flags_then_the_labs_then_its_tmpdir(t
 
 
 def test_executors_get_their_flags_and_the_runs_temporary_directory(tmp_path, monkeypatch):
-    from lab.spark import session_conf
+    from lab.spark.session import session_conf
 
     key = "spark.executor.extraJavaOptions"
     monkeypatch.delenv("LAB_EXECUTOR_JVM_OPTIONS", raising=False)
@@ -58,16 +58,16 @@ def test_executors_get_their_flags_and_the_runs_temporary_directory(tmp_path, mo
 
 
 def test_spark_starts_the_python_worker_daemon_the_switch_names(tmp_path, monkeypatch):
-    from lab.spark import session_conf
+    from lab.spark.session import session_conf
 
     monkeypatch.delenv("LAB_WORKER_DAEMON", raising=False)
-    assert session_conf("local[2]", tmp_path, "a")["spark.python.daemon.module"] == "lab.spark_daemon"
+    assert session_conf("local[2]", tmp_path, "a")["spark.python.daemon.module"] == "lab.spark.daemon"
     monkeypatch.setenv("LAB_WORKER_DAEMON", "pyspark")
     assert "spark.python.daemon.module" not in session_conf("local[2]", tmp_path, "a")  # Spark's own: pyspark.daemon
 
 
 def test_the_daemon_is_told_the_workers_imports_unless_preloading_is_off(tmp_path, monkeypatch):
-    from lab.spark import SQL_WORKER_IMPORTS, session_conf
+    from lab.spark.session import SQL_WORKER_IMPORTS, session_conf
 
     key = "spark.executorEnv.LAB_WORKER_IMPORTS"
     for var in ("LAB_WORKER_DAEMON", "LAB_WORKER_PRELOAD"):

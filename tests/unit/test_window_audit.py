@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lab.window_audit import EventTimes, batch_of, late_mask, window_audit_core
+from lab.audit.window import EventTimes, batch_of, late_mask, window_audit_core
 
 W = 10_000  # a 10 s window, in ms
 
@@ -63,7 +63,7 @@ def test_a_window_with_nothing_owed_and_nothing_stored_is_no_window(measured):
 
 
 def test_late_events_are_drawn_from_their_own_stream_and_stamped_in_the_past():
-    from lab.producer import LateEvents
+    from lab.run.producer import LateEvents
 
     never, always = LateEvents(1, 0.0, 60), LateEvents(1, 1.0, 60)
     assert never.event_time_ms(1000.5) == 1_000_500
@@ -77,7 +77,7 @@ def test_late_events_are_drawn_from_their_own_stream_and_stamped_in_the_past():
 
 
 def test_the_per_event_audit_counts_late_events_as_dropped_not_lost():
-    from lab.auditor import LedgerView, audit_core
+    from lab.audit.auditor import LedgerView, audit_core
 
     ledger = LedgerView(seq=np.arange(4), event_id=np.array(["a", "b", "c", "d"], dtype=object),
                         partition=np.zeros(4, dtype=np.int64), kafka_offset=np.arange(4))

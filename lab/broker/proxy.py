@@ -1,0 +1,455 @@
+"""A Kafka-protocol-aware TCP proxy between every client and the broker.
+
+The broker advertises the proxy's address, so producers, the pipelines and
+Spark tasks all connect through it. The proxy reads Kafka's framing
+(4-byte length, then for requests ``api_key, api_version, correlation_id``;
+for responses ``correlation_id``) so it can drop exactly the responses to
+produce requests.
+
+Faults it carries out for real:
+
+``cut``       close every client connection and refuse new ones for N seconds
+              (a broker outage as the clients see it; the broker keeps its data).
+``ack-loss``  forward produce requests to the broker, then drop their responses,
+              for N seconds or for the next N produce responses; the producer
+              times out and retries a record the broker already has.
+``hold``      keep every request for N seconds before forwarding it (connections
+              stay open). In front of a broker's inter-broker listener this holds
+              back its followers' fetches: the ``follower-lag`` fault of a cluster
+              (:mod:`lab.broker.cluster`).
+
+Start
+-----
+``python -m lab.broker.proxy [--host H] [--listen P] [--control C] [--upstream HOST:PORT] [--ready-file PATH]``
+
+The proxy binds both of its ports itself on ``--host`` (default 127.0.0.1):
+``--listen`` (clients; default 0) and ``--control`` (commands; default 0), where
+0 lets the OS choose. No one picks a port for it, so no other process can take
+the port between the choice and the bind. The control port takes commands from
+anyone who can connect, so the lab binds loopback only; another address (e.g.
+``0.0.0.0``) belongs inside a container network whose ports are not published
+(``docker-compose.yml``'s ``kafka-proxy``). Once both servers listen it writes ``PATH`` as one JSON
+object, atomically (a temporary file in the same directory, then
+``os.replace``), so a reader never sees half of it::
+
+    {"pid": 4242, "listen": 40123, "control": 40124}
+
+When a port cannot be bound (an asked-for ``--listen`` port already in use),
+it prints one line ``lab proxy: cannot listen on H:P (clients): <reason>``
+to stderr, writes no ready file and exits with status :data:`EXIT_CANNOT_BIND`.
+
+``--upstream`` may be left out: the broker is usually started after the proxy,
+because it must advertise the proxy's port. Until an upstream is set, every
+client connection is refused (aborted at once), as during a ``cut``.
+
+Control protocol
+----------------
+One JSON object per line on the control port; each gets one JSON line back,
+``{"ok": true, <status>}`` or ``{"ok": false, "error": "<one line>"}``:
+
+``{"cmd": "upstream", "host": "127.0.0.1", "port": N}``
+    Forward new client connections to ``host:port`` (``host`` defaults to
+    127.0.0.1). Connections already open keep their broker.
+``{"cmd": "cut", "seconds": 3}``
+    Close every client connection and refuse new ones for that long.
+``{"cmd": "ack_loss", "seconds": 2, "count": null}``
+    Drop the next ``count`` produce responses, or all for ``seconds`` (default 3).
+``{"cmd": "hold", "seconds": 5}``
+    Forward no request for that long; held requests go on, in order, when it ends.
+``{"cmd": "heal"}``
+    End any cut, ack loss or hold now.
+``{"cmd": "status"}``
+    Nothing changes; the reply carries the status only.
+
+The status fields: ``upstream`` (``"host:port"`` or null), ``cut_for_s``,
+``ack_loss_for_s``, ``ack_loss_left``, ``hold_for_s``, ``held_requests``, ``open_connections``, ``accepted``,
+``refused``, ``produce_requests``, ``dropped_responses``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+
+from lab.errors import LabError
+
+PRODUCE_API_KEY = 0
+
+#: Exit status when a port cannot be bound (EX_UNAVAILABLE of sysexits.h), so whoever
+#: started the proxy can tell a taken port from a crash (Python's status 1).
+EXIT_CANNOT_BIND = 69
+
+
+class ProxyState:
+    """Fault switches and counters; only touched from the event loop thread."""
+
+    def __init__(self, upstream: tuple[str, int] | None = None) -> None:
+        self.upstream = upstream
+        self.cut_until = 0.0
+        self.ack_loss_until = 0.0
+        self.ack_loss_left = 0
+        self.hold_until = 0.0
+        self.held_requests = 0
+        self.connections: set[asyncio.StreamWriter] = set()
+        self.accepted = 0
+        self.refused = 0
+        self.dropped_responses = 0
+        self.produce_requests = 0
+
+    def cutting(self) -> bool:
+        return time.monotonic() < self.cut_until
+
+    def take_ack(self) -> bool:
+        """True if this produce response must be dropped."""
+        if self.ack_loss_left:
+            self.ack_loss_left -= 1
+            return True
+        return time.monotonic() < self.ack_loss_until
+
+    def status(self) -> dict:
+        now = time.monotonic()
+        return {
+            "upstream": f"{self.upstream[0]}:{self.upstream[1]}" if self.upstream else None,
+            "cut_for_s": round(max(0.0, self.cut_until - now), 3),
+            "ack_loss_for_s": round(max(0.0, self.ack_loss_until - now), 3),
+            "ack_loss_left": self.ack_loss_left,
+            "hold_for_s": round(max(0.0, self.hold_until - now), 3),
+            "held_requests": self.held_requests,
+            "open_connections": len(self.connections),
+            "accepted": self.accepted,
+            "refused": self.refused,
+            "produce_requests": self.produce_requests,
+            "dropped_responses": self.dropped_responses,
+        }
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        head = await reader.readexactly(4)
+        (size,) = struct.unpack(">i", head)
+        return head + await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+
+
+async def _pipe_requests(reader, writer, pending: dict, state: ProxyState) -> None:
+    while True:
+        frame = await _read_frame(reader)
+        if frame is None:
+            return
+        if len(frame) >= 12:
+            api_key, _version, correlation = struct.unpack(">hhi", frame[4:12])
+            pending[correlation] = api_key
+            if api_key == PRODUCE_API_KEY:
+                state.produce_requests += 1
+        if time.monotonic() < state.hold_until:
+            state.held_requests += 1
+            # Re-read each time: a heal ends the hold early, a new hold extends it.
+            while (left := state.hold_until - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, 0.05))
+        writer.write(frame)
+        await writer.drain()
+
+
+async def _pipe_responses(reader, writer, pending: dict, state: ProxyState) -> None:
+    while True:
+        frame = await _read_frame(reader)
+        if frame is None:
+            return
+        correlation = struct.unpack(">i", frame[4:8])[0] if len(frame) >= 8 else None
+        api_key = pending.pop(correlation, None)
+        if api_key == PRODUCE_API_KEY and state.take_ack():
+            state.dropped_responses += 1
+            continue
+        writer.write(frame)
+        await writer.drain()
+
+
+async def _serve_client(client_reader, client_writer, state: ProxyState) -> None:
+    upstream = state.upstream
+    if upstream is None or state.cutting():
+        state.refused += 1
+        client_writer.transport.abort()
+        return
+    try:
+        up_reader, up_writer = await asyncio.open_connection(*upstream)
+    except OSError:
+        client_writer.transport.abort()
+        return
+    state.accepted += 1
+    state.connections.add(client_writer)
+    pending: dict[int, int] = {}
+    tasks = [
+        asyncio.ensure_future(_pipe_requests(client_reader, up_writer, pending, state)),
+        asyncio.ensure_future(_pipe_responses(up_reader, client_writer, pending, state)),
+    ]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        state.connections.discard(client_writer)
+        for w in (client_writer, up_writer):
+            w.transport.abort()
+
+
+async def _serve_control(reader, writer, state: ProxyState) -> None:
+    try:
+        while line := await reader.readline():
+            try:
+                msg = json.loads(line)
+                cmd = msg.get("cmd")
+                if cmd == "upstream":
+                    state.upstream = _parse_upstream(msg.get("host") or "127.0.0.1", msg.get("port"))
+                elif cmd == "cut":
+                    state.cut_until = time.monotonic() + float(msg["seconds"])
+                    for w in list(state.connections):
+                        w.transport.abort()
+                elif cmd == "ack_loss":
+                    # A count of responses makes a run reproducible; a window is what a flaky link does.
+                    if msg.get("count"):
+                        state.ack_loss_left = int(msg["count"])
+                        state.ack_loss_until = 0.0
+                    else:
+                        state.ack_loss_left = 0
+                        state.ack_loss_until = time.monotonic() + float(msg.get("seconds") or 3)
+                elif cmd == "hold":
+                    state.hold_until = time.monotonic() + float(msg["seconds"])
+                elif cmd == "heal":
+                    state.hold_until = 0.0
+                    state.cut_until = 0.0
+                    state.ack_loss_until = 0.0
+                    state.ack_loss_left = 0
+                elif cmd != "status":
+                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, hold, heal, status")
+                reply = {"ok": True, **state.status()}
+            except (ValueError, KeyError, TypeError) as e:
+                reply = {"ok": False, "error": str(e)}
+            writer.write((json.dumps(reply) + "\n").encode())
+            await writer.drain()
+    finally:
+        writer.close()
+
+
+def _parse_upstream(host, port) -> tuple[str, int]:
+    """``(host, port)`` of a broker, or ValueError naming the bad value."""
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"bad upstream host {host!r}; valid: a host name or address such as 127.0.0.1")
+    if isinstance(port, bool) or not isinstance(port, (int, str)) or not str(port).isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad upstream port {port!r}; valid: 1..65535")
+    return host, int(port)
+
+
+class CannotBind(Exception):
+    """A listening port could not be bound; the message is the one line the proxy prints."""
+
+
+async def _listen(handler, host: str, port: int, what: str) -> asyncio.Server:
+    try:
+        return await asyncio.start_server(handler, host, port)
+    except OSError as e:
+        # asyncio's message repeats the address; the plain reason reads better in a one-line error.
+        reason = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise CannotBind(f"lab proxy: cannot listen on {host}:{port} ({what}): {reason}") from None
+
+
+def write_ready(path: str, info: dict) -> None:
+    """Write ``info`` to ``path`` as JSON so a reader sees either nothing or all of it."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, path)
+
+
+async def serve(listen_port: int = 0, upstream: tuple[str, int] | None = None, control_port: int = 0,
+                ready_file: str | None = None, host: str = "127.0.0.1") -> None:
+    """Run the proxy until SIGTERM or SIGINT, both ports bound on ``host``.
+
+    Raises
+    ------
+    CannotBind
+        When ``listen_port`` or ``control_port`` cannot be bound on ``host``.
+    """
+    state = ProxyState(upstream)
+    data = await _listen(lambda r, w: _serve_client(r, w, state), host, listen_port, "clients")
+    try:
+        control_server = await _listen(lambda r, w: _serve_control(r, w, state), host, control_port, "control")
+    except CannotBind:
+        data.close()
+        raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with data, control_server:
+        if ready_file:
+            write_ready(ready_file, {"pid": os.getpid(), "listen": data.sockets[0].getsockname()[1],
+                                     "control": control_server.sockets[0].getsockname()[1]})
+        await stop.wait()
+
+
+def control(port: int, message: dict, timeout_s: float = 5.0, *, host: str = "127.0.0.1") -> dict:
+    """Send one command to the proxy whose control port is ``host:port`` and return its reply.
+
+    ``host`` is 127.0.0.1 for the proxy the lab starts; another host for a proxy
+    in front of ``LAB_KAFKA_BOOTSTRAP`` (``LAB_KAFKA_PROXY``, e.g. ``kafka-proxy``).
+
+    Raises
+    ------
+    OSError
+        When the proxy does not answer within ``timeout_s`` (``ConnectionError``
+        when it closes the connection without a reply).
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.sendall((json.dumps(message) + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("proxy closed the control connection")
+            buf += chunk
+    return json.loads(buf)
+
+
+# -- starting the proxy (the lab's side) --------------------------------------------
+# lab.host.processes (psutil) is imported inside start(): the proxy process itself does not need it.
+
+
+def _read_ready_file(path: Path, proc, log: Path, timeout_s: float) -> dict:
+    """The ports in the ready file (see :mod:`lab.broker.proxy`) that the proxy ``proc`` wrote, waited for.
+
+    The file's ``pid`` must be ``proc``'s, so a file some other proxy wrote at
+    that path is never taken for this one's.
+
+    Raises
+    ------
+    LabError
+        When the proxy exits first or does not report within ``timeout_s``; the
+        message names its log.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            info = json.loads(path.read_text())
+            if info["pid"] == proc.pid:
+                return {"listen": int(info["listen"]), "control": int(info["control"])}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # not written yet: the proxy replaces it atomically, so it is never half-written
+        if proc.poll() is not None:
+            raise LabError(f"lab proxy exited with status {proc.returncode} before reporting its ports; see {log}")
+        if time.monotonic() >= deadline:
+            raise LabError(f"lab proxy did not report its ports within {timeout_s:g} s; see {log}")
+        time.sleep(0.02)
+
+
+def log_tail(log: Path, offset: int) -> str:
+    """The last non-empty line ``log`` got after byte ``offset`` (logs are appended across starts)."""
+    from lab.host import processes
+
+    lines = processes.read_log(log, offset).strip().splitlines()
+    return lines[-1].strip() if lines else ""
+
+
+def start(log_dir: Path, port: int | None, detach: bool, name: str = "proxy"):
+    """Start the proxy and wait for its ready file: ``(Popen, client port, control port)``.
+
+    Its output goes to ``<log_dir>/<name>.log`` (a cluster runs one proxy per listener and node).
+
+    The client side of the protocol above; the proxy refuses clients until
+    :func:`set_upstream` names the broker.
+
+    Raises
+    ------
+    LabError
+        When ``port`` is taken, or the proxy does not report within 10 s (its log is named);
+        the proxy is then already stopped.
+    """
+    import uuid
+
+    from lab.host import processes
+
+    proxy_log = log_dir / f"{name}.log"
+    # One ready file per start: two starts sharing ``log_dir`` (two kernels using runs/broker-logs)
+    # must not read, replace or delete each other's.
+    ready = log_dir / f"{name}-ready-{uuid.uuid4().hex}.json"
+    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
+    proxy = processes.spawn(
+        [sys.executable, "-m", "lab.broker.proxy", "--listen", port or 0, "--control", 0, "--ready-file", ready],
+        log_path=proxy_log, die_with_parent=not detach,
+    )
+    try:
+        try:
+            ports = _read_ready_file(ready, proxy, proxy_log, 10)
+        except LabError as e:
+            ready.unlink(missing_ok=True)
+            last = log_tail(proxy_log, proxy_log_start)
+            # The proxy's own bind is the check that holds for an asked-for port (broker.start_embedded's
+            # early one only answers sooner): checking first and binding later would leave a gap.
+            if port is not None and proxy.returncode == EXIT_CANNOT_BIND and "(clients)" in last:
+                raise port_error(port, last.rpartition(": ")[2]) from None
+            raise LabError(f"{e}; its last line: {last}" if last else str(e)) from None
+        ready.unlink(missing_ok=True)  # read: the ports live on in BrokerInfo
+    except BaseException:
+        processes.stop_process(proxy, 2)
+        raise
+    return proxy, ports["listen"], ports["control"]
+
+
+def port_error(port: int, reason: str) -> LabError:
+    """The one-line error for an asked-for client ``port`` that cannot be bound, for ``reason`` (the OS's words)."""
+    problem = "is already in use" if "in use" in reason.lower() else f"cannot be bound ({reason})"
+    return LabError(f"port {port} on 127.0.0.1 {problem}; choose another port or omit it to let the OS choose one")
+
+
+def set_upstream(control_port: int, broker_port: int, proxy_log: Path) -> None:
+    """Tell the proxy on ``control_port`` to forward new client connections to ``127.0.0.1:broker_port``."""
+    try:
+        reply = control(control_port, {"cmd": "upstream", "host": "127.0.0.1", "port": broker_port})
+    except (OSError, ValueError) as e:
+        raise LabError(f"lab proxy control on 127.0.0.1:{control_port} did not answer ({e}); see {proxy_log}") from None
+    if not reply.get("ok"):
+        raise LabError(f"lab proxy refused upstream 127.0.0.1:{broker_port}: {reply.get('error')}; see {proxy_log}")
+
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line of ``python -m lab.broker.proxy``; argparse's usage error (exit 2) names a bad value."""
+    p = argparse.ArgumentParser(prog="python -m lab.broker.proxy")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address both ports bind (default 127.0.0.1; 0.0.0.0 only inside a container network)")
+    p.add_argument("--listen", type=int, default=0, help="client port (0: the OS chooses)")
+    p.add_argument("--upstream", help="HOST:PORT of the broker; or set later with the upstream command")
+    p.add_argument("--control", type=int, default=0, help="control port (0: the OS chooses)")
+    p.add_argument("--ready-file", help="write the bound ports there as JSON once both servers listen")
+    a = p.parse_args(argv)
+    if not a.host.strip() or any(c.isspace() for c in a.host):
+        p.error(f"bad --host {a.host!r}; valid: an address to bind, e.g. 127.0.0.1 (the default) or 0.0.0.0")
+    a.upstream_addr = None
+    if a.upstream:
+        host, _, port = a.upstream.rpartition(":")
+        try:
+            a.upstream_addr = _parse_upstream(host, port)
+        except ValueError as e:
+            p.error(str(e))
+    return a
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    try:
+        asyncio.run(serve(a.listen, a.upstream_addr, a.control, a.ready_file, host=a.host))
+    except CannotBind as e:
+        print(e, file=sys.stderr, flush=True)
+        sys.exit(EXIT_CANNOT_BIND)
+
+
+if __name__ == "__main__":
+    main()

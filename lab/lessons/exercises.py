@@ -1,0 +1,206 @@
+"""The notebooks' exercises: one setting changed, a prediction, a run, and an answer the run must bear out.
+
+Each :class:`Exercise` is a scenario (``make_config`` parameters) and the answer,
+stated as one of the matrix's expectations (:data:`lab.audit.expectations.EXPECTATIONS`),
+judged by the matrix's own rule (:func:`lab.audit.expectations.satisfies`) on the run's
+measured counts. A topic notebook ends with its exercises' tasks
+(:func:`markdown`, the same text a unit test compares it with); its solutions
+notebook (``notebooks/solutions/<same name>.ipynb``) runs each one with
+:func:`lab.notebook.solve`, which fails when the measured result disagrees with
+the stated answer, so a solution cannot drift from what the lab does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lab.errors import choices_error
+
+#: The faults of notebook 07: followers held from 2 s (out of the ISR about 3 s later), partition 0's leader killed
+#: as soon as its ISR is that leader alone (a fixed time could come before the ISR shrank on a slower machine).
+CLUSTER_FAULTS = "follower-lag@at=2s:for=8s,leader-crash@isr=1:for=3s"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: what to change, the run it takes, and the answer.
+
+    ``params`` are :func:`lab.config.make_config` parameters (a solution may
+    shrink ``events``); ``expect`` is one of :data:`lab.audit.expectations.EXPECTATIONS`;
+    ``why`` is the explanation the solution gives. ``cluster``: the run needs
+    notebook 07's three-broker cluster.
+    """
+
+    id: str
+    notebook: str
+    title: str
+    task: str
+    params: dict = field(hash=False)
+    expect: str
+    why: str
+    cluster: bool = False
+
+
+EXERCISES = (
+    Exercise("00.1", "00_start_here", "Commit first",
+             "`nb.run(nb.config(pipeline=\"plain\", commit=\"before-output\", "
+             "faults=\"driver-crash@batch=2:after-commit-before-output\"))`: the consumer commits its offsets, then "
+             "writes the batch, and the driver is killed right after a commit, before its write. Exactly once, "
+             "duplicates, or loss?",
+             dict(pipeline="plain", sink="append", commit="before-output", max_batch_records=300,
+                  faults="driver-crash@batch=2:after-commit-before-output"), "loss",
+             "The restarted consumer starts at the committed offset, after the batch it never wrote: that batch is "
+             "lost. Committing before the output trades duplicates for loss (at most once)."),
+    Exercise("00.2", "00_start_here", "A sink keyed on the event id",
+             "`nb.run(nb.config(pipeline=\"plain\", sink=\"idempotent\", faults=\"driver-crash@batch=2:mid-output\"))`: "
+             "the timer commit of the scenario above, a sink keyed on the event id, and the driver killed in the "
+             "middle of a batch's output. What happens to the replayed records?",
+             dict(pipeline="plain", sink="idempotent", max_batch_records=300, faults="driver-crash@batch=2:mid-output"), "exactly-once",
+             "The restart reads again from the last commit and writes those events again; the sink upserts on the "
+             "event id, so they are written twice and stored once: write attempts exceed stored rows."),
+    Exercise("01.1", "01_receiver_wal", "Absorb the WAL's duplicates",
+             "Take the \"reliable, WAL\" run and change only the sink: `sink=\"idempotent\"`. The same driver crash "
+             "mid-output. Predict the guarantee.",
+             dict(pipeline="receiver", ack="stored", wal="on", sink="idempotent", max_batch_records=300,
+                  faults="driver-crash@batch=3:mid-output"), "exactly-once",
+             "The WAL and reliable acknowledgements still replay the recovered batches and re-send uncommitted "
+             "records, but every copy carries its event id and the sink stores each id once."),
+    Exercise("01.2", "01_receiver_wal", "The WAL against a worker failure",
+             "Section 2 killed the receiver's executor without a WAL. Turn the WAL on and keep replication 1: "
+             "`ack=\"stored\"`, `wal=\"on\"`, `spark_master=\"local-cluster[2,1,1024]\"`, "
+             "`faults=\"executor-crash@batch=3\"`. Does the log help when a worker dies, not the driver?",
+             dict(pipeline="receiver", ack="stored", wal="on", spark_master="local-cluster[2,1,1024]",
+                  max_batch_records=300, faults="executor-crash@batch=3"), "no-loss",
+             "Yes: every block was written to the log in the checkpoint before it was reported, so a batch whose "
+             "only in-memory copy died with the executor is read back from the log. Without the WAL and with one "
+             "copy, the same kill loses those blocks (section 2)."),
+    Exercise("02.1", "02_direct_kafka", "Half a batch",
+             "Offsets in the checkpoint, an append sink, but the crash comes in the middle of the output "
+             "(`driver-crash@batch=2:mid-output`). Predict.",
+             dict(pipeline="direct", offsets="checkpoint", sink="append", max_batch_records=100, faults="driver-crash@batch=2:mid-output"),
+             "at-least-once",
+             "Half of batch 2's rows were written; the restart runs the whole range again, so that half is "
+             "written twice. Nothing is lost: the range was logged before the batch ran."),
+    Exercise("02.2", "02_direct_kafka", "Kafka's offsets, an event-id sink",
+             "Offsets committed to Kafka (`offsets=\"kafka\"`), the crash after the output and before the commit, "
+             "and `sink=\"idempotent\"`.",
+             dict(pipeline="direct", offsets="kafka", sink="idempotent", max_batch_records=100,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "exactly-once",
+             "The batch is read again from the last committed offsets and written again; the sink keeps one row "
+             "per event id. Exactly-once output without transactions needs an idempotent sink."),
+    Exercise("03.1", "03_structured_streaming", "A crash before the output",
+             "The append sink again, but the driver dies right after the offset log entry, before any output "
+             "(`driver-crash@batch=2:after-offset-log`).",
+             dict(pipeline="structured", sink="append", max_batch_records=300, faults="driver-crash@batch=2:after-offset-log"),
+             "exactly-once",
+             "The batch is in the offset log and not in the commit log, so it runs again with the same offsets; "
+             "since nothing of it had been written, it is written once."),
+    Exercise("03.2", "03_structured_streaming", "A task failure and the transactional sink",
+             "`sink=\"transactional\"` with `task-failure@batch=2`: one task raises after writing part of its rows "
+             "and Spark retries it.",
+             dict(pipeline="structured", sink="transactional", max_batch_records=300, faults="task-failure@batch=2"), "exactly-once",
+             "The task's rows and its batch key commit in one database transaction; the failed attempt's rows are "
+             "rolled back with it, and the retry writes them once."),
+    Exercise("04.1", "04_semantics_matrix", "A row for the idempotent sink under task failures",
+             "Add a row to a grid: structured, `sink=\"idempotent\"`, `task-failure@batch=2`. Which expectation "
+             "should it state?",
+             dict(pipeline="structured", sink="idempotent", max_batch_records=300, faults="task-failure@batch=2"), "exactly-once",
+             "The retried task writes the rows of its failed attempt again; the sink upserts on the event id, so "
+             "each event is stored once."),
+    Exercise("04.2", "04_semantics_matrix", "Batch keys with the direct pipeline",
+             "Add a row: direct, offsets in the checkpoint, `sink=\"transactional\"` (rows and a batch key in one "
+             "transaction), crash after the output before the batch is marked done.",
+             dict(pipeline="direct", offsets="checkpoint", sink="transactional", max_batch_records=100,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "exactly-once",
+             "The replayed batch has the same id and ranges, so its keys are already committed and the sink skips "
+             "it: the checkpoint decides what is read, the sink what is stored."),
+    Exercise("05.1", "05_exactly_once_production", "One half is not enough",
+             "An idempotent producer (`idempotence=True`) with the same lost acknowledgements, an append sink, and "
+             "a driver crash after the output (`driver-crash@batch=2:after-output-before-commit` added to the "
+             "fault plan).",
+             dict(pipeline="structured", sink="append", idempotence=True, max_batch_records=300,
+                  faults="ack-loss@at=1s:count=4,driver-crash@batch=2:after-output-before-commit"), "at-least-once",
+             "The broker deduplicated the producer's retries, so the topic holds each event once; but the append "
+             "sink writes the replayed batch again. Exactly-once needs both halves: producer and sink."),
+    Exercise("05.2", "05_exactly_once_production", "An event-id sink against aborted transactions",
+             "A transactional producer aborting three transactions (`txn-abort@at=1s:count=3`), readers with "
+             "`isolation=\"read_uncommitted\"`, and `sink=\"idempotent\"`. Does the event-id sink help?",
+             dict(pipeline="structured", sink="idempotent", transactional=True, isolation="read_uncommitted", max_batch_records=300,
+                  faults="txn-abort@at=1s:count=3"), "at-least-once",
+             "No. Nothing is duplicated here: the matrix's at-least-once counts unexpected rows with duplicates. "
+             "Each aborted event is read once and stored once, but it was never acknowledged, so it is an "
+             "unexpected row, and an event-id sink cannot tell. Only `read_committed` readers keep aborted "
+             "records out."),
+    Exercise("06.1", "06_stateful_streaming", "Window counts in one transaction",
+             "The window-count query with `sink=\"transactional\"` and the crash in the middle of the output "
+             "(`driver-crash@batch=3:mid-output`).",
+             dict(pipeline="structured", query="window-count", sink="transactional", rate=300, max_batch_records=250,
+                  faults="driver-crash@batch=3:mid-output"), "exactly-once",
+             "The half-written batch's transaction never committed; the replay recomputes the same counts from "
+             "the state of the batch before and commits them with the batch key once."),
+    Exercise("06.2", "06_stateful_streaming", "A crash before the output, with state",
+             "The window-count query with the append sink, the crash right after the offset log "
+             "(`driver-crash@batch=3:after-offset-log`).",
+             dict(pipeline="structured", query="window-count", sink="append", rate=300, max_batch_records=250,
+                  faults="driver-crash@batch=3:after-offset-log"), "exactly-once",
+             "The state store had not committed the batch's version and the sink had received nothing: the "
+             "replay starts from the previous state version and writes each change once."),
+    Exercise("07.1", "07_kafka_guarantees", "acks=all with unclean election off",
+             "The same faults with `acks=\"all\"`, `min_insync=1` and `unclean=\"off\"`.",
+             dict(pipeline="plain", sink="append", nodes=3, acks="all", min_insync=1, unclean="off", rate=500,
+                  faults=CLUSTER_FAULTS), "acked-kept",
+             "The leader acknowledged alone once the followers left the ISR, but with unclean election off no "
+             "out-of-sync follower may lead: the partition waits for the old leader, which comes back with every "
+             "write it acknowledged.", cluster=True),
+    Exercise("07.2", "07_kafka_guarantees", "Kafka's exactly-once, crash before the commit",
+             "`pipeline=\"kafka-eos\"` with the crash after the output was sent and the offsets added to the "
+             "transaction, before the commit (`driver-crash@batch=2:after-output-before-commit`).",
+             dict(pipeline="kafka-eos", events=600, rate=0, max_batch_records=100, nodes=3,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "exactly-once",
+             "The transaction holding the batch's output and its offsets never committed; the restarted driver's "
+             "producer aborts it and the batch is consumed and produced again, once, for read_committed readers.",
+             cluster=True),
+    Exercise("08.1", "08_other_engines", "A crash before the first checkpoint",
+             "The aligned run of section 1, but the job is killed half an interval after it started, before any "
+             "checkpoint completed (`faults=\"driver-crash@batch=0:mid-output\"`). With nothing to restore, "
+             "what does the restart do, and what does a `read_committed` reader get?",
+             dict(pipeline="flink", partitions=2, events=3000, rate=500, faults="driver-crash@batch=0:mid-output"),
+             "exactly-once",
+             "No checkpoint completed, so no transaction of the dead job was committed and no offset of the run's "
+             "group was either: the restart starts from the group's committed offsets (none: the earliest) and "
+             "its sink aborts the dead job's open transaction. Everything is read again and committed once."),
+    Exercise("08.2", "08_other_engines", "At-least-once barriers without a failure",
+             "`checkpointing=\"at-least-once\"` as in section 2, but no fault at all (`faults=\"\"`). Are there "
+             "duplicates?",
+             dict(pipeline="flink", partitions=2, events=3000, rate=500, checkpointing="at-least-once"),
+             "exactly-once",
+             "No. A delivery guarantee is about what happens on a failure: records behind an early barrier are "
+             "only replayed after a restore. Without a failure every record is read, processed and written once; "
+             "at-least-once is what the run promises, not what it must show."),
+)
+
+
+def for_notebook(notebook: str) -> list[Exercise]:
+    """The exercises of a topic notebook (its file stem, e.g. ``01_receiver_wal``), in order."""
+    return [e for e in EXERCISES if e.notebook == notebook]
+
+
+def exercise(exercise_id: str) -> Exercise:
+    """The exercise with this id (``"01.2"``).
+
+    Raises
+    ------
+    lab.errors.LabError
+        When there is none, naming the ids there are.
+    """
+    for e in EXERCISES:
+        if e.id == exercise_id:
+            return e
+    raise choices_error("exercise", exercise_id, [e.id for e in EXERCISES])
+
+
+def markdown(notebook: str) -> str:
+    """The "Exercises" cell a topic notebook ends with: each task, and where its solution is."""
+    items = "\n".join(f"{i}. **{e.id} {e.title}.** {e.task}" for i, e in enumerate(for_notebook(notebook), 1))
+    return (f"## Exercises\n\nChange one setting, predict, run, explain. Each is one `nb.run(nb.config(...))` away; "
+            f"the solutions, with runs that check their answers, are in `solutions/{notebook}.ipynb`.\n\n{items}")

@@ -1,0 +1,61 @@
+"""The outcome words: what a run can be measured to show, in one list for every place that names one.
+
+The panel's and the notebooks' prediction buttons, the auditor's verdict
+(:func:`classify`), the matrix's table, figures and grid, the report and the
+exercises all take their words, colours and order from here, so a word cannot
+mean one thing in a verdict and another on a button.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One outcome word: its meaning, the colour it is drawn in, and how bad it is (for a cell's worst run)."""
+
+    word: str
+    meaning: str
+    color: str
+    severity: int
+
+
+#: Every outcome a run can be measured to show, in the order the figures list them.
+OUTCOMES = (
+    Outcome("exactly-once", "no acknowledged event lost, none duplicated, no unexpected row", "#2ca02c", 0),
+    Outcome("at-least-once", "none lost; some duplicated, or rows no acknowledged send explains", "#ff7f0e", 1),
+    Outcome("at-most-once", "some acknowledged events lost, none duplicated", "#d62728", 2),
+    Outcome("loss and duplicates", "some lost and some duplicated", "#8c1c13", 3),
+    Outcome("incomplete", "events still unseen when the run ended: no claim can be checked", "#7f7f7f", 4),
+    Outcome("error", "the run measured nothing that can be judged", "#444444", 5),
+    Outcome("acked-kept", "every acknowledged send is in the topic's final read", "#2ca02c", 0),
+    Outcome("acked-lost", "acknowledged sends are missing from the topic's final read", "#d62728", 2),
+)
+BY_WORD = {o.word: o for o in OUTCOMES}
+#: The words, in order.
+WORDS = tuple(o.word for o in OUTCOMES)
+#: The delivery guarantees a learner predicts (a pipeline's outcome once its run drained).
+GUARANTEES = WORDS[:4]
+#: Each word's colour; unknown words are drawn as ``error``.
+COLORS = {o.word: o.color for o in OUTCOMES}
+#: How bad each word is, for colouring a cell by the worst of its runs.
+SEVERITY = {o.word: o.severity for o in OUTCOMES}
+
+
+def classify(lost: int, duplicated: int, unexpected: int, unseen: int) -> str:
+    """The delivery guarantee a run's counts show: the one rule every verdict of the lab uses.
+
+    ``incomplete`` while events are unseen; ``loss and duplicates``,
+    ``at-most-once`` (lost), ``at-least-once`` (duplicated or unexpected rows),
+    else ``exactly-once``.
+    """
+    if unseen:
+        return "incomplete"
+    if lost and (duplicated or unexpected):
+        return "loss and duplicates"
+    if lost:
+        return "at-most-once"
+    if duplicated or unexpected:
+        return "at-least-once"
+    return "exactly-once"

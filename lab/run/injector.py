@@ -1,0 +1,332 @@
+"""The fault injector: carries out a run's fault plan (and panel presses) for the supervisor.
+
+Protocol
+--------
+The supervisor owns the processes; the injector owns the plan. The supervisor
+feeds it every timeline event (:meth:`FaultInjector.on_event`) and the clock
+(:meth:`FaultInjector.tick`), and gives it callbacks for what only the
+supervisor may do: kill the driver's process group and say whether a driver is
+up. A fault fires on its trigger:
+
+``at=Ns``          :meth:`tick` once ``N`` seconds of the run have passed;
+``batch=N``        a ``batch-start`` event of batch ``N`` (faults without a point);
+``batch=N:POINT``  a ``fault-point`` event: the driver waits at the point for its kill;
+``isr=N``          a ``partition-state`` event of partition 0 with a leader and at most ``N``
+                   replicas in sync (the run's :class:`lab.kafka.replication.ReplicationWatch`
+                   polls every 0.5 s): the ISR has shrunk, whenever that happens.
+
+Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
+``supervisor`` faults are kills (the driver's group through the callback, an
+executor JVM found in process trees the lab started, the broker's JVM, which
+the supervisor restarts on its data after ``for=Ns``), ``proxy`` faults go to
+the proxy's control port (``control_host:control_port``: the embedded broker's
+proxy on 127.0.0.1, or the one ``LAB_KAFKA_PROXY`` names), ``producer`` faults
+to the ledgered producer, ``timeline`` faults are the ``fault`` event itself
+(the driver watches for it), ``driver`` faults are done by the pipeline, which
+reports them with a ``fault`` event of its own (the injector then stops
+waiting for them).
+
+A kill due while no driver is up (after a crash, before the restarted driver
+reported ``driver-ready``) is never logged against the dead driver: it is
+recorded as ``fault-deferred`` and carried out as soon as the next driver is
+ready. Every fault carried out is one ``fault`` event with what it hit (a PID,
+the proxy's reply); one that cannot be carried out is a ``fault-not-applied``
+event with the reason.
+
+At the run's end the supervisor calls :meth:`FaultInjector.heal_proxy`: a proxy
+fault this run started and that is still in effect (an ack loss whose ``count``
+was not used up, a cut still running) is ended with ``{"cmd": "heal"}``, because
+a proxy the run does not stop (``LAB_KAFKA_PROXY``'s, ``lab broker start``'s)
+would otherwise carry it into the next run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from lab import events as ev
+from lab.broker import proxy
+from lab.errors import LabError, choices_error
+from lab.faults import FAULTS, Fault, check_fault
+
+
+class FaultInjector:
+    """Fires a run's faults at their triggers.
+
+    Parameters
+    ----------
+    config : lab.config.RunConfig
+    events : lab.events.EventLog
+        The supervisor's timeline writer.
+    elapsed : callable
+        Seconds since the run started.
+    kill_driver : callable
+        SIGKILLs the driver's process group and schedules its restart; returns the PID killed.
+    driver_up : callable
+        True when a driver process runs and it is not being restarted.
+    kill_executor : callable
+        SIGKILLs one executor JVM; returns its PID, or ``None`` when there is none.
+    control_port : int or None
+        The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP`` without ``LAB_KAFKA_PROXY``).
+    control_host : str
+        The host of that control port: 127.0.0.1 for the embedded broker's proxy.
+    kill_broker : callable, optional
+        ``kill_broker(seconds)`` SIGKILLs the broker's JVM and schedules its restart; returns
+        the PID killed, or ``None`` when the broker is already down.
+    restart_broker : callable, optional
+        Starts the killed broker's JVM again on its data (called ``for=Ns`` after a broker-crash).
+    abort_transactions : callable, optional
+        ``abort_transactions(count)``: the producer aborts its next ``count`` transactions.
+    client_controls, replication_controls : tuple of int
+        A cluster's proxies (:mod:`lab.broker.cluster`): client faults go to every
+        client proxy, ``follower-lag`` to every replication proxy.
+    kill_leader : callable, optional
+        ``kill_leader()`` SIGKILLs the broker leading the run topic's partition 0;
+        returns ``{"node", "pid", "leads"}``, or ``None`` when no leader is known.
+    restart_node : callable, optional
+        ``restart_node(node)`` starts that broker again on its data (``for=Ns`` after a leader-crash).
+    """
+
+    def __init__(self, config, events, *, elapsed: Callable[[], float], kill_driver: Callable[[], int | None],
+                 driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
+                 control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
+                 restart_broker: Callable[[], None] | None = None,
+                 abort_transactions: Callable[[int], dict] | None = None,
+                 control_host: str = "127.0.0.1", client_controls: tuple = (), replication_controls: tuple = (),
+                 kill_leader: Callable[[], dict | None] | None = None,
+                 restart_node: Callable[[int], None] | None = None) -> None:
+        self.config = config
+        self.events = events
+        self.elapsed = elapsed
+        self.kill_driver = kill_driver
+        self.driver_up = driver_up
+        self.kill_executor = kill_executor
+        self.control_port = control_port
+        self.control_host = control_host
+        self._healed = False
+        self.kill_broker = kill_broker
+        self.restart_broker = restart_broker
+        self.broker_restart_at: float | None = None  # time.monotonic() when a crashed broker restarts
+        self.abort_transactions = abort_transactions
+        self.client_controls = tuple(client_controls) or ((control_port,) if control_port is not None else ())
+        self.replication_controls = tuple(replication_controls)
+        self.kill_leader = kill_leader
+        self.restart_node = restart_node
+        self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
+        self.pending: list[Fault] = list(config.fault_plan)
+        self.deferred: list[tuple[Fault, str, dict]] = []
+        self.fired: list[dict] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while a planned fault has not fired yet or the broker is down (a run is not drained then)."""
+        return bool(self.pending or self.deferred or self.broker_restart_at is not None or self.node_restarts)
+
+    def tick(self) -> None:
+        """Fire the time-triggered faults that are due; restart a crashed broker when its time has come."""
+        if self.broker_restart_at is not None and time.monotonic() >= self.broker_restart_at:
+            self.broker_restart_at = None
+            self.restart_broker()
+        for node, at in sorted(self.node_restarts.items()):
+            if time.monotonic() >= at:
+                del self.node_restarts[node]
+                self.restart_node(node)
+        now = self.elapsed()
+        for fault in [f for f in self.pending if f.at_s is not None and now >= f.at_s]:
+            self.pending.remove(fault)
+            self.apply(fault, source="plan")
+
+    def on_event(self, event: dict) -> None:
+        """React to one timeline event (batch and point triggers, a driver ready, a driver's own fault)."""
+        kind = event.get("type")
+        if kind == ev.FAULT_POINT:
+            fault = next((f for f in self.config.fault_plan if f.index == event.get("index")), None)
+            if fault is not None:
+                if fault in self.pending:
+                    self.pending.remove(fault)
+                self.apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == ev.BATCH_START:
+            for fault in [f for f in self.pending if f.batch == event.get("batch") and f.point is None
+                          and FAULTS[f.kind].by != "driver"]:
+                self.pending.remove(fault)
+                self.apply(fault, source="plan", batch=event.get("batch"))
+        elif kind == ev.PARTITION_STATE and event.get("partition") == 0 and event.get("leader") is not None:
+            # A condition, not a time: how long held followers take to leave the ISR varies (replica.lag.time.max.ms
+            # plus up to half of it, more on a loaded machine; seen by the watch 3.4-6.5 s after the hold, median
+            # 4.0 s, in 64 matrix runs), and a kill timed before it fails over to an in-sync follower: no loss.
+            isr = list(event.get("isr") or ())
+            for fault in [f for f in self.pending if f.isr is not None and isr and len(isr) <= f.isr]:
+                self.pending.remove(fault)
+                self.apply(fault, source="plan", isr=isr)
+        elif kind == ev.DRIVER_READY:
+            due, self.deferred = self.deferred, []
+            for fault, source, context in due:
+                self.apply(fault, source=source, **context)
+        elif kind == ev.FAULT and event.get("source") == "driver":
+            # A fault the pipeline carries out itself (task-failure) is no longer pending once
+            # it reports it; left in the plan, it would keep the run from ever draining.
+            self.pending[:] = [f for f in self.pending if f.index != event.get("index")]
+
+    def inject(self, kind: str, *, source: str = "ui", **options) -> dict:
+        """Carry out a fault now (a panel press); see :meth:`lab.run.supervisor.Run.inject`."""
+        if kind not in FAULTS:
+            raise choices_error("fault kind", kind, FAULTS)
+        fault = Fault(kind=kind, at_s=round(self.elapsed(), 3), index=options.pop("index", -1), **options)
+        check_fault(fault, self.config)
+        if FAULTS[kind].by == "driver":
+            raise LabError(f"fault {kind!r} is carried out by the pipeline at a batch; plan it: {kind}@batch=<n>")
+        return self.apply(fault, source=source)
+
+    def apply(self, fault: Fault, source: str, **context) -> dict:
+        """Carry out ``fault`` now, or defer it when it needs a driver and none is up.
+
+        Returns the ``fault`` event written (or the ``fault-deferred`` one).
+        """
+        info = {"index": fault.index, "kind": fault.kind, "elapsed_s": round(self.elapsed(), 3),
+                "batch": context.get("batch", fault.batch), "point": fault.point}
+        if "isr" in context:  # the ISR that fired an isr=N trigger, and N (what a replay plans again)
+            info.update(isr=context["isr"], isr_at_most=fault.isr)
+        if fault.kind in ("driver-crash", "executor-crash") and not self.driver_up():
+            self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
+            return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
+                                     reason="no driver is up (it is being restarted); applied when the next one is ready")
+        if fault.kind == "driver-crash":
+            info["pid"] = self.kill_driver()
+        elif fault.kind == "executor-crash":
+            info["pid"] = self.kill_executor()
+            if info["pid"] is None:
+                info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
+        elif fault.kind == "broker-crash":
+            info.update(duration_s=fault.duration_s, pid=None)
+            if self.broker_restart_at is not None:
+                info["reason"] = "the broker was already down (an earlier broker-crash had not restarted it yet)"
+            else:
+                info["pid"] = self.kill_broker()
+                self.broker_restart_at = time.monotonic() + fault.duration_s
+        elif fault.kind == "leader-crash":
+            info.update(duration_s=fault.duration_s)
+            hit = self.kill_leader()
+            if hit is None:
+                info.update(pid=None, reason="no broker leads partition 0 now (it is being elected, or is down)")
+            else:
+                info.update(hit)
+                self.node_restarts[hit["node"]] = time.monotonic() + fault.duration_s
+        elif fault.kind == "txn-abort":
+            info.update(count=fault.count or 1, producer=self.abort_transactions(fault.count or 1))
+        elif FAULTS[fault.kind].by == "proxy":
+            info.update(duration_s=fault.duration_s, count=fault.count, proxy=self._proxy(fault))
+        elif FAULTS[fault.kind].by != "timeline":  # a timeline fault is the event written below
+            raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
+        if "deferred_at" in context:
+            info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
+        self.fired.append({**info, "source": source})
+        return self.events.write(ev.FAULT, **info, by=source)
+
+    def heal_proxy(self) -> dict | None:
+        """End any proxy fault still in effect, if this run fired one; at most once per run.
+
+        Only after a proxy fault of this run: a proxy shared by runs at the same
+        time (one stack, two notebooks) keeps another run's fault otherwise.
+
+        Returns
+        -------
+        dict or None
+            The proxy's reply; None when nothing was sent or the proxy did not answer
+            (a proxy that is gone holds no fault; one that stays unreachable fails the
+            next run's start, :func:`lab.broker.external.check_proxy`).
+        """
+        if self._healed or not self.client_controls or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
+            return None
+        self._healed = True
+        replies = []
+        for port in (*self.client_controls, *self.replication_controls):
+            try:
+                replies.append(proxy.control(port, {"cmd": "heal"}, timeout_s=2.0, host=self.control_host))
+            except (OSError, ValueError):
+                pass
+        return replies[0] if replies else None
+
+    def _proxy(self, fault: Fault) -> dict:
+        if not self.client_controls:
+            raise LabError(f"fault {fault.kind!r} needs the lab's proxy: unset LAB_KAFKA_BOOTSTRAP for the embedded "
+                           "broker's, or set LAB_KAFKA_PROXY to the control address of a proxy in front of it")
+        ports = self.client_controls
+        if fault.kind == "broker-outage":
+            message = {"cmd": "cut", "seconds": fault.duration_s}
+        elif fault.kind == "follower-lag":
+            message, ports = {"cmd": "hold", "seconds": fault.duration_s}, self.replication_controls
+        else:
+            message = {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count}
+        replies = [proxy.control(port, message, host=self.control_host) for port in ports]
+        # One proxy's reply, as before; a cluster's others say the same (their counters differ).
+        return {**replies[0], "proxies": len(replies)} if len(replies) > 1 else replies[0]
+
+
+def kill_leader(broker, topic: str) -> dict | None:
+    """The leader-crash fault: SIGKILL the JVM of the broker leading partition 0 of ``topic``.
+
+    ``broker`` is the run's :class:`lab.broker.embedded.BrokerInfo` (a cluster). Returns
+    ``{"node", "pid", "leads"}`` (``leads``: the topic's partitions that broker
+    led), or ``None`` when partition 0 has no leader now (an election is under way).
+    """
+    import signal
+
+    from lab.host import processes
+    from lab.kafka import replication as replication_watch
+
+    states = replication_watch.describe(broker.bootstrap, topic)
+    leader = states.get(0, {}).get("leader")
+    if leader is None:
+        return None
+    node = broker.node(leader)
+    processes.kill_group(node.broker_pid, signal.SIGKILL, 5)
+    return {"node": leader, "pid": node.broker_pid,
+            "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}
+
+
+def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:
+    """The executor JVMs of a driver, as ``psutil.Process`` objects, oldest PID first.
+
+    Executors of ``local-cluster`` are descendants of the driver's JVM; those of
+    a ``lab cluster`` (``spark://``) are descendants of its workers. Either way
+    they are found in process trees the lab started, never by name alone.
+    """
+    import psutil
+
+    from lab.pipelines.tasks import is_executor
+
+    try:
+        found = [p for p in psutil.Process(driver_pid).children(recursive=True) if is_executor(p)]
+    except psutil.NoSuchProcess:
+        return []
+    if spark_master.startswith("spark://"):
+        from lab.spark.cluster import executor_pids
+
+        for pid in executor_pids(runs_dir):
+            try:
+                found.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+    return sorted(found, key=lambda p: p.pid)
+
+
+def kill_executor(driver_pid: int | None, spark_master: str, runs_dir: str, named: list[int]) -> int | None:
+    """SIGKILL one executor JVM: the one the driver named last (``executor-target``), else the oldest.
+
+    Returns the PID killed, or ``None`` when the driver has no executor.
+    """
+    import psutil
+
+    if driver_pid is None:
+        return None
+    executors = executor_processes(driver_pid, spark_master, runs_dir)
+    if not executors:
+        return None
+    target = next((p for p in executors if named and p.pid == named[-1]), executors[0])
+    try:
+        target.kill()
+    except psutil.NoSuchProcess:
+        return None
+    return target.pid
+

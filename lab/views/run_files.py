@@ -1,0 +1,125 @@
+"""What the notebooks show of a run's files: the checkpoint's logs, the WAL and state store on disk, the file sink.
+
+Read-only views of a finished (or running) run's directory, as tables and
+listings; nothing here changes a run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab import events as ev
+
+
+def state_store(run_dir: Path | str):
+    """The state store on disk: one row per state file (operator, partition, version, kind, bytes).
+
+    HDFS-backed provider: ``N.delta`` (a batch's changes) and ``N.snapshot``
+    (the whole state, written every few versions); RocksDB: ``N.zip`` and the
+    shared SST files it names.
+    """
+    import pandas as pd
+
+    root = Path(run_dir) / "checkpoint" / "state"
+    rows = []
+    for f in sorted(root.rglob("*")) if root.is_dir() else []:
+        if not f.is_file() or f.name.startswith(".") or f.suffix == ".crc":
+            continue
+        rel = f.relative_to(root).parts
+        stem, kind = (f.name.split(".", 1) + [""])[:2]
+        rows.append({"operator": rel[0], "partition": rel[1] if len(rel) > 2 else "", "version":
+                     int(stem) if stem.isdigit() else None, "kind": kind or f.name, "bytes": f.stat().st_size,
+                     "file": "/".join(rel)})
+    return pd.DataFrame(rows, columns=["operator", "partition", "version", "kind", "bytes", "file"]).astype({"version": "Int64"})
+
+
+def files_under(path: Path | str, max_files: int = 60) -> str:
+    """A tree listing of ``path`` (checkpoints, WAL) with sizes, for showing what is on disk."""
+    root = Path(path)
+    if not root.exists():
+        return f"{root} (does not exist)"
+    lines = [str(root)]
+    # Hadoop's .crc side files would double the listing without telling anything.
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for p in files[:max_files]:
+        lines.append(f"  {p.relative_to(root)}  ({p.stat().st_size} B)")
+    if len(files) > max_files:
+        lines.append(f"  ... {len(files) - max_files} more files")
+    return "\n".join(lines)
+
+
+def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
+    """Structured Streaming's offset or commit log as a table, with each entry placed against the crash.
+
+    One row per batch id: when the entry was written (seconds since the run
+    started), whether that was before or after the first driver crash, and
+    for the offset log the planned end offsets per partition.
+    """
+    import pandas as pd
+
+    from lab.events import read_events
+
+    run_dir = Path(run_dir)
+    events = read_events(run_dir)
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), 0.0)
+    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
+    rows = []
+    for f in sorted((run_dir / "checkpoint" / log).glob("[0-9]*"), key=lambda p: int(p.name)):
+        lines = f.read_text().splitlines()
+        row = {"batch id": int(f.name), "written at (s)": round(f.stat().st_mtime - t0, 2)}
+        if crash is not None:
+            row["written"] = "before the crash" if f.stat().st_mtime < crash else "after the restart"
+        if log == "offsets" and len(lines) >= 3:
+            row["end offsets (the source's own format)"] = lines[2]
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("batch id") if rows else pd.DataFrame()
+
+
+def read_json(path: Path | str):
+    """Read a JSON file (a checkpoint entry, a report)."""
+    return json.loads(Path(path).read_text())
+
+
+def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
+    """Structured Streaming's offset-log entry of ``batch``, raw and split into its lines.
+
+    Parameters
+    ----------
+    run_dir : path
+        A structured run's directory (its query's checkpoint is ``checkpoint/``).
+    batch : int
+        The batch id (the entry is the file ``checkpoint/offsets/<batch>``).
+
+    Returns
+    -------
+    dict
+        ``path``; ``raw`` (the file as Spark wrote it); ``version`` (line 1, e.g.
+        ``v1``); ``metadata`` (line 2 parsed: ``batchWatermarkMs``,
+        ``batchTimestampMs``, ``conf``); ``sources`` (each further line parsed:
+        one per source, in the source's own offset format); ``end_offsets``
+        (``{partition: offset}``, read by the pipeline's own rule,
+        :meth:`lab.pipelines.structured.Checkpoint.end_offsets`).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the batch was never logged.
+    """
+    from lab.pipelines.structured import Checkpoint
+
+    checkpoint = Checkpoint(Path(run_dir) / "checkpoint")
+    path = checkpoint.path / "offsets" / str(batch)
+    raw = path.read_text()
+    lines = [line for line in raw.splitlines() if line.strip()]
+    return {"path": path, "raw": raw, "version": lines[0], "metadata": json.loads(lines[1]),
+            "sources": [json.loads(line) for line in lines[2:]], "end_offsets": checkpoint.end_offsets(batch)}
+
+
+def file_sink_readers(result):
+    """A files-sink run's directory as Spark's reader and a naive reader see it (a pandas DataFrame, :func:`lab.sinks.files.reader_views`)."""
+    import pandas as pd
+
+    from lab.sinks.files import FILES_DIR, reader_views
+
+    return pd.DataFrame(reader_views(result.run_dir / FILES_DIR)).set_index("reader")

@@ -1,0 +1,208 @@
+"""The house's shape: ``lab/`` by role, with no import loop and a small root.
+
+Every import in ``lab/`` counts, at module level or inside a function, and under
+``if TYPE_CHECKING:`` too: a lazy import hides a loop without removing it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+LAB = Path(__file__).resolve().parents[2] / "lab"
+
+#: The root holds the vocabulary and the entry points only.
+ROOT_MODULES_AT_MOST = 12
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(LAB.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(LAB.rglob("*.py"))}
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The lab modules ``path`` imports, each with the packages above it (importing runs their ``__init__``)."""
+    found: set[str] = set()
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                targets.append(sub if sub in known else base)
+        for t in targets:
+            if t == "lab" or t.startswith("lab."):
+                parts = t.split(".")
+                found.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    found.discard(me)
+    return {t for t in found if t in known}
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports(p, set(mods)) for m, p in mods.items()}
+
+
+def loops(g: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected set of two or more modules (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_the_finder_sees_a_loop_of_three():
+    g = {"lab.a": {"lab.b"}, "lab.b": {"lab.c"}, "lab.c": {"lab.a"}, "lab.d": {"lab.a"}}
+    assert loops(g) == [["lab.a", "lab.b", "lab.c"]]
+
+
+def test_lazy_and_type_only_imports_are_read():
+    g = graph()
+    assert "lab.matrix.grid" in g["lab.matrix.table"]  # only under ``if TYPE_CHECKING:``
+    assert "lab.broker.shared" in g["lab.run.kernel"]  # only inside functions
+    assert "lab.sinks" in g["lab.sinks.files"]  # a module imports the packages above it
+
+
+def test_no_import_loop_in_lab():
+    found = loops(graph())
+    assert not found, "import loops in lab/: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_root_holds_few_modules_and_every_other_module_is_in_a_role_folder():
+    root = sorted(p.name for p in LAB.glob("*.py"))
+    assert len(root) <= ROOT_MODULES_AT_MOST, f"lab/ holds {len(root)} modules: {', '.join(root)}"
+    for folder in (p for p in LAB.iterdir() if p.is_dir() and any(p.glob("*.py"))):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and len(doc.split()) >= 8, f"lab/{folder.name}/__init__.py says what its role is and may import"
+
+
+def notebook_imports(path: Path) -> list[str]:
+    """Every ``lab`` module a notebook's code cells import, as written."""
+    import json
+
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(cell["source"])
+        tree = ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [a.name for a in node.names if a.name.split(".")[0] == "lab"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lab":
+                found += [f"{node.module}.{a.name}" if node.module == "lab" else node.module for a in node.names]
+    return found
+
+
+def test_notebooks_and_solutions_import_only_lab_notebook():
+    books = sorted((LAB.parent / "notebooks").rglob("*.ipynb"))
+    assert len(books) >= 18
+    wrong = {p.relative_to(LAB.parent).as_posix(): [m for m in notebook_imports(p) if m != "lab.notebook"]
+             for p in books}
+    wrong = {k: v for k, v in wrong.items() if v}
+    assert not wrong, f"notebooks import lab modules other than lab.notebook: {wrong}"
+
+
+def test_the_notebook_check_sees_a_direct_import(tmp_path):
+    book = tmp_path / "x.ipynb"
+    book.write_text('{"cells": [{"cell_type": "code", "source": ["from lab import notebook as nb\\n", '
+                    '"from lab.views import plots"]}]}')
+    assert notebook_imports(book) == ["lab.notebook", "lab.views"]
+
+
+def test_modules_run_by_name_exist():
+    """Names used as strings (``python -m`` entry points, trainers, lesson modules) name real modules."""
+    import importlib.util
+
+    from lab.broker import archive as broker_archive
+    from lab.lessons.code import LESSON_MODULES
+    from lab.registry import PIPELINES
+    from lab.spark import archive as spark_archive
+
+    names = [broker_archive.TRAINER, spark_archive.TRAINER, *LESSON_MODULES, *(p.module for p in PIPELINES.values())]
+    missing = [n for n in names if importlib.util.find_spec(n) is None]
+    assert not missing, f"named modules that do not exist: {missing}"
+
+
+#: Dotted strings that begin with ``lab.`` and name no module, on purpose.
+NOT_MODULE_NAMES = {"lab.fetch": "the Maven groupId of the pom that fetches jars (lab.host.jars)",
+                    "lab._pyspark_": "the prefix of a module name built at run time (lab.spark.archive)"}
+
+
+def resolves(name: str) -> bool:
+    """Whether dotted ``name`` is a module, or a chain of attributes below the longest module it starts with."""
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 1, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            fields = getattr(obj, "__dataclass_fields__", {})
+            if not hasattr(obj, attr) and attr not in fields:
+                return False
+            obj = getattr(obj, attr, None)
+        return True
+    return False
+
+
+def test_every_lab_name_written_as_a_string_resolves():
+    """A dotted ``lab.…`` string in the code (``python -m`` commands, worker preload lists, patch targets, the
+    compose file and the Makefile) names a module, or an attribute of one: a stale name would fail silently."""
+    import re
+
+    root = LAB.parent
+    pattern = re.compile(r"""(?<![\w./<-])(lab(?:\.[A-Za-z_]\w*)+)(?![\w/{])""")
+    files = [*LAB.rglob("*.py"), *(root / "bench").glob("*.py"), root / "Makefile", root / "docker-compose.yml",
+             *(root / "docker").glob("*")]
+    bad = set()
+    for path in files:
+        text = path.read_text()
+        if path.suffix == ".py":
+            strings = [n.value for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        else:
+            strings = [text]
+        for s in strings:
+            for name in pattern.findall(s):
+                if name not in NOT_MODULE_NAMES and not resolves(name.rstrip(".")):
+                    bad.add(f"{path.relative_to(root)}: {name}")
+    assert not bad, "stale lab names: " + ", ".join(sorted(bad))
