@@ -35,7 +35,6 @@ from lab.flink import settings as flink_settings
 from lab.errors import LabError, choices_error
 from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.pipelines.structured_input import SPARK_READER_NEEDS_KAFKA
 from lab.sinks.spec import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
@@ -63,6 +62,13 @@ def _default_interval(pipeline: str) -> float:
     """``--batch-interval``'s default for ``pipeline`` (its registry entry; an unknown name is refused later)."""
     spec = PIPELINES.get(pipeline)
     return spec.default_interval_s if spec else DEFAULT_BATCH_INTERVAL_S
+
+
+#: Why ``--kafka-reader spark`` is refused with Tansu (here, and by the driver: :mod:`lab.pipelines.structured_input`).
+SPARK_READER_NEEDS_KAFKA = (
+    "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
+    "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
+    "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
 
 
 ACKS = ("0", "1", "all")

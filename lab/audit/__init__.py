@@ -1,4 +1,6 @@
-"""The audit: the ledger of acknowledged sends, the per-event auditor, the window, topic, changelog and Flink replay audits, restarts, expectations and predictions.
+"""The audit: the ledger of acknowledged sends, the per-event auditor, the window, topic and Flink replay audits,
+restarts, expectations and the verdict rule, predictions.
 
-Pure cores over the run directory's files; imports ``lab.sinks``, ``lab.kafka`` and the root's words, never the run or the views.
+Pure cores over the run directory's files; imports ``lab.kafka`` and the root's words, never the run or the views.
+Only :mod:`lab.audit.ledger` queries the ledger's ``sends`` table.
 """

@@ -32,13 +32,13 @@ them, so the acknowledged write is gone.
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lab.outcomes import classify  # noqa: F401 (the auditor's verdict; its callers import it from here)
+from lab.audit.ledger import acked_snapshot
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,23 +108,12 @@ class LedgerView:
 
 def read_ledger(ledger_path) -> LedgerView:
     """Read a run's ledger file, as one snapshot even while the producer is still writing to it."""
-    # isolation_level=None: BEGIN/COMMIT as written. The queries below must see the same
-    # rows; one read transaction (WAL: a snapshot) keeps the writer's commits out between them.
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True, isolation_level=None)
-    try:
-        db.execute("BEGIN")
-        # -1 for an acknowledgement that came back without a partition or offset (see the module docstring).
-        ints = db.execute("SELECT seq, COALESCE(partition, -1), COALESCE(kafka_offset, -1) FROM sends "
-                          "WHERE status = 'acked' ORDER BY seq").fetchall()
-        ids = db.execute("SELECT event_id FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
-        other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY status").fetchall())
-        db.execute("COMMIT")
-    finally:
-        db.close()
+    # One snapshot: -1 for an acknowledgement that came back without a partition or offset (module docstring).
+    ints, ids, other = acked_snapshot(ledger_path)
     flat = np.fromiter(itertools.chain.from_iterable(ints), dtype=np.int64, count=3 * len(ints)).reshape(-1, 3)
     return LedgerView(
         seq=flat[:, 0], partition=flat[:, 1], kafka_offset=flat[:, 2],
-        event_id=np.array([r[0] for r in ids], dtype=object),
+        event_id=np.array(ids, dtype=object),
         failed=other.get("failed", 0), unknown=other.get("unknown", 0), aborted=other.get("aborted", 0),
     )
 

@@ -48,6 +48,19 @@ def measured(expect: str, counts) -> str:
     return guarantee if isinstance(guarantee, str) and guarantee else "error"
 
 
+#: The verdict words: a run's measured counts against the claim it was run to check.
+AS_EXPECTED = "as expected"
+MISMATCH = "MISMATCH"
+
+
+def verdict(expect: str, counts) -> str:
+    """:data:`AS_EXPECTED` when ``counts`` satisfy ``expect`` (:func:`satisfies`), else :data:`MISMATCH`.
+
+    The one verdict of the matrix's table and report, the semantics grid and notebook 07's replication table.
+    """
+    return AS_EXPECTED if satisfies(expect, counts) else MISMATCH
+
+
 def satisfies(expect: str, counts: dict) -> bool:
     """Whether measured ``counts`` satisfy expectation ``expect``."""
     if expect in TOPIC_EXPECTATIONS:  # the final read of the topic, whatever the sink read (lab.audit.topic)

@@ -19,11 +19,11 @@ audit: the report shows both, and the tests compare them.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab import events as ev
+from lab.audit.ledger import acked_input_offsets
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,7 @@ def predict(starts: list[dict], out_records, input_of: dict[str, tuple[int, int]
 
 def input_offsets(ledger_path: Path) -> dict[str, tuple[int, int]]:
     """Each acknowledged event's input ``(partition, offset)`` from the ledger."""
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
-    try:
-        return {eid: (p, o) for eid, p, o in db.execute(
-            "SELECT event_id, partition, kafka_offset FROM sends WHERE status = 'acked' AND kafka_offset IS NOT NULL")}
-    finally:
-        db.close()
+    return acked_input_offsets(ledger_path)
 
 
 def output_records(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[tuple[int, int, str]]:

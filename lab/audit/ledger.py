@@ -107,3 +107,78 @@ def place_acks(path: Path | str, locations: dict[str, tuple[int, int]]) -> int:
     finally:
         db.close()
     return len(rows)
+
+
+# -- the readers: every query of ``sends`` outside the producer is one of these --------------------------------
+
+def _read_only(path: Path | str, **kwargs) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, **kwargs)
+
+
+def acked_snapshot(path: Path | str) -> tuple[list[tuple[int, int, int]], list[str], dict[str, int]]:
+    """The acknowledged sends as ``(seq, partition, offset)`` and their event ids, in sequence order, and the count
+    of every other status: one snapshot even while the producer still writes (one read transaction; WAL).
+
+    An acknowledgement that came back without a partition or offset reads as ``-1`` there.
+    """
+    db = _read_only(path, isolation_level=None)  # BEGIN/COMMIT as written: the three queries see the same rows
+    try:
+        db.execute("BEGIN")
+        ints = db.execute("SELECT seq, COALESCE(partition, -1), COALESCE(kafka_offset, -1) FROM sends "
+                          "WHERE status = 'acked' ORDER BY seq").fetchall()
+        ids = [r[0] for r in db.execute("SELECT event_id FROM sends WHERE status = 'acked' ORDER BY seq")]
+        other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY status").fetchall())
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return ints, ids, other
+
+
+def acked_event_times(path: Path | str) -> list[tuple[int, str, int, int, int]]:
+    """``(seq, key, partition, offset, event_time_ms)`` of every acknowledged send, in sequence order (-1, 0 unknown)."""
+    db = _read_only(path)
+    try:
+        return db.execute("SELECT seq, key, COALESCE(partition, -1), COALESCE(kafka_offset, -1), "
+                          "COALESCE(event_time_ms, 0) FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
+    finally:
+        db.close()
+
+
+def acked_per_key(path: Path | str) -> dict[str, int]:
+    """The acknowledged sends per key: what a running count per key owes."""
+    db = _read_only(path)
+    try:
+        return dict(db.execute("SELECT key, COUNT(*) FROM sends WHERE status = 'acked' GROUP BY key").fetchall())
+    finally:
+        db.close()
+
+
+def acked_input_offsets(path: Path | str) -> dict[str, tuple[int, int]]:
+    """Each acknowledged event's ``(partition, offset)`` in the input topic, where the acknowledgement gave one."""
+    db = _read_only(path)
+    try:
+        return {eid: (p, o) for eid, p, o in db.execute(
+            "SELECT event_id, partition, kafka_offset FROM sends WHERE status = 'acked' AND kafka_offset IS NOT NULL")}
+    finally:
+        db.close()
+
+
+def aborted_event_ids(path: Path | str) -> list[str]:
+    """Event ids of the sends the producer aborted (``txn-abort``): in the topic, not owed."""
+    db = _read_only(path)
+    try:
+        return [r[0] for r in db.execute("SELECT event_id FROM sends WHERE status = 'aborted'")]
+    finally:
+        db.close()
+
+
+def sends_frame(path: Path | str):
+    """Every send with its status, as a ``pandas.DataFrame`` (pandas imported here: the audit's callers need it)."""
+    import pandas as pd
+
+    db = _read_only(path)
+    try:
+        return pd.read_sql_query(
+            "SELECT event_id, status, seq, key, partition, kafka_offset, sent_at, done_at FROM sends", db)
+    finally:
+        db.close()

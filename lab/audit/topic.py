@@ -19,7 +19,6 @@ by :mod:`lab.run.result` (``aborted_in_topic``), not here.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,14 +74,9 @@ def topic_audit_core(sends: pd.DataFrame, copies: dict[str, int]) -> tuple[Topic
 
 def ledger_sends(ledger_path: Path) -> pd.DataFrame:
     """Every send of the ledger with its status (read-only)."""
-    import pandas as pd
+    from lab.audit.ledger import sends_frame
 
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
-    try:
-        return pd.read_sql_query(
-            "SELECT event_id, status, seq, key, partition, kafka_offset, sent_at, done_at FROM sends", db)
-    finally:
-        db.close()
+    return sends_frame(ledger_path)
 
 
 def audit_topic(run_dir: Path, ledger_path: Path, copies: dict[str, list]) -> TopicAudit:

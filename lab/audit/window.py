@@ -35,7 +35,6 @@ reads a run's files.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from lab import events as ev
+from lab.audit.ledger import acked_event_times
 
 if TYPE_CHECKING:
     from lab.audit.auditor import Audit
@@ -81,12 +81,7 @@ class WindowAudit:
 
 def read_event_times(ledger_path) -> EventTimes:
     """The acknowledged sends of a run's ledger, with key and event time, in sequence order."""
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT seq, key, COALESCE(partition, -1), COALESCE(kafka_offset, -1), "
-                          "COALESCE(event_time_ms, 0) FROM sends WHERE status = 'acked' ORDER BY seq").fetchall()
-    finally:
-        db.close()
+    rows = acked_event_times(ledger_path)
     cols = list(zip(*rows)) if rows else [(), (), (), (), ()]
     return EventTimes(seq=np.array(cols[0], dtype=np.int64), key=np.array(cols[1], dtype=object),
                       partition=np.array(cols[2], dtype=np.int64), kafka_offset=np.array(cols[3], dtype=np.int64),

@@ -17,7 +17,7 @@ Protocol
   jar directory. A new archive replaces that directory's older one.
 * Made by :func:`ensure` (``lab fetch``; else the first broker start, about
   10 s once): a training broker in its own process
-  (``python -m lab.broker.archive``) starts under ``-XX:ArchiveClassesAtExit``,
+  (``python -m lab.broker.archive_train``) starts under ``-XX:ArchiveClassesAtExit``,
   serves what the lab asks of a broker (:func:`lab.broker.archive_train.train`: a topic created,
   idempotent and transactional producers, a commit and an abort, a consumer
   group committing offsets), and is stopped with SIGTERM: Kafka shuts down

@@ -1,4 +1,5 @@
 """Flink: the PyFlink environment, the job's settings, and the job itself (run by path on that environment's Python).
 
-Imports only the root's words and ``lab.host``; ``lab/flink/job.py`` imports nothing of the lab.
+Imports the root's words, ``lab.host`` and the output topic's names (:mod:`lab.sinks.topic`);
+``lab/flink/job.py`` imports nothing of the lab.
 """

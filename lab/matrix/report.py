@@ -13,7 +13,7 @@ import pandas as pd
 
 from lab.config import project_root
 from lab.errors import LabError
-from lab.audit.expectations import EXPECTATIONS, TOPIC_EXPECTATIONS, measured, satisfies
+from lab.audit.expectations import AS_EXPECTED, EXPECTATIONS, TOPIC_EXPECTATIONS, measured, verdict
 from lab.matrix.table import count_text
 from lab.audit.restarts import restart_cell
 from lab.matrix.semantics import build_grid, grid_html, run_link
@@ -121,7 +121,7 @@ def matrix_view(results: pd.DataFrame) -> pd.DataFrame:
             continue
         counts = {c: (0 if pd.isna(r[c]) else int(r[c])) for c in COUNT_COLUMNS}
         counts["topic_lost"] = None if pd.isna(r["topic_lost"]) else int(r["topic_lost"])  # no final read: no verdict
-        verdicts.append("as expected" if satisfies(r["expect"], counts) else "MISMATCH")
+        verdicts.append(verdict(r["expect"], counts))
         outcomes.append(measured(r["expect"], {**counts, "guarantee": guarantee_of(counts)}))
     view["verdict"] = verdicts
     view["measured"] = outcomes
@@ -129,7 +129,7 @@ def matrix_view(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def mismatches(view: pd.DataFrame) -> pd.DataFrame:
-    return view[view["verdict"] != "as expected"]
+    return view[view["verdict"] != AS_EXPECTED]
 
 
 def _windows_cell(r) -> str:
@@ -152,7 +152,7 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None, link_from: Pat
             "windows exact / over / under", "restart s", "verdict", "run"]
     rows = []
     for _, r in view.iterrows():
-        bad = r["verdict"] != "as expected"
+        bad = r["verdict"] != AS_EXPECTED
         href, run = run_link(r, link_base, link_from)
         # a run not in this checkout (a committed reference keeps only its name) is named, not linked
         link = (f"<a href='{html.escape(href, quote=True)}'>{'notebook' if href.endswith('.html') else 'run'}</a>"

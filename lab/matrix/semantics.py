@@ -31,7 +31,7 @@ from lab.errors import LabError
 from lab.outcomes import COLORS, SEVERITY
 from lab.faults import parse_fault_plan
 from lab.matrix.grid import TEMPLATES
-from lab.audit.expectations import TOPIC_EXPECTATIONS, measured, satisfies
+from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, verdict
 
 #: The title the figure and the HTML form share.
 GRID_TITLE = "What each failure does to each deployment, measured"
@@ -198,7 +198,7 @@ class RunOutcome:
 
     @property
     def as_expected(self) -> bool:
-        return self.verdict == "as expected"
+        return self.verdict == AS_EXPECTED
 
     def describe(self) -> str:
         """What the run measured against what it was held to, in words."""
@@ -421,14 +421,14 @@ def grid_from_results(results: dict, expect: dict | None = None) -> Grid:
             documented = documented_expectations() if documented is None else documented
             claim = documented.get((dep, fail))
         if claim:
-            verdict = "as expected" if satisfies(claim, report) else "MISMATCH"
+            outcome_verdict = verdict(claim, report)
             outcome_measured = measured(claim, report)
         else:
-            verdict, outcome_measured = NO_EXPECTATION, report.get("guarantee") or "error"
+            outcome_verdict, outcome_measured = NO_EXPECTATION, report.get("guarantee") or "error"
         topic_lost = (report.get("topic") or {}).get("lost")
         run_dir = report.get("run_dir")
         placed.append((dep, fail, _family(cfg.pipeline, settings), RunOutcome(
-            name=str(label), seed=cfg.seed, expect=claim, measured=outcome_measured, verdict=verdict,
+            name=str(label), seed=cfg.seed, expect=claim, measured=outcome_measured, verdict=outcome_verdict,
             lost=_int(topic_lost if claim in TOPIC_EXPECTATIONS else report.get("lost")),
             duplicated=_int(report.get("duplicated")), unexpected=_int(report.get("unexpected")),
             link=run_dir if run_dir and Path(run_dir).exists() else None,

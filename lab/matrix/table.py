@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.audit.expectations import TOPIC_EXPECTATIONS, measured, satisfies
+from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, verdict
 from lab.audit.restarts import restart_cell
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html:
                sink=report["settings"].get("sink"), total_s=report.get("timings", {}).get("total_s"),
                settings=json.dumps(report.get("settings", {}), sort_keys=True),
                versions=json.dumps(report.get("versions", {}), sort_keys=True),
-               verdict="as expected" if satisfies(s.expect, report) else "MISMATCH",
+               verdict=verdict(s.expect, report),
                notebook=str(nb_out) if nb_out else None, html=html)
     return row
 
@@ -68,7 +68,7 @@ def summary_lines(df) -> list[str]:
         lines.append(f"{str(r['name'])[:58]:<58} {r['expect']:<17} {measured(r['expect'], r):<20} "
                      f"{count_text(lost):>5} {count_text(r.get('duplicated')):>6} "
                      f"{restart_cell(r.get('restart_s')):>13}  {r['verdict']}")
-    bad = int((df["verdict"] != "as expected").sum()) if len(df) else 0
+    bad = int((df["verdict"] != AS_EXPECTED).sum()) if len(df) else 0
     lines.append(f"{len(df)} runs, {bad} not as expected")
     return lines
 

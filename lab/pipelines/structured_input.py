@@ -37,16 +37,12 @@ from __future__ import annotations
 
 import json
 
+from lab.config import SPARK_READER_NEEDS_KAFKA
 from lab.errors import DriverConfigError, LabError
 from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-#: Why ``--kafka-reader spark`` is refused with Tansu (also checked in :mod:`lab.config`).
-SPARK_READER_NEEDS_KAFKA = (
-    "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
-    "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
-    "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
 #: The event fields of a record's JSON value (:data:`lab.kafka.read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
 

@@ -47,6 +47,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
+from lab.spark.executors import EXECUTOR_MAIN_CLASS, is_executor  # noqa: F401 (the tasks' hooks use them)
 from lab import events as ev
 
 if TYPE_CHECKING:
@@ -56,20 +57,10 @@ if TYPE_CHECKING:
 FAULT_PARTITION = 0
 #: Seconds the task named for an executor crash waits for the kill before it carries on.
 EXECUTOR_KILL_WAIT_S = 20.0
-#: What an executor JVM's command line contains (Spark's executor main class).
-EXECUTOR_MAIN_CLASS = "CoarseGrainedExecutorBackend"
 
 
 class InjectedTaskFailure(RuntimeError):
     """The planned ``task-failure``: raised once inside a task, after part of its rows were written."""
-
-
-def is_executor(proc) -> bool:
-    """Whether ``proc`` (a ``psutil.Process``) is a Spark executor JVM; ``False`` when it is gone or unreadable."""
-    try:
-        return any(EXECUTOR_MAIN_CLASS in part for part in proc.cmdline())
-    except Exception:  # psutil.NoSuchProcess, AccessDenied, ZombieProcess
-        return False
 
 
 def executor_jvm():

@@ -294,7 +294,7 @@ def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> lis
     """
     import psutil
 
-    from lab.pipelines.tasks import is_executor
+    from lab.spark.executors import is_executor
 
     try:
         found = [p for p in psutil.Process(driver_pid).children(recursive=True) if is_executor(p)]

@@ -204,13 +204,9 @@ def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: 
 
 def aborted_ids(ledger_path) -> list[str]:
     """Event ids of the sends the producer aborted (``txn-abort``)."""
-    import sqlite3
+    from lab.audit.ledger import aborted_event_ids
 
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
-    try:
-        return [r[0] for r in db.execute("SELECT event_id FROM sends WHERE status = 'aborted'")]
-    finally:
-        db.close()
+    return aborted_event_ids(ledger_path)
 
 
 def versions() -> dict:

@@ -257,11 +257,9 @@ def restore(store: LocalStore, bootstrap: str, topic: str, timeout_s: float = 60
 
 def acked_per_key(ledger_path: Path | str) -> dict[str, int]:
     """The ledger's acknowledged sends per key: what a running count per key owes."""
-    db = sqlite3.connect(f"file:{ledger_path}?mode=ro", uri=True)
-    try:
-        return dict(db.execute("SELECT key, COUNT(*) FROM sends WHERE status = 'acked' GROUP BY key").fetchall())
-    finally:
-        db.close()
+    from lab.audit.ledger import acked_per_key as per_key
+
+    return per_key(ledger_path)
 
 
 def changelog_report(run_dir: Path | str, bootstrap: str, topic: str, timeline: list[dict]) -> dict:

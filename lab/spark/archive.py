@@ -18,7 +18,7 @@ Protocol
   longer exist); other installations' archives (another clone's virtual
   environment) stay.
 * Made by :func:`build`: a training session in its own process
-  (``python -m lab.spark.archive``) runs what drivers run (a SparkSession
+  (``python -m lab.spark.archive_train``) runs what drivers run (a SparkSession
   with the connector, the Python workers, a streaming query with
   ``foreachBatch`` and ``mapInArrow``, a DStream) under
   ``-XX:ArchiveClassesAtExit``; the JVM writes the archive when it exits

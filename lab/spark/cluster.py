@@ -237,7 +237,7 @@ def stop(runs_dir: str | Path) -> bool:
 
 def executor_pids(runs_dir: str | Path) -> list[int]:
     """PIDs of executor JVMs running under the recorded cluster's workers."""
-    from lab.pipelines.tasks import is_executor
+    from lab.spark.executors import is_executor
 
     info = load_running(runs_dir)
     if info is None:

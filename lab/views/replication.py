@@ -3,7 +3,7 @@
 The counts come from each run's report (its ``topic`` section: the final read,
 :mod:`lab.audit.topic`) and timeline (:mod:`lab.kafka.replication`); the
 documented outcome from :mod:`lab.audit.claims`; the verdict from
-:func:`lab.audit.expectations.satisfies`, as the matrix computes it.
+:func:`lab.audit.expectations.verdict`, as the matrix computes it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def row(result: RunResult) -> dict:
     the run had no live leader (:func:`lab.kafka.replication.leaderless_s`).
     """
     from lab.events import read_events
-    from lab.audit.expectations import satisfies
+    from lab.audit.expectations import verdict
     from lab.audit.claims import claim
     from lab.kafka.replication import leaderless_s
 
@@ -33,15 +33,17 @@ def row(result: RunResult) -> dict:
             "documented": c.expect, "acked": topic["acked"], "lost": topic["lost"],
             "failed sends": topic["failed_sends"], "failed, in topic": topic["failed_in_topic"],
             "unknown": topic["unknown_sends"], "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),
-            "verdict": "as documented" if satisfies(c.expect, result.report) else "MISMATCH", "why": c.why}
+            "verdict": verdict(c.expect, result.report), "why": c.why}
 
 
 def table(results: list[RunResult]):
     """:func:`row` of each run (a pandas DataFrame), mismatches first to the eye: red rows."""
     import pandas as pd
 
+    from lab.audit.expectations import MISMATCH
+
     frame = pd.DataFrame([row(r) for r in results])
-    return (frame.style.apply(lambda r: ["background-color: #fde0dc" if r["verdict"] == "MISMATCH" else ""] * len(r),
+    return (frame.style.apply(lambda r: ["background-color: #fde0dc" if r["verdict"] == MISMATCH else ""] * len(r),
                               axis=1).format({"no live leader (s)": "{:.1f}"})
             .set_properties(subset=["why"], **{"text-align": "left", "min-width": "360px"}).hide(axis="index"))
 

@@ -1,6 +1,6 @@
 """Notebook 07's "your turn": pick acks, min.insync.replicas and unclean election, predict, run, compare.
 
-Widgets only; the run is :func:`lab.notebook.run`, the documented claim
+Widgets only; the run is :func:`lab.views.progress.run`, the documented claim
 :func:`lab.audit.claims.claim`, the row and table :mod:`lab.views.replication`'s.
 The Run button's callback runs inside ``Output.capture`` (an error shows in the
 output, never lost); it blocks the kernel for the run (about 20 s with the
@@ -54,7 +54,7 @@ class SettingsPicker:
     def _run(self) -> None:
         from IPython.display import display
 
-        from lab import notebook as nb
+        from lab.views.progress import config, run
         from lab.views import replication as rv
 
         if self.prediction.value is None:
@@ -62,7 +62,7 @@ class SettingsPicker:
             return
         self.button.disabled = True
         try:
-            result = nb.run(nb.config(**self.common, nodes=3, runs_dir=self.runs_dir, acks=self.acks.value,
+            result = run(config(**self.common, nodes=3, runs_dir=self.runs_dir, acks=self.acks.value,
                                       idempotence=self.acks.value == "all", min_insync=self.min_insync.value,
                                       unclean=self.unclean.value), quiet=True)
         finally:

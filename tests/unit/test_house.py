@@ -206,3 +206,36 @@ def test_every_lab_name_written_as_a_string_resolves():
                 if name not in NOT_MODULE_NAMES and not resolves(name.rstrip(".")):
                     bad.add(f"{path.relative_to(root)}: {name}")
     assert not bad, "stale lab names: " + ", ".join(sorted(bad))
+
+
+def string_constants(path: Path) -> list[tuple[int, str]]:
+    return [(n.lineno, n.value) for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_only_the_ledger_module_queries_the_sends_table():
+    import re
+
+    query = re.compile(r"\b(FROM|INTO|UPDATE|JOIN)\s+sends\b", re.I)
+    found = [f"{p.relative_to(LAB.parent)}:{line}" for p in LAB.rglob("*.py") if p.name != "ledger.py"
+             for line, s in string_constants(p) if query.search(s)]
+    assert not found, f"the ledger's sends table queried outside lab/audit/ledger.py: {found}"
+
+
+def test_one_verdict_rule_and_one_list_of_outcome_words():
+    verdict_words = [f"{p.relative_to(LAB.parent)}:{line}" for p in LAB.rglob("*.py") if p.name != "expectations.py"
+                     for line, s in string_constants(p) if s in ("MISMATCH", "as expected", "as documented")]
+    assert not verdict_words, f"verdict words written outside lab.audit.expectations.verdict: {verdict_words}"
+    from lab.outcomes import GUARANTEES
+
+    lists = []
+    for p in LAB.rglob("*.py"):
+        if p.name == "outcomes.py":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+                words = {e.value for e in (node.keys if isinstance(node, ast.Dict) else node.elts)
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                if set(GUARANTEES) <= words:
+                    lists.append(f"{p.relative_to(LAB.parent)}:{node.lineno}")
+    assert not lists, f"the outcome words listed outside lab/outcomes.py: {lists}"
