@@ -58,7 +58,7 @@ RUN set -eux; \
     spark_pip="$(/opt/lab/venv/bin/python -c 'import pyspark; print(pyspark.__version__)')"; \
     grep -q "^Spark ${spark_pip} " /opt/spark/RELEASE \
       || { echo "pyspark ${spark_pip} does not match the image's Spark: $(head -1 /opt/spark/RELEASE)" >&2; exit 1; }; \
-    /opt/lab/venv/bin/python -c 'import lab.spark.session, lab.sinks, lab.spark.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
+    /opt/lab/venv/bin/python -c 'import lab.spark.session, lab.sinks.reader, lab.spark.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
 
 # Every jar set of lab/jars.json (the copy just installed), each jar checked against its pinned
 # SHA-1, then the class archives of the driver and broker JVMs for this image's Java, Spark and Kafka

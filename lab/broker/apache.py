@@ -40,7 +40,7 @@ from pathlib import Path
 
 from lab.broker import archive as broker_archive
 from lab.broker.jvm import KAFKA_JVM_FLAGS
-from lab.host.jars import KAFKA_JARS
+from lab.host.jar_sets import KAFKA_JARS
 from lab.host import processes
 from lab.host.atomic_file import write_atomic
 from lab.errors import LabError
@@ -88,7 +88,7 @@ def properties(data_dir: Path, proxy_port: int) -> str:
     broker's traffic with itself; ``CONTROLLER`` for KRaft.
     """
     return "\n".join([
-        "# Written by lab.broker.embedded (one Apache Kafka KRaft node behind the lab's proxy); rewritten at each start.",
+        "# Written by lab.broker (one Apache Kafka KRaft node behind the lab's proxy); rewritten at each start.",
         "process.roles=broker,controller",
         "node.id=1",
         "listeners=PLAINTEXT://127.0.0.1:0,BROKER://127.0.0.1:0,CONTROLLER://127.0.0.1:0",

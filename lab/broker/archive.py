@@ -76,7 +76,7 @@ def key() -> str:
     from lab.errors import LabError
     from lab.host.java import find_java
     from lab.broker.jvm import KAFKA_JVM_FLAGS
-    from lab.host.jars import KAFKA_JARS
+    from lab.host.jar_sets import KAFKA_JARS
 
     if jars.missing(KAFKA_JARS):
         raise LabError(f"the {KAFKA_JARS} jars are not cached (lab fetch)")
@@ -148,6 +148,6 @@ TRAINER = "lab.broker.archive_train"
 
 def _build(path: Path) -> str | None:
     from lab.host import jars
-    from lab.host.jars import KAFKA_JARS
+    from lab.host.jar_sets import KAFKA_JARS
 
     return build_archive(path, TRAINER, str(jars.set_dir(KAFKA_JARS)))

@@ -87,11 +87,6 @@ from pathlib import Path
 from lab.host.atomic_file import write_atomic
 from lab.errors import LabError, choices_error
 
-#: The jar set the Kafka broker runs from (:mod:`lab.broker.apache`).
-KAFKA_JARS = "kafka-broker"
-#: The jar set of Spark's Kafka connector (spark-sql-kafka-0-10), for drivers that read with Spark's own format.
-SPARK_KAFKA_JARS = "spark-kafka"
-
 MANIFEST = Path(__file__).resolve().parent.parent / "jars.json"
 
 #: Where the HTTPS route fetches from unless ``LAB_MAVEN_REPO`` names another repository.

@@ -69,7 +69,7 @@ class ArchiveStatus:
 def _driver_jars() -> list[Path]:
     """The jars a driver JVM starts with: Spark's, and the Kafka connector's when cached (:func:`lab.spark.session.session_conf`)."""
     from lab.host import jars
-    from lab.host.jars import SPARK_KAFKA_JARS
+    from lab.host.jar_sets import SPARK_KAFKA_JARS
 
     # The Spark the driver launches: SPARK_HOME when set (the Docker image's /opt/spark), else pyspark's own.
     found = sorted((_spark_home() / "jars").glob("*.jar"))

@@ -16,7 +16,7 @@ from lab.spark.archive import BUILD_TIMEOUT_S
 
 def train(work: Path, archive: Path) -> None:
     """What drivers do, briefly, in a JVM that writes its loaded classes to ``archive`` on exit."""
-    from lab.host.jars import SPARK_KAFKA_JARS
+    from lab.host.jar_sets import SPARK_KAFKA_JARS
     from lab.spark.session import (SQL_TASK_MODULES, spark_session, start_python_workers,
                            start_sql_python_workers, with_task_retries)
     from lab.host import jars

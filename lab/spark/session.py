@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lab import events as ev
 from lab.host.java import find_java, java_env
-from lab.host.jars import SPARK_KAFKA_JARS
+from lab.host.jar_sets import SPARK_KAFKA_JARS
 from lab.spark.daemon import WORKER_IMPORTS_ENV
 
 #: The driver UI's first port. Spark's own bind retries take the next one when it is taken
@@ -347,7 +347,7 @@ def _import_modules(modules, _) -> None:
 
 
 #: What Spark's Python workers import for the lab's tasks: Kafka range reads and rows, the sink, the fault hooks.
-TASK_MODULES = ("kafka", "lab.kafka.read", "lab.sinks", "lab.pipelines.tasks")
+TASK_MODULES = ("kafka", "lab.kafka.read", "lab.sinks.reader", "lab.sinks.database", "lab.pipelines.tasks")
 #: And those of DataFrame work, whose Python data source is the lab's Kafka reader (:mod:`lab.spark.kafka_source`).
 SQL_TASK_MODULES = TASK_MODULES + ("lab.spark.kafka_source",)
 #: What unpickling a task's function brings into a worker beside the task modules (measured with

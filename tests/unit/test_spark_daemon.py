@@ -34,12 +34,12 @@ def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_p
 
 def test_the_daemon_imports_the_named_modules_before_it_forks_and_leaves_a_failure_to_the_worker(tmp_path):
     """With ``LAB_WORKER_IMPORTS`` the modules are loaded when ``pyspark.daemon`` starts; a bad name does not stop it."""
-    probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks', 'pandas') "
+    probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks.reader', 'pandas') "
              "if m in sys.modules)); from lab.spark import daemon as spark_daemon; spark_daemon.main()")
-    env = dict(os.environ, LAB_WORKER_IMPORTS="lab.sinks, pandas,no_such_module_xyz")
+    env = dict(os.environ, LAB_WORKER_IMPORTS="lab.sinks.reader, pandas,no_such_module_xyz")
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                           cwd=tmp_path)
-    assert done.stdout.strip() == "['lab.sinks', 'pandas']"  # stdout carries only the daemon's own output
+    assert done.stdout.strip() == "['lab.sinks.reader', 'pandas']"  # stdout carries only the daemon's own output
     assert "not imported ahead: no_such_module_xyz" in done.stderr
     env.pop("LAB_WORKER_IMPORTS")
     bare = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,

@@ -73,7 +73,7 @@ def test_the_daemon_is_told_the_workers_imports_unless_preloading_is_off(tmp_pat
     for var in ("LAB_WORKER_DAEMON", "LAB_WORKER_PRELOAD"):
         monkeypatch.delenv(var, raising=False)
     imports = session_conf("local[2]", tmp_path, "a", worker_imports=SQL_WORKER_IMPORTS)[key].split(",")
-    assert imports == list(SQL_WORKER_IMPORTS) and {"pandas", "pyarrow", "lab.sinks"} <= set(imports)
+    assert imports == list(SQL_WORKER_IMPORTS) and {"pandas", "pyarrow", "lab.sinks.reader"} <= set(imports)
     assert key not in session_conf("local[2]", tmp_path, "a")  # nothing named, nothing set
     monkeypatch.setenv("LAB_WORKER_PRELOAD", "off")
     assert key not in session_conf("local[2]", tmp_path, "a", worker_imports=SQL_WORKER_IMPORTS)
