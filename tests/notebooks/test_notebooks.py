@@ -87,7 +87,7 @@ def test_notebook_runs_headless(path, shared_runs_dir):
     if path.stem == "06_stateful_streaming":  # the window chart, with the append run's overcount marked
         assert html.count("Every window: expected vs measured count") >= 3 and "measured: over (" in html
     if path.stem == "07_kafka_guarantees":  # the grid's table: each row's verdict, none a mismatch
-        assert html.count("as expected") == len(SMALL[path.stem]["GRID"]) and "MISMATCH" not in html
+        assert html.count(">as expected</td>") == len(SMALL[path.stem]["GRID"]) and "MISMATCH" not in html
         assert "Leaders and in-sync replicas, with the faults" in html and "acknowledged, then lost (" in html
     if path.stem != "04_semantics_matrix":
         # notebook 07's runs are on its cluster, whose runs directory is <runs>/cluster
