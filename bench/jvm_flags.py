@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "jvm_flags.json"))
     opts = ap.parse_args()
     from lab.broker import shared as shared_broker
-    from lab.config import env_runs_dir
+    from lab.host.env import env_runs_dir
 
     runs = env_runs_dir()
     started = shared_broker.load_running(runs) is None

@@ -77,7 +77,7 @@ def default_grid(overrides: dict | None = None, original: bool = False):
     from dataclasses import replace
 
     from lab.config import make_config
-    from lab.matrix.runner import load_grid
+    from lab.matrix.grid import load_grid
 
     grid = load_grid(None)
     rows = [replace(s, params={**s.params, **(overrides or {})}) for s in grid.scenarios
@@ -92,7 +92,8 @@ def default_grid(overrides: dict | None = None, original: bool = False):
 
 def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
-    from lab.matrix.runner import load_grid, run_matrix
+    from lab.matrix.grid import load_grid
+    from lab.matrix.runner import run_matrix
     from lab.matrix.table import summary_lines
 
     core_s = core_seconds()  # before the run: a quiet machine's speed, to compare figures across machines

@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.runs < 0:
         ap.error(f"--runs {a.runs}: expected 0 or more")
-    from lab.matrix.runner import load_grid
+    from lab.matrix.grid import load_grid
 
     out = Path(a.out)
     grid = load_grid(None)

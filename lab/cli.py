@@ -237,7 +237,7 @@ def _echo_spark_ui(e: dict, pipeline: str) -> None:
 
 def _service(a, what: str, start, stop, load, describe, hint: str = "") -> int:
     """``lab broker|cluster start|stop|status``: one shape for both services."""
-    from lab.config import env_runs_dir
+    from lab.host.env import env_runs_dir
 
     runs_dir = env_runs_dir()
     if a.action == "start":
@@ -309,7 +309,8 @@ def cmd_cluster(a) -> int:
 
 
 def cmd_matrix(a) -> int:
-    from lab.matrix.runner import load_grid, run_matrix
+    from lab.matrix.grid import load_grid
+    from lab.matrix.runner import run_matrix
     from lab.matrix.table import summary_lines
 
     if a.jobs < 1:

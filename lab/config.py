@@ -29,10 +29,10 @@ import json
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 
 from lab.flink import settings as flink_settings
 from lab.errors import LabError, choices_error
+from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
 from lab.sinks.spec import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
@@ -415,48 +415,12 @@ class RunConfig:
             raise LabError(f"late_by must be >= 0 s, got {self.late_by_s:g}")
 
 
-def project_root() -> Path | None:
-    """The checkout the lab runs from (notebooks run in ``notebooks/``), or ``None`` for an installed lab."""
-    root = Path(__file__).resolve().parent.parent
-    return root if (root / "pyproject.toml").is_file() else None
-
-
-def default_runs_dir() -> str:
-    """``runs/`` at the project root when the lab runs from its checkout, else ``./runs``."""
-    root = project_root()
-    return str(root / "runs") if root else "runs"
-
-
-def env_runs_dir() -> str:
-    """``LAB_RUNS_DIR``, else :func:`default_runs_dir`."""
-    return os.environ.get("LAB_RUNS_DIR") or default_runs_dir()
-
-
 def check_proxy_address(value: str) -> None:
     """Raise :class:`LabError` unless ``value`` is ``host:port`` with a port in 1..65535 (``LAB_KAFKA_PROXY``)."""
     m = _HOST_PORT.match(value or "")
     if not m or not 0 < int(m.group(1)) < 65536:
         raise LabError(f"bad LAB_KAFKA_PROXY {value!r}; valid form: host:port with a port in 1..65535, the control "
                        "port of a lab proxy in front of LAB_KAFKA_BOOTSTRAP (e.g. kafka-proxy:19093)")
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise LabError(f"{name}={raw!r} is not a number") from None
-
-
-def _env_choice(name: str, default: str, valid) -> str:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    if raw not in valid:
-        raise LabError(f"{name}={raw!r} is not valid; valid choices: {', '.join(sorted(valid))}")
-    return raw
 
 
 def _node_counts() -> tuple[int, ...]:
@@ -495,13 +459,13 @@ def make_config(**params) -> RunConfig:
         kafka_proxy=os.environ.get("LAB_KAFKA_PROXY") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
         spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
-        spark_ui=SPARK_UI[_env_choice("LAB_SPARK_UI", "0", SPARK_UI)],
-        kafka_reader=_env_choice("LAB_KAFKA_READER", "auto", KAFKA_READERS),
-        broker=_env_choice("LAB_BROKER", "kafka", BROKERS),
-        nodes=int(_env_choice("LAB_BROKER_NODES", "1", tuple(map(str, _node_counts())))),
+        spark_ui=SPARK_UI[one_of(os.environ, "LAB_SPARK_UI", "0", SPARK_UI)],
+        kafka_reader=one_of(os.environ, "LAB_KAFKA_READER", "auto", KAFKA_READERS),
+        broker=one_of(os.environ, "LAB_BROKER", "kafka", BROKERS),
+        nodes=int(one_of(os.environ, "LAB_BROKER_NODES", "1", tuple(map(str, _node_counts())))),
         runs_dir=env_runs_dir(),
-        restart_delay_s=_env_float("LAB_RESTART_DELAY", 0.2),
-        deadline_s=_env_float("LAB_DEADLINE", 120.0),
+        restart_delay_s=number(os.environ, "LAB_RESTART_DELAY", 0.2),
+        deadline_s=number(os.environ, "LAB_DEADLINE", 120.0),
     )
     base.update({k: v for k, v in params.items() if v is not None})
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:

@@ -118,7 +118,7 @@ def check_broker() -> Check:
             product = broker.product_from_env()
         except LabError as e:
             return Check("broker", False, str(e), f"set LAB_BROKER to one of {', '.join(broker.PRODUCTS)}, or unset it")
-        from lab.config import env_runs_dir
+        from lab.host.env import env_runs_dir
 
         running = shared_broker.load_running(env_runs_dir())
         if running:

@@ -136,10 +136,10 @@ def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
 def aborted_in_sink(result: RunResult) -> int:
     """Sink rows of events whose transaction the producer aborted (``txn-abort``): delivered, never owed."""
     from lab.audit.ledger import LEDGER_FILE
-    from lab.run.result import aborted_ids
+    from lab.audit.ledger import aborted_event_ids
     from lab.sinks.reader import open_sink
 
-    aborted = set(aborted_ids(result.run_dir / LEDGER_FILE))
+    aborted = set(aborted_event_ids(result.run_dir / LEDGER_FILE))
     with open_sink(result.run_dir) as sink:
         return sum(n for eid, n in sink.event_counts() if eid in aborted)
 

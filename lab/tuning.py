@@ -52,7 +52,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from lab.errors import LabError, choices_error
+from lab.host.env import choice, milliseconds, switch
 
 #: Only the client compiler (C1): a driver lives seconds to minutes on 2 cores, and C2's compiling
 #: competes with the start for them (measured, bench/startup.py, restarted structured driver to first
@@ -106,57 +106,6 @@ ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_U
            "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
            "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500",
            "LAB_BROKER_ARCHIVE": "off", "LAB_CODEGEN": "on"}
-_SWITCH = {"on": True, "1": True, "true": True, "yes": True, "off": False, "0": False, "false": False, "no": False}
-
-
-def switch(env, name: str, default: str = "on") -> bool:
-    """The on/off variable ``name`` of ``env`` (``on``/``off``, also ``1``/``0``, ``true``/``false``, ``yes``/``no``).
-
-    Raises
-    ------
-    LabError
-        Any other value, named with ``on`` and ``off``.
-    """
-    value = env.get(name, default).strip().lower()
-    if value not in _SWITCH:
-        raise choices_error(name, value, ("on", "off"))
-    return _SWITCH[value]
-
-
-def _milliseconds(env, name: str, default: int) -> int:
-    """The whole number of milliseconds ``name`` of ``env`` holds (``default`` when unset).
-
-    Raises
-    ------
-    LabError
-        A value that is not a whole number from 0 to 60000, named.
-    """
-    text = env.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 60_000:
-        raise LabError(f"{name}={text!r}: expected a whole number of milliseconds from 0 to 60000")
-    return value
-
-
-def choice(env, name: str, default: str, choices) -> str:
-    """The variable ``name`` of ``env``, one of ``choices`` (read as :func:`switch` reads: trimmed, lower case).
-
-    Raises
-    ------
-    LabError
-        Any other value, named with the choices.
-    """
-    value = env.get(name, default).strip().lower()
-    if value not in choices:
-        raise choices_error(name, value, choices)
-    return value
-
-
 @dataclass(frozen=True)
 class StartTuning:
     """The start-up techniques a driver uses (see the module docstring)."""
@@ -200,7 +149,7 @@ class StartTuning:
                    flink_jvm_options=env.get("LAB_FLINK_JVM_OPTIONS", FLINK_JVM_OPTIONS),
                    executor_jvm_options=env.get("LAB_EXECUTOR_JVM_OPTIONS", EXECUTOR_JVM_OPTIONS),
                    quick_stop=switch(env, "LAB_QUICK_STOP"),
-                   task_fetch_wait_ms=_milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS),
+                   task_fetch_wait_ms=milliseconds(env, "LAB_TASK_FETCH_WAIT_MS", TASK_FETCH_WAIT_MS),
                    broker_archive=switch(env, "LAB_BROKER_ARCHIVE"),
                    codegen=switch(env, "LAB_CODEGEN", default="off"))
 

@@ -81,11 +81,6 @@ def predict(starts: list[dict], out_records, input_of: dict[str, tuple[int, int]
     return out
 
 
-def input_offsets(ledger_path: Path) -> dict[str, tuple[int, int]]:
-    """Each acknowledged event's input ``(partition, offset)`` from the ledger."""
-    return acked_input_offsets(ledger_path)
-
-
 def output_records(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> list[tuple[int, int, str]]:
     """``(partition, offset, event id)`` of every record of the output topic a ``read_committed`` reader gets."""
     from kafka import TopicPartition
@@ -113,6 +108,6 @@ def replay_report(run_dir: Path, events: list[dict], bootstrap: str, topic: str,
 
     starts = [e for e in events if e.get("type") == ev.FLINK_START]
     restarts = predict(starts, output_records(bootstrap, topic, partitions) if len(starts) > 1 else [],
-                       input_offsets(Path(run_dir) / LEDGER_FILE))
+                       acked_input_offsets(Path(run_dir) / LEDGER_FILE))
     return {"restarts": [asdict(r) for r in restarts],
             "predicted_extra_copies": sum(r.replayed for r in restarts)}

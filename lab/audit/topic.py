@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lab.audit.ledger import sends_frame
+
 if TYPE_CHECKING:
     import pandas as pd  # imported where used, as in lab.audit.auditor
 
@@ -72,18 +74,11 @@ def topic_audit_core(sends: pd.DataFrame, copies: dict[str, int]) -> tuple[Topic
     return audit, lost[list(LOST_COLUMNS)].reset_index(drop=True)
 
 
-def ledger_sends(ledger_path: Path) -> pd.DataFrame:
-    """Every send of the ledger with its status (read-only)."""
-    from lab.audit.ledger import sends_frame
-
-    return sends_frame(ledger_path)
-
-
 def audit_topic(run_dir: Path, ledger_path: Path, copies: dict[str, list]) -> TopicAudit:
     """:func:`topic_audit_core` of a run; writes ``topic_lost.csv`` into ``run_dir``.
 
     ``copies`` is :func:`lab.kafka.tools.topic_copies`'s answer (``{id: [copies, partition, offset]}``).
     """
-    audit, lost = topic_audit_core(ledger_sends(ledger_path), {eid: c[0] for eid, c in copies.items()})
+    audit, lost = topic_audit_core(sends_frame(ledger_path), {eid: c[0] for eid, c in copies.items()})
     lost.to_csv(Path(run_dir) / "topic_lost.csv", index=False)
     return audit

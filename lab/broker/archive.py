@@ -59,7 +59,7 @@ def enabled(env=None) -> bool:
         A value other than on/off, named with the choices (a run's start checks it too:
         :class:`lab.tuning.StartTuning`).
     """
-    from lab.tuning import switch
+    from lab.host.env import switch
 
     return switch(os.environ if env is None else env, SWITCH)
 

@@ -150,7 +150,11 @@ def build(env, spec: dict) -> None:
 
 
 def die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent exits (Linux only; elsewhere nothing)."""
+    """Ask the kernel to SIGKILL this process when its parent exits (Linux only; elsewhere nothing).
+
+    :func:`lab.host.processes.die_with_parent` again: this file runs by path on the Flink environment's Python,
+    which has no ``lab`` package to import it from.
+    """
     if sys.platform.startswith("linux"):
         import ctypes
 

@@ -215,7 +215,7 @@ def main() -> int:
 
     With keys (``08_other_engines solutions/08_other_engines``), only those pages are rebuilt.
     """
-    from lab.config import project_root
+    from lab.host.env import project_root
 
     root = project_root()
     if root is None:

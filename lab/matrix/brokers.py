@@ -236,7 +236,7 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path, defer_cluster: bo
     :meth:`SharedBrokers.start_cluster` (its rows' lane, :mod:`lab.matrix.lane`, calls it).
     """
     from lab.broker import shared as shared_broker
-    from lab.config import env_runs_dir
+    from lab.host.env import env_runs_dir
 
     if jobs > 1 or os.environ.get("LAB_KAFKA_BOOTSTRAP") or shared_broker.load_running(env_runs_dir()):
         yield None

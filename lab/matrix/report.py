@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lab.config import project_root
+from lab.host.env import project_root
 from lab.errors import LabError
 from lab.audit.expectations import AS_EXPECTED, EXPECTATIONS, TOPIC_EXPECTATIONS, measured, verdict
 from lab.matrix.table import count_text
@@ -85,11 +85,11 @@ def results_note(path: str | Path) -> str:
 
 
 def guarantee_of(counts) -> str:
-    """The delivery guarantee measured counts show (:func:`lab.audit.auditor.classify`, the auditor's own rule).
+    """The delivery guarantee measured counts show (:func:`lab.outcomes.classify`, the auditor's own rule).
 
     Recomputed here so a results table's stored ``guarantee`` is never taken on trust.
     """
-    from lab.audit.auditor import classify
+    from lab.outcomes import classify
 
     return classify(counts["lost"], counts["duplicated"], counts["unexpected"], counts["unseen"])
 

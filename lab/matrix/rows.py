@@ -82,7 +82,7 @@ def ahead(env=None) -> bool:
     LabError
         A value that is not on or off, named with the two.
     """
-    from lab.tuning import switch
+    from lab.host.env import switch
 
     return switch(os.environ if env is None else env, "LAB_ROW_AHEAD")
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from lab.matrix import brokers as matrix_brokers
 from lab.matrix import lane as matrix_lane
 from lab.matrix import rows as matrix_rows
-from lab.matrix.grid import TEMPLATES, Grid, Scenario, load_grid  # noqa: F401 (load_grid: the matrix's one entry)
+from lab.matrix.grid import TEMPLATES, Grid, Scenario
 from lab.matrix.table import row_from_report, write_table
 
 TEMPLATE = TEMPLATES / "scenario.ipynb"
@@ -203,7 +203,7 @@ def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, prog
                file=sys.stderr)
     write_table(out, grid, rows)
     if todo:
-        from lab.config import env_runs_dir
+        from lab.host.env import env_runs_dir
 
         with matrix_brokers.shared_brokers(jobs, todo, Path(env_runs_dir()) / "broker-logs",
                                            defer_cluster=beside) as shared:

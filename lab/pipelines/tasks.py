@@ -47,7 +47,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from lab.spark.executors import EXECUTOR_MAIN_CLASS, is_executor  # noqa: F401 (the tasks' hooks use them)
+from lab.spark.executors import is_executor
 from lab import events as ev
 
 if TYPE_CHECKING:

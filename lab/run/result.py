@@ -33,7 +33,7 @@ from lab import events as ev
 from lab.kafka import tools as kafka_tools
 from lab.events import read_events
 from lab.audit.auditor import Audit, audit_run
-from lab.audit.ledger import LEDGER_FILE, place_acks
+from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, place_acks
 from lab.audit.restarts import driver_restarts
 from lab.sinks.reader import open_sink
 from lab.audit.topic import audit_topic
@@ -189,7 +189,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, read_events(run_dir))
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
-        source["aborted_in_topic"] = sum(1 for eid in aborted_ids(run_dir / LEDGER_FILE) if eid in everything)
+        source["aborted_in_topic"] = sum(1 for eid in aborted_event_ids(run_dir / LEDGER_FILE) if eid in everything)
     return audit, source
 
 
@@ -200,13 +200,6 @@ def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: 
     from lab.audit.window import audit_stateful
 
     return audit_stateful(Path(run_dir), config, sink, positions, final=final)
-
-
-def aborted_ids(ledger_path) -> list[str]:
-    """Event ids of the sends the producer aborted (``txn-abort``)."""
-    from lab.audit.ledger import aborted_event_ids
-
-    return aborted_event_ids(ledger_path)
 
 
 def versions() -> dict:

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, NamedTuple
 
+from lab.audit.ledger import LEDGER_FILE, acked_per_key
 from lab.kafka import tools as kafka_tools
 
 #: What the changelog topic's name adds to the input topic's.
@@ -255,13 +256,6 @@ def restore(store: LocalStore, bootstrap: str, topic: str, timeout_s: float = 60
 
 # -- the audit ------------------------------------------------------------------------
 
-def acked_per_key(ledger_path: Path | str) -> dict[str, int]:
-    """The ledger's acknowledged sends per key: what a running count per key owes."""
-    from lab.audit.ledger import acked_per_key as per_key
-
-    return per_key(ledger_path)
-
-
 def changelog_report(run_dir: Path | str, bootstrap: str, topic: str, timeline: list[dict]) -> dict:
     """The report's ``changelog`` section of a ``key-count`` run (input ``topic``).
 
@@ -270,7 +264,6 @@ def changelog_report(run_dir: Path | str, bootstrap: str, topic: str, timeline: 
     ``changelog-restore`` events of ``timeline``).
     """
     from lab import events as ev
-    from lab.audit.ledger import LEDGER_FILE
 
     name = changelog_topic(topic)
     committed = read_changelog(bootstrap, name, "read_committed")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from lab.errors import LabError
-from lab.audit.predictions import NAIVE_READER_OUTCOMES  # noqa: F401  (notebook 03 offers them as choices)
-from lab.sinks.spec import FILES_DIR, FILES_MODE, SinkSpec, files_sink_spec  # noqa: F401 (read here by their users)
+from lab.audit.predictions import NAIVE_READER_OUTCOMES
+from lab.sinks.spec import FILES_DIR, SinkSpec
 
 FILES_METADATA_DIR = "_spark_metadata"
 

@@ -40,7 +40,7 @@ from lab.errors import LabError
 from lab.events import read_events
 from lab.faults import FAULTS
 from lab.registry import PIPELINES
-from lab.audit.predictions import GUARANTEES  # the panel offers the same choices as the prediction buttons
+from lab.outcomes import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.audit.restarts import driver_restarts, restart_line
 from lab.run.result import RunStatus
 from lab.tuning import StartTuning

@@ -127,9 +127,6 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     return fig
 
 
-#: The measured outcomes a matrix row can show, and their colours (:mod:`lab.outcomes`).
-GUARANTEE_LEVELS = list(WORDS)
-GUARANTEE_COLORS = OUTCOME_COLORS
 
 
 def semantics_grid(grid, title: str | None = None) -> go.Figure:
@@ -144,16 +141,16 @@ def semantics_grid(grid, title: str | None = None) -> go.Figure:
     from lab.matrix.semantics import GRID_TITLE
 
     deployments, failures = list(grid.deployments), list(grid.failures)
-    n = len(GUARANTEE_LEVELS)
+    n = len(WORDS)
     scale = []
-    for i, c in enumerate(GUARANTEE_COLORS[w] for w in GUARANTEE_LEVELS):
+    for i, c in enumerate(OUTCOME_COLORS[w] for w in WORDS):
         scale += [[i / n, c], [(i + 1) / n, c]]
     z, text, hover = [], [], []
     lines = max((len(c.lines()) for c in grid.cells.values()), default=1)  # the tallest cell sets every row's height
     for d in deployments:
         cells = [grid.cell(d, f) for f in failures]
-        z.append([None if c is None else GUARANTEE_LEVELS.index(c.measured) + 0.5 if c.measured in GUARANTEE_LEVELS
-                  else GUARANTEE_LEVELS.index("error") + 0.5 for c in cells])
+        z.append([None if c is None else WORDS.index(c.measured) + 0.5 if c.measured in WORDS
+                  else WORDS.index("error") + 0.5 for c in cells])
         text.append(["" if c is None else f"<b>{c.lines()[0]}</b><br>" + "<br>".join(c.lines()[1:]) for c in cells])
         hover.append(["not run" if c is None else "<br>".join(
             f"{r.name} (seed {r.seed}): {r.describe()}" for r in c.runs) for c in cells])
@@ -169,7 +166,7 @@ def semantics_grid(grid, title: str | None = None) -> go.Figure:
                               line=dict(color="#111111", width=3))
     for level in dict.fromkeys(c.measured for c in grid.cells.values()):  # a legend of the colours shown
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=level, showlegend=True,
-                                 marker=dict(size=12, symbol="square", color=GUARANTEE_COLORS.get(level, "#444444"))))
+                                 marker=dict(size=12, symbol="square", color=OUTCOME_COLORS.get(level, "#444444"))))
     fig.update_layout(
         title=title or GRID_TITLE, template="plotly_white", plot_bgcolor="#f4f4f4",
         height=max(320, len(deployments) * (15 * lines + 14) + 170),

@@ -12,7 +12,8 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from lab.audit.predictions import (GUARANTEES, Prediction, check_given, check_mapping, freeze, judge, measured_guarantee,
+from lab.outcomes import GUARANTEES
+from lab.audit.predictions import (Prediction, check_given, check_mapping, freeze, judge, measured_guarantee,
                              record, score)
 
 

@@ -120,6 +120,7 @@ def file_sink_readers(result):
     """A files-sink run's directory as Spark's reader and a naive reader see it (a pandas DataFrame, :func:`lab.sinks.files.reader_views`)."""
     import pandas as pd
 
-    from lab.sinks.files import FILES_DIR, reader_views
+    from lab.sinks.files import reader_views
+    from lab.sinks.spec import FILES_DIR
 
     return pd.DataFrame(reader_views(result.run_dir / FILES_DIR)).set_index("reader")

@@ -14,7 +14,7 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.run.result import aborted_ids
+from lab.audit.ledger import aborted_event_ids
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 
@@ -39,7 +39,7 @@ def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
     result = run_scenario(make_config(broker="kafka", events=3000, rate=1000, transactional=True, sink="idempotent",
                                       faults="txn-abort@at=2s:count=3"))
     r = result.report
-    aborted = set(aborted_ids(result.run_dir / "ledger.sqlite"))
+    aborted = set(aborted_event_ids(result.run_dir / "ledger.sqlite"))
     assert len(aborted) == r["aborted_sends"] == 300  # three transactions of 100
     assert r["aborted_in_topic"] == 300, "the aborted events are in the topic, read uncommitted"
     in_sink = {eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}

@@ -113,7 +113,9 @@ def check_predictions(stem, reports):
     """Every run of a predicting notebook has its verdict next to it, judged on its own measured counts."""
     from pathlib import Path
 
-    from lab.sinks.files import FILES_DIR, NAIVE_READER_OUTCOMES, reader_views
+    from lab.audit.predictions import NAIVE_READER_OUTCOMES
+    from lab.sinks.files import reader_views
+    from lab.sinks.spec import FILES_DIR
     from lab.audit.predictions import TOPIC_OUTCOMES
     from tests.unit.test_notebook_style import PREDICTING
 
@@ -242,7 +244,8 @@ def check_03(reports):
     check_task_failure_with_append(task, Path(task["run_dir"]), 1500)
     # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
     # reader sees every readable file, which is what the audit counts as write attempts.
-    from lab.sinks.files import FILES_DIR, reader_views
+    from lab.sinks.files import reader_views
+    from lab.sinks.spec import FILES_DIR
 
     files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)

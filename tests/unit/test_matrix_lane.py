@@ -6,7 +6,7 @@ import time
 import pytest
 
 from lab.errors import LabError
-from lab.matrix.runner import Scenario
+from lab.matrix.grid import Scenario
 from lab.matrix.brokers import SharedBrokers
 from lab.matrix.lane import Lane, beside, split
 

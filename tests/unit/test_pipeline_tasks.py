@@ -8,6 +8,7 @@ import pytest
 from lab.errors import DriverConfigError
 from lab.faults import Fault
 from lab.pipelines import tasks
+from lab.spark.executors import is_executor
 
 
 class _Proc:
@@ -23,11 +24,11 @@ class _Proc:
 def test_is_executor_reads_the_command_line_and_survives_vanished_processes():
     java = ["/usr/bin/java", "-cp", "jars/*", "org.apache.spark.executor.CoarseGrainedExecutorBackend",
             "--driver-url", "spark://x", "--executor-id", "1"]
-    assert tasks.is_executor(_Proc(java))
-    assert not tasks.is_executor(_Proc(["/usr/bin/java", "org.apache.spark.deploy.worker.Worker"]))
-    assert not tasks.is_executor(_Proc(error=psutil.NoSuchProcess(4242)))
-    assert not tasks.is_executor(_Proc(error=psutil.AccessDenied(4242)))
-    assert not tasks.is_executor(psutil.Process())  # this test process
+    assert is_executor(_Proc(java))
+    assert not is_executor(_Proc(["/usr/bin/java", "org.apache.spark.deploy.worker.Worker"]))
+    assert not is_executor(_Proc(error=psutil.NoSuchProcess(4242)))
+    assert not is_executor(_Proc(error=psutil.AccessDenied(4242)))
+    assert not is_executor(psutil.Process())  # this test process
 
 
 class _Ctx:

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from lab.errors import LabError
-from lab.audit.predictions import (GUARANTEES, TOPIC_OUTCOMES, Prediction, check_given, freeze, judge, record, score,
+from lab.outcomes import GUARANTEES
+from lab.audit.predictions import (TOPIC_OUTCOMES, Prediction, check_given, freeze, judge, record, score,
                              topic_outcome_of)
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from lab.audit import expectations
-from lab.matrix import runner as matrix
+from lab.matrix import grid as matrix
 from lab.matrix import table as matrix_table
 from lab.views import plots
 from lab.audit.claims import claim

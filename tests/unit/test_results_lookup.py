@@ -57,7 +57,7 @@ def test_a_fresh_clone_reads_the_committed_reference_last(project):
 def test_the_reference_in_this_checkout_is_a_real_default_matrix():
     import json
 
-    from lab.matrix.runner import load_grid
+    from lab.matrix.grid import load_grid
     from lab.matrix.report import read_results
 
     root = report.project_root()
