@@ -115,7 +115,7 @@ PIPELINES: dict[str, PipelineSpec] = {
     ),
     "receiver": PipelineSpec(
         name="receiver",
-        module="lab.pipelines.receiver",
+        module="lab.pipelines.receiver.pipeline",
         waits_for_turn=True,
         summary="Spark Streaming DStreams: Spark's socket receiver fed by a Kafka consumer, optional write-ahead log, "
                 "checkpoint recovery",

@@ -34,7 +34,7 @@ measures each one off and on in the same run (``bench/results/startup.json``).
 ``LAB_QUICK_STOP``          ``on`` (default) / ``off``: a driver's clean stop skips PySpark's wait for
                             its accumulator server's thread (:func:`lab.spark.session.skip_accumulator_wait`),
                             and a receiver's stops its streaming context without Spark's graceful
-                            wait once its batches are done (:mod:`lab.pipelines.receiver_stop`).
+                            wait once its batches are done (:mod:`lab.pipelines.receiver.stop`).
 ``LAB_BROKER_ARCHIVE``      ``on`` (default) / ``off``: the Kafka broker's JVM maps its classes from the
                             archive :mod:`lab.broker.archive` builds once (which reads the switch
                             itself as a broker starts; checked here too, so that a run's start

@@ -19,7 +19,7 @@ from lab.errors import LabError, choices_error
 PACKAGE = Path(__file__).resolve().parent.parent
 
 #: The modules that hold lesson regions, by import name (a renamed module fails :func:`lessons` at once).
-LESSON_MODULES = ("lab.pipelines.structured", "lab.pipelines.structured_input", "lab.pipelines.receiver",
+LESSON_MODULES = ("lab.pipelines.structured", "lab.pipelines.structured_input", "lab.pipelines.receiver.pipeline",
                   "lab.pipelines.direct", "lab.pipelines.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
                   "lab.run.producer", "lab.flink.job")
 

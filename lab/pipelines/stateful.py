@@ -155,7 +155,7 @@ LINE, COUNT = "line", "count"
 
 
 def _key_one(line: str) -> tuple[str, int]:
-    from lab.pipelines.receiver_epoch import line_key
+    from lab.pipelines.receiver.epoch import line_key
 
     return line_key(line), 1
 

@@ -16,7 +16,7 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.pipelines.receiver_stop import FINISH_WAIT_S
+from lab.pipelines.receiver.stop import FINISH_WAIT_S
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, module_runs_dir, run_pids
 
@@ -88,7 +88,7 @@ def test_receiver_running_counts_per_key_match_the_ledger(lab_env):
     assert sum(e["counted"] for e in done) == sum(expected.values()) == sum(e["rows"] for e in done)
     assert any((run_dir / "checkpoint").glob("checkpoint-*")), "the DStream checkpoint holds the state"
     # The clean stop waited for the batches holding what was handed over, then stopped without Spark's wait:
-    # the last running counts above were written all the same (lab.pipelines.receiver_stop). It falls back to
+    # the last running counts above were written all the same (lab.pipelines.receiver.stop). It falls back to
     # Spark's graceful stop only when those waits ran out: in a loaded suite the run drained 7 batches behind,
     # 2.5 s a batch, and its last batch with records was done 17.8 s after the stop began (measured).
     [stop] = [e for e in read_events(run_dir) if e["type"] == "receiver-stop"]

@@ -13,6 +13,8 @@ LAB = Path(__file__).resolve().parents[2] / "lab"
 
 #: The root holds the vocabulary and the entry points only.
 ROOT_MODULES_AT_MOST = 12
+#: A folder past this many modules is grouped again by role (as the receiver's parts are in pipelines/receiver/).
+FOLDER_MODULES_AT_MOST = 15
 
 
 def module_name(path: Path) -> str:
@@ -111,6 +113,9 @@ def test_the_root_holds_few_modules_and_every_other_module_is_in_a_role_folder()
     for folder in (p for p in LAB.iterdir() if p.is_dir() and any(p.glob("*.py"))):
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
         assert doc and len(doc.split()) >= 8, f"lab/{folder.name}/__init__.py says what its role is and may import"
+    crowded = {f.relative_to(LAB.parent).as_posix(): n for f in LAB.rglob("*") if f.is_dir()
+               if (n := len(list(f.glob("*.py")))) > FOLDER_MODULES_AT_MOST}
+    assert not crowded, f"folders of more than {FOLDER_MODULES_AT_MOST} modules: {crowded}"
 
 
 def notebook_imports(path: Path) -> list[str]:

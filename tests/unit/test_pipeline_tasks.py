@@ -98,7 +98,7 @@ def test_executor_crash_in_local_mode_carries_on(task, monkeypatch):
 
 
 def test_receiver_driver_refuses_an_impossible_point_as_a_config_error():
-    from lab.pipelines.receiver import _check_points
+    from lab.pipelines.receiver.pipeline import _check_points
 
     ctx = SimpleNamespace(config=SimpleNamespace(wal="off", ack="stored"),
                           pending=[crash_at("after-wal-before-ack", 1)])

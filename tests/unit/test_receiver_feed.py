@@ -8,8 +8,8 @@ import pytest
 
 from lab import events as ev
 from lab.kafka.read import NotALabEvent
-from lab.pipelines.receiver_commits import GroupOffsets
-from lab.pipelines.receiver_epoch import Epoch, decode_line, line_key, record_line
+from lab.pipelines.receiver.commits import GroupOffsets
+from lab.pipelines.receiver.epoch import Epoch, decode_line, line_key, record_line
 
 
 def test_lines_carry_what_the_auditor_needs():
@@ -95,7 +95,7 @@ class _Events:
 
 
 def test_group_commits_move_forward_only_and_retry_after_an_outage(monkeypatch):
-    monkeypatch.setattr("lab.pipelines.receiver_commits.TROUBLE_BACKOFF_S", 0)
+    monkeypatch.setattr("lab.pipelines.receiver.commits.TROUBLE_BACKOFF_S", 0)
     consumer, events, seen = _Consumer(), _Events(), []
     group = GroupOffsets(consumer, "t", 2, events, seen.append)
     assert group.refresh() and group.committed == {0: 0, 1: 0}

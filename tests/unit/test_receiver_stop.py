@@ -1,9 +1,9 @@
-"""The receiver's clean stop (lab.pipelines.receiver_stop): when it may stop without Spark's graceful wait."""
+"""The receiver's clean stop (lab.pipelines.receiver.stop): when it may stop without Spark's graceful wait."""
 
 import threading
 import time
 
-from lab.pipelines.receiver_stop import FINISH_WAIT_S, BatchTimes, stop
+from lab.pipelines.receiver.stop import FINISH_WAIT_S, BatchTimes, stop
 
 
 def test_the_wait_ends_once_the_newest_batch_with_records_and_one_after_the_stop_have_completed():
@@ -44,7 +44,7 @@ class _Context:
 
 
 def test_the_stop_is_sparks_graceful_one_when_the_feeder_or_the_batches_did_not_finish(monkeypatch):
-    import lab.pipelines.receiver_stop as mod
+    import lab.pipelines.receiver.stop as mod
 
     monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.05)
     done = BatchTimes()
@@ -63,7 +63,7 @@ def test_the_stop_is_sparks_graceful_one_when_the_feeder_or_the_batches_did_not_
 
 
 def test_without_exact_counts_the_batch_waited_for_is_timed_a_block_interval_later(monkeypatch):
-    import lab.pipelines.receiver_stop as mod
+    import lab.pipelines.receiver.stop as mod
 
     monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
     soon = BatchTimes()
@@ -74,7 +74,7 @@ def test_without_exact_counts_the_batch_waited_for_is_timed_a_block_interval_lat
 
 def test_with_exact_counts_a_context_behind_the_clock_stops_once_its_batches_with_records_are_done(monkeypatch):
     # A driver recovered from the write-ahead log runs the batches of its down time: 20 s behind the clock, measured.
-    import lab.pipelines.receiver_stop as mod
+    import lab.pipelines.receiver.stop as mod
 
     monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
     behind = int(time.time() * 1000) - 20_000
@@ -89,7 +89,7 @@ def test_with_exact_counts_a_context_behind_the_clock_stops_once_its_batches_wit
 
 def test_a_recovered_driver_waits_for_the_pending_batches_its_earlier_attempt_left(monkeypatch):
     # Submitted again at the restart with no record count: only their times say they hold records.
-    import lab.pipelines.receiver_stop as mod
+    import lab.pipelines.receiver.stop as mod
 
     monkeypatch.setattr(mod, "FINISH_WAIT_S", 0.3)
     times = BatchTimes()

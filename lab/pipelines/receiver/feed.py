@@ -12,8 +12,8 @@ record to whichever receiver is connected::
     <event id> <seq> <partition> <offset>\\n
 
 The lines and the accounting of what each connection handed over are in
-:mod:`lab.pipelines.receiver_epoch`; the group's committed offsets in
-:mod:`lab.pipelines.receiver_commits`.
+:mod:`lab.pipelines.receiver.epoch`; the group's committed offsets in
+:mod:`lab.pipelines.receiver.commits`.
 
 Together, Spark's receiver and this feeder behave like the Kafka receivers of
 Spark 1.x: the feeder is the receiver's consumer. It is a thread of the
@@ -91,7 +91,7 @@ On failure
 Broker errors (an outage) never end the feeder: a failed commit is kept
 and retried on every loop (nothing is committed out of order), fetches and
 offset reads are retried, and each kind of error is written to the
-timeline once per outage (:class:`lab.pipelines.receiver_commits.GroupOffsets`).
+timeline once per outage (:class:`lab.pipelines.receiver.commits.GroupOffsets`).
 Socket errors end the epoch (the receiver reconnects on its own). A record
 that is not a lab event ends the feeder with
 :class:`lab.kafka.read.NotALabEvent` (the driver then fails). A feeder that
@@ -110,8 +110,8 @@ import time
 
 from lab import events as ev
 from lab.errors import LabError
-from lab.pipelines.receiver_commits import GroupOffsets
-from lab.pipelines.receiver_epoch import Epoch, close_quietly
+from lab.pipelines.receiver.commits import GroupOffsets
+from lab.pipelines.receiver.epoch import Epoch, close_quietly
 
 #: Seconds a new connection is held waiting for the previous epoch's last counts.
 HOLD_TIMEOUT_S = 10.0

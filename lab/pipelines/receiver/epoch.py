@@ -2,7 +2,7 @@
 
 The wire format
 ---------------
-The feeder (:mod:`lab.pipelines.receiver_feed`) writes one line per Kafka
+The feeder (:mod:`lab.pipelines.receiver.feed`) writes one line per Kafka
 record, the sink's row and the event's key as text (:func:`encode_line`)::
 
     <event id> <seq> <partition> <offset> <key>\\n

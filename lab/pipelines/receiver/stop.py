@@ -8,7 +8,7 @@ handed over: a receiver's progress is the offsets committed for records
 allocated to batches, so at ``drained`` the last of those batches may still
 have their output to write (a window-count run's last running counts).
 
-1. :meth:`lab.pipelines.receiver_feed.Feeder.finish` closes the receiver's
+1. :meth:`lab.pipelines.receiver.feed.Feeder.finish` closes the receiver's
    connection and waits until every line handed over has been allocated to
    a submitted batch (the feeder counts them from ``onBatchSubmitted``).
 2. :meth:`BatchTimes.wait_done` then waits until the newest batch submitted
@@ -28,7 +28,7 @@ have their output to write (a window-count run's last running counts).
    receiver's block buffer at that moment, so a batch timed
    :data:`PUSH_MARGIN_MS` after the moment step 1 ended must have completed as
    well: the buffer becomes a block every block interval
-   (:data:`lab.pipelines.receiver_conf.BLOCK_INTERVAL_MS`), and Spark allocates
+   (:data:`lab.pipelines.receiver.conf.BLOCK_INTERVAL_MS`), and Spark allocates
    batch ``T`` at wall-clock time ``T`` or later, so that batch holds every
    block reported before it. (Asked of exact counts too, that batch never
    came within the wait when the context ran behind the clock: a driver
@@ -55,7 +55,7 @@ import threading
 import time
 
 from lab import events as ev
-from lab.pipelines.receiver_conf import BLOCK_INTERVAL_MS
+from lab.pipelines.receiver.conf import BLOCK_INTERVAL_MS
 
 #: Seconds a clean stop waits, in all, for the receiver to store what it was handed and for its batches. A run
 #: drained while its batches were behind: 10.4 s from the stop to the last batch with records done (a window-count

@@ -15,7 +15,7 @@ What runs
   (``closeFileAfterWrite``): Hadoop's checksummed local file system flushes
   only whole 512-byte checksum chunks, so after a ``kill -9`` the tail of a
   record Spark counted as logged could be missing; a closed file is complete.
-* The Kafka side of the receiver is :class:`lab.pipelines.receiver_feed.Feeder`,
+* The Kafka side of the receiver is :class:`lab.pipelines.receiver.feed.Feeder`,
   a thread of this driver that writes the topic's records to the receiver's
   socket and commits offsets to the run's group by ``--ack``; its docstring
   describes the protocol, including how the ``StreamingListener`` below tells
@@ -71,7 +71,7 @@ the WAL come from. While a batch already committed is still being written,
 a live audit counts its events as lost for that moment; the final audit
 comes after a clean stop, which first lets the receiver store every line it
 was handed (:meth:`Feeder.finish`), then waits until the batches holding them
-have written their output (:mod:`lab.pipelines.receiver_stop`), so nothing
+have written their output (:mod:`lab.pipelines.receiver.stop`), so nothing
 is in flight then. The supervisor's drain check
 uses the same offsets: committed up to the log end.
 
@@ -120,7 +120,7 @@ A failing output job (blocks gone) is reported as ``batch-lost`` and does not
 stop the stream. Any other error ends the driver with it (the supervisor
 restarts it). SIGTERM stops cleanly: the feeder finishes, the batches holding
 what it handed over complete, then the StreamingContext stops
-(:mod:`lab.pipelines.receiver_stop`; Spark's graceful stop when a wait runs out).
+(:mod:`lab.pipelines.receiver.stop`; Spark's graceful stop when a wait runs out).
 """
 
 from __future__ import annotations
@@ -133,11 +133,11 @@ from lab import events as ev
 from lab.pipelines.driver import DriverContext
 from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
-from lab.pipelines import receiver_stop
-from lab.pipelines.receiver_conf import max_rate, spark_conf
-from lab.pipelines.receiver_epoch import decode_line
-from lab.pipelines.receiver_feed import Feeder
-from lab.pipelines.receiver_stop import BatchTimes
+from lab.pipelines.receiver import stop as receiver_stop
+from lab.pipelines.receiver.conf import max_rate, spark_conf
+from lab.pipelines.receiver.epoch import decode_line
+from lab.pipelines.receiver.feed import Feeder
+from lab.pipelines.receiver.stop import BatchTimes
 from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
 
 #: Where the feeder's port is kept between driver attempts.
@@ -217,7 +217,7 @@ class _Runtime:
         self.recovering = ctx.attempt > 1
         self.ssc = None
         self.started_ms = int(time.time() * 1000)
-        self.batch_times = BatchTimes()  # for the clean stop (lab.pipelines.receiver_stop)
+        self.batch_times = BatchTimes()  # for the clean stop (lab.pipelines.receiver.stop)
 
     # -- progress ---------------------------------------------------------------
     def on_commit(self, committed: dict[int, int]) -> None:
@@ -453,7 +453,7 @@ def run(ctx: DriverContext) -> None:
     ssc = StreamingContext.getOrCreate(checkpoint, create)
     # end lesson: receiver-wal
     runtime.ssc = ssc
-    if recovered and book.by_time:  # its pending batches come back without a record count (receiver_stop)
+    if recovered and book.by_time:  # its pending batches come back without a record count (lab.pipelines.receiver.stop)
         runtime.batch_times.hold_through(max(book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
                                          * int(cfg.batch_interval_s * 1000))
     ssc.addStreamingListener(_make_listener(runtime))
@@ -475,7 +475,7 @@ def run(ctx: DriverContext) -> None:
                 if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
                     feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
         if not stopped:
-            # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver_stop.
+            # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver.stop.
             quick = skip_accumulator_wait(sc)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
             receiver_stop.stop(ssc, feeder, runtime.batch_times, ctx.events, quick_stop=quick)
             stopped = True

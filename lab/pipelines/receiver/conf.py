@@ -1,7 +1,7 @@
 """The receiver pipeline's Spark settings: its rate cap, block interval, write-ahead log and stop timeout.
 
 Pure: :func:`spark_conf` adds them to :func:`lab.spark.session.session_conf` when the
-driver (:mod:`lab.pipelines.receiver`) starts its session.
+driver (:mod:`lab.pipelines.receiver.pipeline`) starts its session.
 """
 
 from __future__ import annotations

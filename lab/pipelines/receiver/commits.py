@@ -1,6 +1,6 @@
 """The receiver feeder's side of the run's consumer group: committed offsets, forward-only commits, broker trouble.
 
-The feeder (:mod:`lab.pipelines.receiver_feed`) commits offsets to the run's
+The feeder (:mod:`lab.pipelines.receiver.feed`) commits offsets to the run's
 group id without ever joining the group (``assign()``, see
 :mod:`lab.kafka.tools`), and every new connection starts from what the group
 has committed. :class:`GroupOffsets` is that bookkeeping:
