@@ -32,7 +32,6 @@ OUTCOMES = (
     Outcome("acked-kept", "every acknowledged send is in the topic's final read", "#2ca02c", 0),
     Outcome("acked-lost", "acknowledged sends are missing from the topic's final read", "#d62728", 2),
 )
-BY_WORD = {o.word: o for o in OUTCOMES}
 #: The words, in order.
 WORDS = tuple(o.word for o in OUTCOMES)
 #: The delivery guarantees a learner predicts (a pipeline's outcome once its run drained).

@@ -149,10 +149,10 @@ def build(env, spec: dict) -> None:
     stream.rebalance().sink_to(sink).name("kafka-sink").set_parallelism(spec["parallelism"])
 
 
-def die_with_parent() -> None:
+def kill_when_parent_exits() -> None:
     """Ask the kernel to SIGKILL this process when its parent exits (Linux only; elsewhere nothing).
 
-    :func:`lab.host.processes.die_with_parent` again: this file runs by path on the Flink environment's Python,
+    :func:`lab.host.processes.kill_when_parent_exits` again: this file runs by path on the Flink environment's Python,
     which has no ``lab`` package to import it from.
     """
     if sys.platform.startswith("linux"):
@@ -178,7 +178,7 @@ def jvm_dies_with_job() -> None:
         def before_exec():
             if preexec_fn:
                 preexec_fn()
-            die_with_parent()
+            kill_when_parent_exits()
 
         return popen(*args, preexec_fn=before_exec, **kwargs)
 

@@ -32,7 +32,7 @@ from lab.errors import LabError
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1")
 
 
-def die_with_parent() -> None:
+def kill_when_parent_exits() -> None:
     """Ask the kernel to SIGKILL this process when the thread that started it exits (Linux; a ``preexec_fn``)."""
     if sys.platform.startswith("linux"):
         try:
@@ -40,9 +40,6 @@ def die_with_parent() -> None:
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:
             pass
-
-
-_die_with_parent_fn = die_with_parent  # spawn's parameter of the same name hides the function inside it
 
 
 def spawn(args, *, log_path=None, env=None, cwd=None, die_with_parent=True) -> subprocess.Popen:
@@ -69,7 +66,7 @@ def spawn(args, *, log_path=None, env=None, cwd=None, die_with_parent=True) -> s
             env=env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent_fn if die_with_parent else None,
+            preexec_fn=kill_when_parent_exits if die_with_parent else None,
         )
     finally:
         if log_path:

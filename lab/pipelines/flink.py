@@ -70,7 +70,7 @@ import urllib.request
 from pathlib import Path
 
 from lab import events as ev
-from lab.host.processes import die_with_parent
+from lab.host.processes import kill_when_parent_exits
 from lab.flink import env as flink_env
 from lab.flink import settings as flink_settings
 from lab.host import jars
@@ -146,11 +146,11 @@ def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subpr
            "_python_worker_execution_mode": "process"}
     with open(attempt_dir.parent / f"attempt-{ctx.attempt}.out", "ab") as out:
         # Same process group as the driver (no new session): a crash's killpg takes the job and its JVM. The job
-        # dies with the driver too (PR_SET_PDEATHSIG), and its JVM with the job (lab.flink.job.die_with_parent):
+        # dies with the driver too (PR_SET_PDEATHSIG), and its JVM with the job (lab.flink.job.jvm_dies_with_job):
         # after `kill -9` of `lab run`, the driver died with it but the job and its JVM ran on, reparented to init.
         child = subprocess.Popen([str(flink_env.python_path()), str(JOB_SCRIPT), str(spec_path)],
                                  env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(attempt_dir),
-                                 preexec_fn=die_with_parent)
+                                 preexec_fn=kill_when_parent_exits)
     return child, spec_path
 
 
