@@ -22,6 +22,13 @@ from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
 from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult
+from lab.audit.predictions import NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES, topic_outcome_of  # noqa: F401  (03, 07)
+from lab.doctor import run_checks  # noqa: F401  (notebook 00)
+from lab.events import read_events
+from lab.flink import env as flink_env  # noqa: F401  (notebook 08)
+from lab.sinks.files import naive_reader_outcome  # noqa: F401  (notebook 03)
+from lab.views import flink as flink_view  # noqa: F401  (notebook 08)
+from lab.views import replication  # noqa: F401  (notebook 07)
 
 def predict(scenarios, predictions=None, **kwargs):
     """:func:`lab.views.predict.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
@@ -35,7 +42,6 @@ def show(result: RunResult) -> None:
     from IPython.display import HTML, display
 
     from lab.views import plots
-    from lab.events import read_events
     from lab.views.panel import counts_html
 
     display(HTML(counts_html(result.report)))
@@ -94,8 +100,6 @@ def group_offsets(result: RunResult) -> dict[int, int | None]:
 
 def crash_story(result: RunResult) -> list[str]:
     """The run's own timeline around its faults, in sentences: what was done, what was lost, what ran again."""
-    from lab.events import read_events
-
     events = read_events(result.run_dir)
     t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
     lines = []
@@ -228,21 +232,13 @@ def choose(options: dict, names, what: str) -> dict:
     return {n: options[n] for n in names}
 
 
-#: The names of :data:`LAZY` are imported at first use: plotly, pandas and the widgets are not imported
-#: with the face: ``import lab.notebook`` takes 0.61 s, 1.35 s with them all (whole-process medians of 5, 2 cores).
+#: The names of :data:`LAZY` and ``nb.matrix`` are imported at first use, so plotly, pandas and the widgets are
+#: not imported with the face: ``import lab.notebook`` takes 0.61 s, 1.35 s with them all (whole-process medians
+#: of 5, 2 cores). The face's other names cost under 25 ms each once it is imported (-X importtime).
 LAZY = {
     "plots": ("lab.views.plots", None),
-    "replication": ("lab.views.replication", None),
-    "flink_env": ("lab.flink.env", None),
-    "flink_view": ("lab.views.flink", None),
     "Panel": ("lab.views.panel", "Panel"),
     "SettingsPicker": ("lab.views.replication_picker", "SettingsPicker"),
-    "run_checks": ("lab.doctor", "run_checks"),
-    "read_events": ("lab.events", "read_events"),
-    "NAIVE_READER_OUTCOMES": ("lab.audit.predictions", "NAIVE_READER_OUTCOMES"),
-    "naive_reader_outcome": ("lab.sinks.files", "naive_reader_outcome"),
-    "TOPIC_OUTCOMES": ("lab.audit.predictions", "TOPIC_OUTCOMES"),
-    "topic_outcome_of": ("lab.audit.predictions", "topic_outcome_of"),
 }
 
 #: ``nb.matrix``: notebook 04's names, from the matrix's runner, report and grid.
