@@ -233,8 +233,8 @@ def choose(options: dict, names, what: str) -> dict:
 
 
 #: The names of :data:`LAZY` and ``nb.matrix`` are imported at first use, so plotly, pandas and the widgets are
-#: not imported with the face: ``import lab.notebook`` takes 0.61 s, 1.35 s with them all (whole-process medians
-#: of 5, 2 cores). The face's other names cost under 25 ms each once it is imported (-X importtime).
+#: not imported with the face: ``import lab.notebook`` took 0.54 s, 1.29 s with them (whole-process medians of 7
+#: in turns, 2 cores). The face's other names cost under 25 ms each once it is imported (-X importtime).
 LAZY = {
     "plots": ("lab.views.plots", None),
     "Panel": ("lab.views.panel", "Panel"),
