@@ -237,7 +237,8 @@ class RunConfig:
     @property
     def may_use_connector(self) -> bool:
         """The driver may read Kafka with Spark's connector: structured or direct, Apache Kafka, reader not labkafka."""
-        return self.pipeline in ("structured", "direct") and self.real_kafka and self.kafka_reader != "labkafka"
+        return ("kafka_reader" in PIPELINES[self.pipeline].options and self.real_kafka
+                and self.kafka_reader != "labkafka")
 
     @property
     def settings(self) -> dict:
@@ -283,7 +284,7 @@ class RunConfig:
         """The query and, for a stateful one, what decides its state and its late events."""
         out = {"query": self.query}
         if self.query != "passthrough":
-            if self.pipeline in ("receiver", "kafka-eos"):  # running counts per key: no window, no watermark
+            if PIPELINES[self.pipeline].running_counts:  # running counts per key: no window, no watermark
                 return out
             out.update(window_s=self.window_s if self.query == "window-count" else None,
                        watermark_s=self.watermark_s, state_store=self.state_store)
@@ -324,7 +325,7 @@ class RunConfig:
             raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
         if self.kafka_reader not in KAFKA_READERS:
             raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
-        if (self.pipeline in ("structured", "direct") and self.kafka_reader == "spark"
+        if ("kafka_reader" in PIPELINES[self.pipeline].options and self.kafka_reader == "spark"
                 and not (self.kafka_bootstrap or self.broker == "kafka")):
             raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.broker not in BROKERS:
@@ -485,7 +486,8 @@ def make_config(**params) -> RunConfig:
     spec = PIPELINES.get(config.pipeline)
     if config.spark_ui and params.get("spark_ui") is None and spec is not None and not spec.uses_spark:
         config = replace(config, spark_ui=False)  # LAB_SPARK_UI is for a session's Spark runs; this one has none
-    if config.pipeline == "flink" and config.flink_delivery == "auto" and config.checkpointing in flink_settings.CHECKPOINTING:
+    if (spec is not None and "flink_delivery" in spec.options and config.flink_delivery == "auto"
+            and config.checkpointing in flink_settings.CHECKPOINTING):
         config = replace(config, flink_delivery=flink_settings.delivery(config))  # config.json states the sink's guarantee
     config.validate()
     return config

@@ -1,4 +1,7 @@
-"""What each pipeline is: its driver module, its semantic options, whether it starts a JVM.
+"""What each pipeline is: its driver module, its engine, its semantic options, what its queries count, its label.
+
+The one place that knows what a pipeline can do: code elsewhere asks a :class:`PipelineSpec`
+(its engine, its options, whether it counts per key or watermarks), never a pipeline's name.
 
 Which faults and named points each pipeline supports is the fault catalogue's
 business (:mod:`lab.faults`); :attr:`PipelineSpec.faults` and ``points`` read
@@ -8,6 +11,7 @@ validated instantly, before any JVM starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.faults import faults_for, points_for
@@ -20,6 +24,69 @@ from lab.faults import faults_for, points_for
 DEFAULT_BATCH_INTERVAL_S = 0.5
 #: flink's ``batch_interval_s`` is its checkpoint interval (its :attr:`PipelineSpec.default_interval_s`), which its notebook and tests time their crashes by.
 FLINK_CHECKPOINT_INTERVAL_S = 1.0
+
+#: What runs a pipeline, as a reader names it.
+ENGINES = {"spark": "Apache Spark", "flink": "Apache Flink", "kafka": "Kafka (no engine)"}
+
+# -- the deployment's words in the semantics grid and the matrix (lab.matrix.semantics.deployment) -------------
+
+_SINK_WORDS = {"append": "append sink", "idempotent": "idempotent sink", "transactional": "transactional sink",
+               "files": "file sink", "topic": "output topic"}
+_COMMIT_WORDS = {"after-output": "commit after output", "before-output": "commit before output"}
+_OFFSET_WORDS = {"checkpoint": "offsets in checkpoint", "kafka": "offsets in Kafka"}
+
+
+def present(value) -> bool:
+    """Whether a setting was recorded (not None, NaN or empty: a results table's missing cell)."""
+    return value is not None and not (isinstance(value, float) and value != value) and value != ""
+
+
+def sink_words(sink) -> str:
+    """A sink mode in a row label, e.g. ``"append sink"``."""
+    return _SINK_WORDS.get(sink, f"{sink} sink") if present(sink) else "sink unknown"
+
+
+def _receiver_label(sink, s: dict, query: str) -> str:
+    parts = [f"receiver{query}"]
+    if present(s.get("ack")):
+        parts.append("reliable ack" if s["ack"] == "stored" else "unreliable ack")
+    if present(s.get("wal")):
+        parts.append("WAL" if s["wal"] == "on" else "no WAL")
+    if present(s.get("replication")) and int(s["replication"]) > 1:
+        parts.append(f"replication {int(s['replication'])}")
+    if present(sink) and sink != "append":
+        parts.append(sink_words(sink))
+    return ", ".join(parts)
+
+
+def _direct_label(sink, s: dict, query: str) -> str:
+    if s.get("offsets") == "sink":  # the offsets commit in the rows' transaction: the sink is implied
+        return "direct, offsets in the sink's transaction" + ("" if sink == "transactional" else f", {sink_words(sink)}")
+    where = _OFFSET_WORDS.get(s.get("offsets"))
+    return ", ".join(["direct", *([where] if where else []), sink_words(sink)])
+
+
+def _structured_label(sink, s: dict, query: str) -> str:
+    return f"structured{query}, {sink_words(sink)}"
+
+
+def _kafka_eos_label(sink, s: dict, query: str) -> str:
+    return f"kafka-eos{query}, offsets in the producer's transaction" + ("" if sink in ("topic", None) else
+                                                                         f", {sink_words(sink)}")
+
+
+def _flink_label(sink, s: dict, query: str) -> str:
+    parts = [f"flink, {s['checkpointing']} barriers" if present(s.get("checkpointing")) else "flink"]
+    if present(s.get("flink_delivery")):
+        parts.append(f"{s['flink_delivery']} KafkaSink")
+    if s.get("slow_sink") is True:
+        parts.append("back-pressured")
+    return ", ".join(parts)
+
+
+def _plain_label(sink, s: dict, query: str) -> str:
+    commit = _COMMIT_WORDS.get(s.get("commit"))
+    return ", ".join(["plain consumer", *([commit] if commit else []), sink_words(sink)])
 
 
 @dataclass(frozen=True)
@@ -34,8 +101,8 @@ class PipelineSpec:
         Module whose ``run(ctx)`` the driver process (``python -m lab.pipelines.driver RUN_DIR``) calls.
     summary : str
         One line for help texts.
-    uses_spark : bool
-        Whether the driver starts a JVM.
+    engine : str
+        What runs the pipeline: ``spark``, ``flink`` or ``kafka`` (no engine: a Kafka client); :data:`ENGINES`.
     options : tuple of str
         The :class:`lab.config.RunConfig` fields that change this pipeline's
         semantics (listed in its reports' settings).
@@ -50,16 +117,38 @@ class PipelineSpec:
         leaving no epoch with events in flight for a crash to land in.
     default_interval_s : float
         ``--batch-interval``'s default: :data:`DEFAULT_BATCH_INTERVAL_S`, or flink's checkpoint interval.
+    running_counts : bool
+        Its stateful query is a running count per key, with no window and no watermark (receiver, kafka-eos).
+    watermarks : bool
+        Its stateful queries drop events behind a watermark, as Spark decides from its own checkpoint (structured).
+    label : callable
+        ``label(sink, settings, query_words)``: the deployment's words in the semantics grid and the matrix.
+    label_on_cluster : bool
+        Whether a row on the three-broker cluster names the pipeline after the cluster's settings.
     """
 
     name: str
     module: str
     summary: str
-    uses_spark: bool
+    engine: str
+    label: Callable[[object, dict, str], str]
     options: tuple[str, ...] = ()
     waits_for_turn: bool = False
     ready_when_running: bool = False
     default_interval_s: float = DEFAULT_BATCH_INTERVAL_S
+    running_counts: bool = False
+    watermarks: bool = False
+    label_on_cluster: bool = True
+
+    @property
+    def uses_spark(self) -> bool:
+        """Whether the driver starts a Spark JVM."""
+        return self.engine == "spark"
+
+    @property
+    def engine_name(self) -> str:
+        """The engine as a reader names it (:data:`ENGINES`)."""
+        return ENGINES[self.engine]
 
     @property
     def faults(self) -> tuple[str, ...]:
@@ -77,7 +166,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         name="plain",
         module="lab.pipelines.plain",
         summary="no Spark: a kafka-python consumer writing to the sink, offsets committed to the consumer group",
-        uses_spark=False,
+        engine="kafka",
+        label=_plain_label,
+        label_on_cluster=False,
         options=("commit",),
     ),
     "kafka-eos": PipelineSpec(
@@ -85,14 +176,17 @@ PIPELINES: dict[str, PipelineSpec] = {
         module="lab.pipelines.kafka_eos",
         summary="no Spark: Kafka's exactly-once consume-transform-produce, output topic and offsets in one "
                 "transaction per batch",
-        uses_spark=False,
+        engine="kafka",
+        label=_kafka_eos_label,
+        running_counts=True,
     ),
     "flink": PipelineSpec(
         name="flink",
         module="lab.pipelines.flink",
         summary="Apache Flink (PyFlink, a local mini-cluster): checkpoint barriers, Kafka source and KafkaSink, "
                 "restarts from the newest retained checkpoint",
-        uses_spark=False,
+        engine="flink",
+        label=_flink_label,
         options=("checkpointing", "flink_delivery", "slow_sink"),
         ready_when_running=True,
         default_interval_s=FLINK_CHECKPOINT_INTERVAL_S,
@@ -102,7 +196,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         module="lab.pipelines.structured",
         waits_for_turn=True,
         summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
-        uses_spark=True,
+        engine="spark",
+        label=_structured_label,
+        watermarks=True,
         options=("kafka_reader",),
     ),
     "direct": PipelineSpec(
@@ -110,7 +206,8 @@ PIPELINES: dict[str, PipelineSpec] = {
         module="lab.pipelines.direct",
         waits_for_turn=True,
         summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
-        uses_spark=True,
+        engine="spark",
+        label=_direct_label,
         options=("offsets", "kafka_reader"),
     ),
     "receiver": PipelineSpec(
@@ -119,7 +216,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         waits_for_turn=True,
         summary="Spark Streaming DStreams: Spark's socket receiver fed by a Kafka consumer, optional write-ahead log, "
                 "checkpoint recovery",
-        uses_spark=True,
+        engine="spark",
+        label=_receiver_label,
+        running_counts=True,
         options=("wal", "ack", "replication"),
     ),
 }

@@ -44,6 +44,7 @@ import pandas as pd
 
 from lab import events as ev
 from lab.audit.ledger import acked_event_times
+from lab.registry import PIPELINES
 
 if TYPE_CHECKING:
     from lab.audit.auditor import Audit
@@ -190,7 +191,7 @@ def watermarks(checkpoint: Path) -> dict[int, int]:
 
 def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict]) -> np.ndarray:
     """The late mask of a run's acknowledged events (all ``False`` for a query without a watermark)."""
-    if config.query not in ("window-count", "dedupe") or config.pipeline != "structured":
+    if config.query not in ("window-count", "dedupe") or not PIPELINES[config.pipeline].watermarks:
         return np.zeros(len(events.seq), dtype=bool)
     batch = batch_of(events.partition, events.kafka_offset, batch_ranges(timeline))
     return late_mask(events.event_time_ms, batch, watermarks(Path(run_dir) / "checkpoint"), config.query,
@@ -199,7 +200,7 @@ def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict])
 
 def window_ms_of(config) -> int:
     """The window in ms; 0 for the receiver's running counts per key (one window, ``[0, 0)``, for the whole run)."""
-    if config.pipeline == "receiver":
+    if PIPELINES[config.pipeline].running_counts:
         return 0
     return max(1, int(round(config.window_s * 1000)))
 

@@ -24,6 +24,7 @@ import re
 import struct
 
 from lab.errors import LabError, choices_error
+from lab.registry import PIPELINES
 
 CHECKPOINTING = ("aligned", "unaligned", "at-least-once")
 FLINK_DELIVERIES = ("auto", "exactly-once", "at-least-once")
@@ -50,7 +51,7 @@ def check(cfg) -> None:
         raise choices_error("checkpointing", cfg.checkpointing, CHECKPOINTING)
     if cfg.flink_delivery not in FLINK_DELIVERIES:
         raise choices_error("Flink sink delivery", cfg.flink_delivery, FLINK_DELIVERIES)
-    if cfg.pipeline != "flink":
+    if PIPELINES[cfg.pipeline].engine != "flink":
         if cfg.checkpointing != "aligned" or cfg.flink_delivery != "auto" or cfg.slow_sink:
             raise LabError(f"--checkpointing, --flink-delivery and --slow-sink are the flink pipeline's settings; "
                            f"this run's pipeline is {cfg.pipeline!r}")

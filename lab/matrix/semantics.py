@@ -28,6 +28,9 @@ from pathlib import Path
 import pandas as pd
 
 from lab.errors import LabError
+from lab.registry import PIPELINES
+from lab.registry import present as _present
+from lab.registry import sink_words as _sink
 from lab.outcomes import COLORS, SEVERITY
 from lab.faults import parse_fault_plan
 from lab.matrix.grid import TEMPLATES
@@ -53,20 +56,8 @@ UNREADABLE_PLAN = "fault plan unreadable"
 #: The verdict of a run no expectation is stated for (a notebook's run the default grid does not list).
 NO_EXPECTATION = "no expectation"
 
-_SINKS = {"append": "append sink", "idempotent": "idempotent sink", "transactional": "transactional sink",
-          "files": "file sink", "topic": "output topic"}
-_COMMITS = {"after-output": "commit after output", "before-output": "commit before output"}
-_OFFSETS = {"checkpoint": "offsets in checkpoint", "kafka": "offsets in Kafka"}
 # Rows are grouped by family in the guide's order (receivers first, Kafka's own last), then by first appearance.
 _FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "flink", "plain", "cluster")
-
-
-def _present(value) -> bool:
-    return value is not None and not (isinstance(value, float) and value != value) and value != ""
-
-
-def _sink(sink) -> str:
-    return _SINKS.get(sink, f"{sink} sink") if _present(sink) else "sink unknown"
 
 
 def _settings(value) -> dict:
@@ -85,36 +76,9 @@ def _settings(value) -> dict:
 def _pipeline_label(pipeline: str, sink, s: dict) -> str:
     query = s.get("query")
     stateful = f" {query}" if _present(query) and query != "passthrough" else ""
-    if pipeline == "receiver":
-        parts = [f"receiver{stateful}"]
-        if _present(s.get("ack")):
-            parts.append("reliable ack" if s["ack"] == "stored" else "unreliable ack")
-        if _present(s.get("wal")):
-            parts.append("WAL" if s["wal"] == "on" else "no WAL")
-        if _present(s.get("replication")) and int(s["replication"]) > 1:
-            parts.append(f"replication {int(s['replication'])}")
-        if _present(sink) and sink != "append":
-            parts.append(_sink(sink))
-        return ", ".join(parts)
-    if pipeline == "direct":
-        if s.get("offsets") == "sink":  # the offsets commit in the rows' transaction: the sink is implied
-            return "direct, offsets in the sink's transaction" + ("" if sink == "transactional" else f", {_sink(sink)}")
-        where = _OFFSETS.get(s.get("offsets"))
-        return ", ".join(["direct", *([where] if where else []), _sink(sink)])
-    if pipeline == "structured":
-        return f"structured{stateful}, {_sink(sink)}"
-    if pipeline == "kafka-eos":
-        return f"kafka-eos{stateful}, offsets in the producer's transaction" + ("" if sink in ("topic", None) else f", {_sink(sink)}")
-    if pipeline == "flink":
-        parts = [f"flink, {s['checkpointing']} barriers" if _present(s.get("checkpointing")) else "flink"]
-        if _present(s.get("flink_delivery")):
-            parts.append(f"{s['flink_delivery']} KafkaSink")
-        if s.get("slow_sink") is True:
-            parts.append("back-pressured")
-        return ", ".join(parts)
-    if pipeline == "plain":
-        commit = _COMMITS.get(s.get("commit"))
-        return ", ".join(["plain consumer", *([commit] if commit else []), _sink(sink)])
+    spec = PIPELINES.get(pipeline) if isinstance(pipeline, str) else None
+    if spec:
+        return spec.label(sink, s, stateful)
     return f"{pipeline}, {_sink(sink)}" if _present(pipeline) else "unknown deployment"
 
 
@@ -140,7 +104,8 @@ def deployment(pipeline, sink, settings=None) -> str:
     s = _settings(settings)
     if _present(s.get("nodes")) and int(s["nodes"]) > 1:
         label = f"Kafka cluster acks={s.get('acks', '?')}, min.insync={s.get('min_insync', '?')}, unclean={s.get('unclean', '?')}"
-        return label if pipeline == "plain" else f"{label}; {_pipeline_label(pipeline, sink, s)}"
+        spec = PIPELINES.get(pipeline) if isinstance(pipeline, str) else None
+        return f"{label}; {_pipeline_label(pipeline, sink, s)}" if spec is None or spec.label_on_cluster else label
     label = _pipeline_label(pipeline, sink, s)
     # Producer settings change what reaches the topic; the defaults (idempotent, acks=all) go unsaid.
     if s.get("idempotence") is False:

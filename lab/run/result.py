@@ -38,6 +38,7 @@ from lab.audit.restarts import driver_restarts
 from lab.sinks.reader import open_sink
 from lab.audit.topic import audit_topic
 from lab.sinks.topic import TopicSink
+from lab.registry import PIPELINES
 
 
 @dataclass
@@ -177,7 +178,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
               "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version))),
               **views}
     source["topic"] = asdict(audit_topic(run_dir, run_dir / LEDGER_FILE, copies))
-    if config.pipeline == "flink":  # what its restarts replay, predicted from its timeline (lab.audit.flink_replay)
+    if PIPELINES[config.pipeline].engine == "flink":  # what its restarts replay, predicted from its timeline (lab.audit.flink_replay)
         from lab.audit.flink_replay import replay_report
         from lab.sinks.topic import output_topic
 

@@ -28,6 +28,7 @@ from lab import events as ev
 from lab.host.java import find_java, java_env
 from lab.host.jar_sets import SPARK_KAFKA_JARS
 from lab.spark.daemon import WORKER_IMPORTS_ENV
+from lab.registry import PIPELINES
 
 #: The driver UI's first port. Spark's own bind retries take the next one when it is taken
 #: (``spark.port.maxRetries``, 16), so a standby and the driver it replaces, or a few runs at
@@ -191,7 +192,7 @@ def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
     from lab.spark import archive as class_archive
     from lab.tuning import StartTuning
 
-    if cfg.pipeline == "flink":
+    if PIPELINES[cfg.pipeline].engine == "flink":
         from lab.flink import env as flink_env
 
         flink_env.check_ready()  # the flink pipeline's environment and connector: built by `make flink`, never here

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from lab import events as ev
 from lab.events import read_events
+from lab.registry import PIPELINES
 
 #: What each pipeline's recovery rests on, in the words of the engine's documentation.
 MECHANISMS = {
@@ -79,8 +80,7 @@ def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
         r, cfg = result.report, result.config
         settings = {k: v for k, v in r["settings"].items() if k in ("checkpointing", "flink_delivery", "sink", "query",
                                                                       "offsets", "wal", "commit")}
-        rows.append({"run": label, "engine": "Apache Flink" if cfg.pipeline == "flink" else
-                     "Kafka (no engine)" if cfg.pipeline in ("kafka-eos", "plain") else "Apache Spark",
+        rows.append({"run": label, "engine": PIPELINES[cfg.pipeline].engine_name,
                      "pipeline": cfg.pipeline, "mechanism": MECHANISMS.get(cfg.pipeline, ""),
                      "settings": ", ".join(f"{k}={v}" for k, v in settings.items()), "faults": cfg.faults or "none",
                      "acknowledged": r["acked"], "exactly once": r["exactly_once"], "duplicated": r["duplicated"],

@@ -244,3 +244,32 @@ def test_one_verdict_rule_and_one_list_of_outcome_words():
                 if set(GUARANTEES) <= words:
                     lists.append(f"{p.relative_to(LAB.parent)}:{node.lineno}")
     assert not lists, f"the outcome words listed outside lab/outcomes.py: {lists}"
+
+
+def pipeline_name_tests(tree: ast.AST) -> list[int]:
+    """Lines where a ``pipeline`` (a name or an attribute) is compared with a literal name or a literal tuple of them."""
+
+    def is_pipeline(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "pipeline") or (
+            isinstance(node, ast.Attribute) and node.attr == "pipeline")
+
+    def literal_names(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str)
+        return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
+
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+            and any(is_pipeline(side) and literal_names(other)
+                    for side, other in ((node.left, node.comparators[0]), (node.comparators[0], node.left)))]
+
+
+def test_the_checker_sees_a_pipeline_name_test():
+    src = 'if cfg.pipeline == "flink" or pipeline in ("a", "b") or spec.engine == "flink":\n    pass\n'
+    assert pipeline_name_tests(ast.parse(src)) == [1, 1]
+
+
+def test_only_the_registry_tests_a_pipeline_by_its_name():
+    found = [f"{p.relative_to(LAB.parent)}:{line}" for p in LAB.rglob("*.py") if p.name != "registry.py"
+             for line in pipeline_name_tests(ast.parse(p.read_text()))]
+    assert not found, f"a pipeline told apart by its name outside lab/registry.py: {found}"
