@@ -7,6 +7,7 @@ ledger, a SQLite sink and a stand-in for the topic's final read.
 from __future__ import annotations
 
 import ast
+import os
 import dataclasses
 import itertools
 import json
@@ -240,19 +241,69 @@ def test_every_command_and_flag_of_the_cli_is_in_the_command_tables():
                 assert all(re.search(rf"\b{c}\b", text) for c in action.choices), name
 
 
-def lab_variables_read_by_the_code() -> set[str]:
-    """Every string literal in lab/ that is exactly a ``LAB_*`` name."""
-    found = set()
+def lab_variables_read_by_the_code() -> dict[str, set[str]]:
+    """Every string literal in lab/ that is exactly a ``LAB_*`` name, with the files it stands in."""
+    found: dict[str, set[str]] = {}
     for path in sorted((ROOT / "lab").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        catalogue = {id(n) for a in tree.body if isinstance(a, (ast.Assign, ast.AnnAssign))
+                     and "VARIABLES" in ast.unparse(a.targets[0] if isinstance(a, ast.Assign) else a.target)
+                     for n in ast.walk(a)}  # lab.host.env.VARIABLES names every one: not a read
+        for node in ast.walk(tree):
+            if id(node) in catalogue:
+                continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"LAB_[A-Z_]+", node.value):
-                found.add(node.value)
+                found.setdefault(node.value, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
 
-def test_every_lab_variable_the_code_reads_is_in_the_environment_table():
+def test_the_catalogue_holds_every_lab_variable_the_code_reads_and_no_other():
+    from lab.host.env import VARIABLES
+
     variables = lab_variables_read_by_the_code()
     assert variables, "the scan found no LAB_* literal in lab/: the scan is broken"
-    documented = first_column(section("Environment variables"))
-    missing = variables - documented
-    assert not missing, f"LAB_* variables missing from docs/cheatsheet.md: {sorted(missing)}"
+    assert not set(variables) - set(VARIABLES), f"read, not in lab.host.env.VARIABLES: {sorted(set(variables) - set(VARIABLES))}"
+    assert not set(VARIABLES) - set(variables), f"in the catalogue, read nowhere: {sorted(set(VARIABLES) - set(variables))}"
+
+
+def test_the_environment_table_is_the_catalogue():
+    """Name, the files that read it and meaning, row by row in the catalogue's order."""
+    from lab.host.env import VARIABLES
+
+    [table] = [t for t in tables(section("Environment variables")) if t[0][0] == "variable"]
+    rows = {TICKED.findall(r[0])[0]: r for r in table[1:]}
+    assert list(rows) == list(VARIABLES), "docs/cheatsheet.md's environment table lists the catalogue, in its order"
+    read_by = lab_variables_read_by_the_code()
+    for name, var in VARIABLES.items():
+        _, files, meaning = rows[name]
+        assert meaning == var.meaning, f"{name}: the table says {meaning!r}, the catalogue {var.meaning!r}"
+        assert set(TICKED.findall(files)) == read_by[name], f"{name} is read by {sorted(read_by[name])}, the table says {files}"
+
+
+def test_the_catalogue_defaults_are_the_code_defaults():
+    from lab.config import make_config
+    from lab.host.env import VARIABLES
+    from lab.tuning import StartTuning
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
+    old = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(clean)
+        cfg = make_config()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    on = {True: "on", False: "off"}
+    tuning = StartTuning.from_env({})
+    code = {"LAB_SPARK_MASTER": cfg.spark_master, "LAB_KAFKA_READER": cfg.kafka_reader, "LAB_BROKER": cfg.broker,
+            "LAB_BROKER_NODES": str(cfg.nodes), "LAB_RESTART_DELAY": f"{cfg.restart_delay_s:g}",
+            "LAB_DEADLINE": f"{cfg.deadline_s:g}", "LAB_SPARK_UI": "1" if cfg.spark_ui else "0",
+            "LAB_CLASS_ARCHIVE": on[tuning.class_archive], "LAB_DRIVER_JVM_OPTIONS": tuning.jvm_options,
+            "LAB_WARM_UP": tuning.warm_up, "LAB_STANDBY": tuning.standby, "LAB_WORKER_DAEMON": tuning.worker_daemon,
+            "LAB_WORKER_PRELOAD": on[tuning.worker_preload], "LAB_FLINK_JVM_OPTIONS": tuning.flink_jvm_options,
+            "LAB_EXECUTOR_JVM_OPTIONS": tuning.executor_jvm_options, "LAB_QUICK_STOP": on[tuning.quick_stop],
+            "LAB_TASK_FETCH_WAIT_MS": str(tuning.task_fetch_wait_ms), "LAB_BROKER_ARCHIVE": on[tuning.broker_archive],
+            "LAB_CODEGEN": on[tuning.codegen]}
+    wrong = {name: (VARIABLES[name].default, value) for name, value in code.items() if VARIABLES[name].default != value}
+    assert not wrong, f"catalogue default against the code's (catalogue, code): {wrong}"
