@@ -54,6 +54,7 @@ from pathlib import Path
 
 from lab.broker import apache as kafka_broker
 from lab.host import processes
+from lab.kafka import replication as replication_watch
 from lab.broker import proxy as proxy_mod
 from lab.errors import LabError
 
@@ -324,3 +325,20 @@ def _reap(pid: int | None) -> None:
             os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+
+
+def kill_leader(broker, topic: str) -> dict | None:
+    """The leader-crash fault: SIGKILL the JVM of the broker leading partition 0 of ``topic``.
+
+    ``broker`` is the run's :class:`lab.broker.embedded.BrokerInfo` (a cluster). Returns
+    ``{"node", "pid", "leads"}`` (``leads``: the topic's partitions that broker
+    led), or ``None`` when partition 0 has no leader now (an election is under way).
+    """
+    states = replication_watch.describe(broker.bootstrap, topic)
+    leader = states.get(0, {}).get("leader")
+    if leader is None:
+        return None
+    node = broker.node(leader)
+    processes.kill_group(node.broker_pid, signal.SIGKILL, 5)
+    return {"node": leader, "pid": node.broker_pid,
+            "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}

@@ -1,4 +1,7 @@
-"""The fault injector: carries out a run's fault plan (and panel presses) for the supervisor.
+"""The fault injector: when a run's faults are due (its plan, panel presses), for the supervisor.
+
+What each fault does is :mod:`lab.run.effects`'s, one function per fault kind: the injector decides when
+(triggers, deferral while no driver is up, the restarts a kill schedules) and writes what was hit.
 
 Protocol
 --------
@@ -49,6 +52,7 @@ from lab import events as ev
 from lab.broker import proxy
 from lab.errors import LabError, choices_error
 from lab.faults import FAULTS, Fault, check_fault
+from lab.run.effects import EFFECTS
 
 
 class FaultInjector:
@@ -72,8 +76,8 @@ class FaultInjector:
     control_host : str
         The host of that control port: 127.0.0.1 for the embedded broker's proxy.
     kill_broker : callable, optional
-        ``kill_broker(seconds)`` SIGKILLs the broker's JVM and schedules its restart; returns
-        the PID killed, or ``None`` when the broker is already down.
+        ``kill_broker()`` SIGKILLs the broker's JVM; returns the PID killed. The injector restarts it
+        ``for=Ns`` later (:meth:`tick`).
     restart_broker : callable, optional
         Starts the killed broker's JVM again on its data (called ``for=Ns`` after a broker-crash).
     abort_transactions : callable, optional
@@ -191,37 +195,22 @@ class FaultInjector:
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
                                      reason="no driver is up (it is being restarted); applied when the next one is ready")
-        if fault.kind == "driver-crash":
-            info["pid"] = self.kill_driver()
-        elif fault.kind == "executor-crash":
-            info["pid"] = self.kill_executor()
-            if info["pid"] is None:
-                info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
-        elif fault.kind == "broker-crash":
-            info.update(duration_s=fault.duration_s, pid=None)
-            if self.broker_restart_at is not None:
-                info["reason"] = "the broker was already down (an earlier broker-crash had not restarted it yet)"
-            else:
-                info["pid"] = self.kill_broker()
-                self.broker_restart_at = time.monotonic() + fault.duration_s
-        elif fault.kind == "leader-crash":
-            info.update(duration_s=fault.duration_s)
-            hit = self.kill_leader()
-            if hit is None:
-                info.update(pid=None, reason="no broker leads partition 0 now (it is being elected, or is down)")
-            else:
-                info.update(hit)
-                self.node_restarts[hit["node"]] = time.monotonic() + fault.duration_s
-        elif fault.kind == "txn-abort":
-            info.update(count=fault.count or 1, producer=self.abort_transactions(fault.count or 1))
-        elif FAULTS[fault.kind].by == "proxy":
-            info.update(duration_s=fault.duration_s, count=fault.count, proxy=self._proxy(fault))
-        elif FAULTS[fault.kind].by != "timeline":  # a timeline fault is the event written below
+        effect = EFFECTS.get(fault.kind)
+        if effect is None:
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
+        effect(self, fault, info)
         if "deferred_at" in context:
             info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
         self.fired.append({**info, "source": source})
         return self.events.write(ev.FAULT, **info, by=source)
+
+    def restart_broker_in(self, seconds: float) -> None:
+        """Have :meth:`tick` restart the killed broker ``seconds`` from now."""
+        self.broker_restart_at = time.monotonic() + seconds
+
+    def restart_node_in(self, node: int, seconds: float) -> None:
+        """Have :meth:`tick` restart cluster broker ``node`` ``seconds`` from now."""
+        self.node_restarts[node] = time.monotonic() + seconds
 
     def heal_proxy(self) -> dict | None:
         """End any proxy fault still in effect, if this run fired one; at most once per run.
@@ -246,87 +235,3 @@ class FaultInjector:
             except (OSError, ValueError):
                 pass
         return replies[0] if replies else None
-
-    def _proxy(self, fault: Fault) -> dict:
-        if not self.client_controls:
-            raise LabError(f"fault {fault.kind!r} needs the lab's proxy: unset LAB_KAFKA_BOOTSTRAP for the embedded "
-                           "broker's, or set LAB_KAFKA_PROXY to the control address of a proxy in front of it")
-        ports = self.client_controls
-        if fault.kind == "broker-outage":
-            message = {"cmd": "cut", "seconds": fault.duration_s}
-        elif fault.kind == "follower-lag":
-            message, ports = {"cmd": "hold", "seconds": fault.duration_s}, self.replication_controls
-        else:
-            message = {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count}
-        replies = [proxy.control(port, message, host=self.control_host) for port in ports]
-        # One proxy's reply, as before; a cluster's others say the same (their counters differ).
-        return {**replies[0], "proxies": len(replies)} if len(replies) > 1 else replies[0]
-
-
-def kill_leader(broker, topic: str) -> dict | None:
-    """The leader-crash fault: SIGKILL the JVM of the broker leading partition 0 of ``topic``.
-
-    ``broker`` is the run's :class:`lab.broker.embedded.BrokerInfo` (a cluster). Returns
-    ``{"node", "pid", "leads"}`` (``leads``: the topic's partitions that broker
-    led), or ``None`` when partition 0 has no leader now (an election is under way).
-    """
-    import signal
-
-    from lab.host import processes
-    from lab.kafka import replication as replication_watch
-
-    states = replication_watch.describe(broker.bootstrap, topic)
-    leader = states.get(0, {}).get("leader")
-    if leader is None:
-        return None
-    node = broker.node(leader)
-    processes.kill_group(node.broker_pid, signal.SIGKILL, 5)
-    return {"node": leader, "pid": node.broker_pid,
-            "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}
-
-
-def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> list:
-    """The executor JVMs of a driver, as ``psutil.Process`` objects, oldest PID first.
-
-    Executors of ``local-cluster`` are descendants of the driver's JVM; those of
-    a ``lab cluster`` (``spark://``) are descendants of its workers. Either way
-    they are found in process trees the lab started, never by name alone.
-    """
-    import psutil
-
-    from lab.spark.executors import is_executor
-
-    try:
-        found = [p for p in psutil.Process(driver_pid).children(recursive=True) if is_executor(p)]
-    except psutil.NoSuchProcess:
-        return []
-    if spark_master.startswith("spark://"):
-        from lab.spark.cluster import executor_pids
-
-        for pid in executor_pids(runs_dir):
-            try:
-                found.append(psutil.Process(pid))
-            except psutil.NoSuchProcess:
-                continue
-    return sorted(found, key=lambda p: p.pid)
-
-
-def kill_executor(driver_pid: int | None, spark_master: str, runs_dir: str, named: list[int]) -> int | None:
-    """SIGKILL one executor JVM: the one the driver named last (``executor-target``), else the oldest.
-
-    Returns the PID killed, or ``None`` when the driver has no executor.
-    """
-    import psutil
-
-    if driver_pid is None:
-        return None
-    executors = executor_processes(driver_pid, spark_master, runs_dir)
-    if not executors:
-        return None
-    target = next((p for p in executors if named and p.pid == named[-1]), executors[0])
-    try:
-        target.kill()
-    except psutil.NoSuchProcess:
-        return None
-    return target.pid
-

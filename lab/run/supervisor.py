@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.broker import embedded as broker_mod
+from lab.broker import cluster as kafka_cluster
 from lab.broker import shared as shared_broker
 from lab import events as ev
 from lab.spark import cluster
@@ -50,6 +51,7 @@ from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, fi
                             start_audit_imports, start_topic_read)
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
+from lab.spark.executors import kill_executor
 from lab.tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -168,7 +170,7 @@ class Run:
                 abort_transactions=lambda count: self.producer.abort_next(count),
                 client_controls=self.broker.control_ports,
                 replication_controls=tuple(n.replication_control_port for n in self.broker.nodes),
-                kill_leader=lambda: injector.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node)
+                kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node)
             if self.broker.nodes:
                 self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
             self._t0 = time.monotonic()
@@ -324,7 +326,7 @@ class Run:
     def _kill_executor(self) -> int | None:
         pid = self._driver.pid if self._driver.alive() else None
         named = [e.get("pid") for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
-        return injector.kill_executor(pid, self.config.spark_master, self.config.runs_dir, named)
+        return kill_executor(pid, self.config.spark_master, self.config.runs_dir, named)
 
     def _kill_broker(self) -> int | None:
         """The broker-crash fault: SIGKILL the broker JVM's process group (the injector schedules the restart)."""

@@ -235,24 +235,6 @@ def stop(runs_dir: str | Path) -> bool:
     return stopped
 
 
-def executor_pids(runs_dir: str | Path) -> list[int]:
-    """PIDs of executor JVMs running under the recorded cluster's workers."""
-    from lab.spark.executors import is_executor
-
-    info = load_running(runs_dir)
-    if info is None:
-        return []
-    found = []
-    for pid in info.worker_pids:
-        try:
-            for child in psutil.Process(pid).children(recursive=True):
-                if is_executor(child):
-                    found.append(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
 def check_master(url: str, timeout_s: float = 5.0) -> None:
     """Raise :class:`LabError` unless every ``host:port`` of a ``spark://`` master accepts a TCP connection.
 
