@@ -81,3 +81,10 @@ def test_each_event_type_name_is_written_once_in_lab():
     for name in names:
         where = [(p.name, n) for p, text in sources.items() for n in [len(re.findall(f'"{re.escape(name)}"(?!:)', text))] if n]
         assert where == [("events.py", 1)], f"event type {name!r} is spelled out in {where}"
+
+
+def test_every_fault_the_supervisor_side_carries_out_has_one_effect():
+    from lab.faults import FAULTS
+    from lab.run.effects import EFFECTS
+
+    assert set(EFFECTS) == {kind for kind, f in FAULTS.items() if f.by != "driver"}
