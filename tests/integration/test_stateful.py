@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 
 from lab.config import make_config
+from lab import events as ev
 from lab.events import read_events
 from lab.pipelines.receiver.stop import FINISH_WAIT_S
 from lab.run.supervisor import run_scenario
@@ -35,6 +36,16 @@ def lab_env(tmp_path_factory, session_broker):
     """One runs directory for the module, with the session's broker."""
     with module_runs_dir(tmp_path_factory, session_broker, "stateful") as path:
         yield path
+
+
+def stop_timeline(run_dir) -> str:
+    """The run's events from ``drained`` on, one short line each: what a stop that ran out of time was doing."""
+    events = read_events(run_dir)
+    start = next((i for i, e in enumerate(events) if e["type"] == ev.DRAINED), len(events))
+    t0 = events[start]["t"] if start < len(events) else 0.0
+    keep = ("batch", "attempt", "quick", "stop_s", "how", "waited_s", "graceful", "epoch")
+    return "\n".join(f"{e['t'] - t0:+7.2f} {e['type']} " + " ".join(f"{k}={e[k]}" for k in keep if k in e)
+                     for e in events[start:])
 
 
 def sink_counts(run_dir, mode: str) -> dict:
@@ -107,9 +118,10 @@ def test_receiver_running_counts_survive_a_driver_crash_with_the_wal(lab_env):
                                       ack="stored", events=1500, rate=300, max_batch_records=250, seed=7,
                                       deadline_s=240, faults="driver-crash@batch=1:mid-output"))
     r, run_dir = result.report, result.run_dir
-    assert result.drained and result.restarts == 1 and r["final_stop"] == "graceful"
+    assert result.drained and result.restarts == 1
     assert [(f["point"], f["batch"]) for f in result.faults_fired] == [("mid-output", 1)]
     expected = Counter((0, k) for k, _, _, _ in ledger_events(run_dir))
     assert sink_counts(run_dir, "idempotent") == dict(expected)
     assert r["windows"] == r["windows_exact"] == len(expected) and r["overcount"] == r["undercount"] == 0
+    assert r["final_stop"] == "graceful", stop_timeline(run_dir)
     assert_all_gone(run_pids(run_dir))
