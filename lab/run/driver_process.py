@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -160,11 +161,16 @@ class DriverProcess:
             processes.kill_group(self.proc.pid, signal.SIGKILL, 2)
             self._groups.kill()
 
-    def stop(self, grace_s: float) -> dict | None:
-        """SIGTERM, then SIGKILL after ``grace_s``; what ``final-stop`` records (None without a driver).
+    def stop(self, grace_s: float, progress=None, limit_s: float | None = None) -> dict | None:
+        """SIGTERM, then SIGKILL once ``grace_s`` pass without progress; what ``final-stop`` records (None without a driver).
 
-        ``how``: ``graceful`` (it stopped in time), ``killed-after-timeout``, or ``gone``
-        (it had already exited).
+        ``progress``: called about every 0.5 s, it returns a value that changes
+        whenever the driver shows progress (its timeline grew: a batch done, the
+        receiver stopped); each change gives the driver ``grace_s`` more, up to
+        ``limit_s`` in all (default ``grace_s``: no renewal). A driver still
+        writing its last batches is not killed, and one that hangs is, within
+        ``grace_s``. ``how``: ``graceful`` (it stopped in time),
+        ``killed-after-timeout``, or ``gone`` (it had already exited).
         """
         with self.lock:
             proc = self.proc
@@ -179,9 +185,7 @@ class DriverProcess:
                     os.kill(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-                try:
-                    proc.wait(timeout=grace_s)
-                except Exception:
+                if not self._wait_with_progress(proc, grace_s, progress, limit_s or grace_s, began):
                     how = "killed-after-timeout"
             # Whatever the driver left in its group (a JVM, Python workers) goes too.
             processes.kill_group(proc.pid, signal.SIGKILL)
@@ -193,6 +197,26 @@ class DriverProcess:
             self._killed.add(proc.pid)
             return {"how": how, "pid": proc.pid, "code": proc.returncode,
                     "waited_s": round(time.monotonic() - began, 3)}
+
+    @staticmethod
+    def _wait_with_progress(proc, grace_s: float, progress, limit_s: float, began: float) -> bool:
+        """Wait for ``proc`` to exit (see :meth:`stop`); whether it did."""
+        seen = progress() if progress else None
+        quiet_since = began
+        while True:
+            now = time.monotonic()
+            end = min(quiet_since + grace_s, began + max(limit_s, grace_s))
+            if now >= end:
+                return proc.poll() is not None
+            try:
+                proc.wait(timeout=min(0.5, end - now))
+                return True
+            except subprocess.TimeoutExpired:
+                pass
+            if progress is not None:
+                value = progress()
+                if value != seen:
+                    seen, quiet_since = value, time.monotonic()
 
     def kill_remaining(self) -> None:
         """End whatever of the driver and the standby is still alive (cleanup; safe to call more than once)."""

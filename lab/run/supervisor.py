@@ -56,8 +56,13 @@ from lab.tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
-#: Seconds a driver gets to finish its batch after SIGTERM (a receiver's stop: 16 s of waits + Spark's graceful 10 s).
+#: Seconds a driver gets after SIGTERM without progress (a receiver's stop: 16 s of waits + Spark's graceful 10 s):
+#: each event it writes (a batch done) gives it as long again, up to :data:`STOP_LIMIT_S`. A recovered receiver
+#: driver with five batches behind, on a loaded machine, took longer than 30 s to write them and was killed before
+#: its last ones (measured in the suite); it was progressing all along.
 STOP_GRACE_S = 30.0
+#: Seconds a driver's stop may take in all, however much it progresses.
+STOP_LIMIT_S = 120.0
 #: Seconds a clean-up waits for a final read of the topic that its audit never took (a 200,000-event topic: 3.1 s).
 TOPIC_READ_WAIT_S = 10.0
 #: Seconds between the drained checks (each asks the broker for the end offsets once the producer is done).
@@ -316,8 +321,19 @@ class Run:
         self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200], driver_pid=driver_pid)
 
     def _stop_driver_gracefully(self) -> str | None:
-        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; record how in ``final-stop``."""
-        stopped = self._driver.stop(STOP_GRACE_S)
+        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` without progress; record how in ``final-stop``.
+
+        Progress is an event the driver writes to the run's timeline (a batch done, its receiver stopped).
+        """
+        tail = EventTail(self.run_dir)
+        tail.read_new()  # what came before the SIGTERM is not progress of the stop
+        seen = [0]
+
+        def driver_events() -> int:
+            seen[0] += sum(1 for e in tail.read_new() if e.get("source") == "driver")
+            return seen[0]
+
+        stopped = self._driver.stop(STOP_GRACE_S, progress=driver_events, limit_s=STOP_LIMIT_S)
         if stopped is None:
             return None
         self.events.write(ev.FINAL_STOP, **stopped, grace_s=STOP_GRACE_S)
