@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
 
-.PHONY: venv lint flink fetch bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
+.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
 
 venv: $(STAMP)
 
@@ -70,7 +70,7 @@ offline:
 	$(BIN)/lab doctor
 
 # The pinned jars (Kafka's broker, the Spark connectors) into the jar cache and the JVMs' class archives, once
-# (about 45 s online: 51 MB of jars, 225 MB of archives; 0.2 s when everything is there).
+# (about 45 s online: 52 MB of jars, 225 MB of archives; 0.2 s when everything is there).
 fetch: venv
 	$(BIN)/lab fetch
 
@@ -80,7 +80,12 @@ demo: fetch
 	$(BIN)/lab matrix --grid lab/templates/demo_grid.yaml --out data/results/demo
 	$(BIN)/lab report --out data/results/demo
 
-test: venv flink fetch lint
+# What the suite needs from the system (Java, PostgreSQL, Chromium): installed as root on Debian/Ubuntu, else the
+# one command to run is printed and make stops (tests/preflight.sh).
+preflight:
+	@tests/preflight.sh
+
+test: preflight venv flink fetch lint
 	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 $(TEST_ARGS) tests
 
 test-fast: venv lint
