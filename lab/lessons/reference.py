@@ -71,6 +71,37 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+#: A runs directory under pytest's temporary directory, up to its ``runs/``: where the notebook tests' runs went.
+_TEMP_RUNS = re.compile(r"/[^\s\"'<>]*?/pytest-of-[^/\s\"'<>]+/pytest-\d+/(?:[^\s\"'<>/]+/)*?runs(?=[/\s\"'<&]|$)")
+
+
+def scrub_paths(html: str, root: Path) -> str:
+    """``html`` with the machine's paths made relative: a test's runs directory as ``runs/``, the checkout's as nothing.
+
+    A learner's own runs go to ``runs/`` in the checkout (``LAB_RUNS_DIR``'s default), so ``runs/<time>-<name>``
+    is what their page would say.
+    """
+    html = _TEMP_RUNS.sub("runs", html)
+    return html.replace(str(Path(root).resolve()) + "/", "")
+
+
+def parameters_of(executed: Path) -> dict:
+    """The parameters papermill gave an executed notebook (its ``injected-parameters`` cell), as a dict of values."""
+    import ast
+
+    for cell in json.loads(Path(executed).read_text())["cells"]:
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            values = {}
+            for node in ast.parse("".join(cell["source"])).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    try:
+                        values[node.targets[0].id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        values[node.targets[0].id] = ast.unparse(node.value)
+            return values
+    return {}
+
+
 def share_plotly(html: str) -> tuple[str, bool]:
     """``html`` with its inline plotly.js bundle replaced by a ``<script src>`` to the shared copy."""
     out, n = _PLOTLY_BUNDLE.subn(f'<script src="{PLOTLY_JS}"></script>', html, count=1)
@@ -178,10 +209,13 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
         if not exported.is_file() or not executed.is_file() or source_digest(executed) != source_digest(path):
             raise LabError(f"no executed HTML of {key(path)} as it is now at {exported}; "
                            "run the notebook tests first (`make reference` does)")
-        html, shared = share_plotly(_WIDGET_STATE.sub("", exported.read_text()))
+        html, shared = share_plotly(scrub_paths(_WIDGET_STATE.sub("", exported.read_text()), root))
         html, css = write_shared_css(out, html)
         (out / html_name(path)).write_text(html)
+        params = {k: v.replace(str(Path(root).resolve()) + "/", "") if isinstance(v, str) else v
+                  for k, v in parameters_of(executed).items()}
         index["notebooks"][key(path)] = {"html": html_name(path), "source_sha256": source_digest(path),
+                                         "parameters": params,
                                          "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S",
                                                                       time.localtime(exported.stat().st_mtime)),
                                          "plots": html.count("Plotly.newPlot"), "plotly_shared": shared,
@@ -190,11 +224,19 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
     remove_unused_css(out)
     (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
     index["notebooks"] = {key(p): index["notebooks"][key(p)] for p in notebooks(root) if key(p) in index["notebooks"]}
-    links = "".join(f'<li><a href="{v["html"]}">{k}</a> (executed {v.get("executed_at", "?")})</li>'
+    from html import escape
+
+    def shown(params: dict) -> str:
+        return ", ".join(f"<code>{escape(k)}={escape(json.dumps(v))}</code>" for k, v in params.items()) or "its defaults"
+
+    links = "".join(f'<li><a href="{v["html"]}">{k}</a>: {shown(v.get("parameters", {}))}</li>'
                     for k, v in index["notebooks"].items())
     (out / "index.html").write_text(f"<!doctype html><meta charset='utf-8'><title>The lab: reference outputs</title>"
-                                    f"<h1>What you should see</h1><p>Every notebook executed headless with its small "
-                                    f"parameters on {index['made_at']} ({', '.join(f'{k} {v}' for k, v in index['versions'].items())}).</p>"
+                                    f"<h1>What you should see</h1><p>Every notebook and solution executed headless "
+                                    f"({', '.join(f'{k} {v}' for k, v in index['versions'].items())}). The runs use "
+                                    f"<b>small parameters</b>, listed with each page, so they end in seconds: your "
+                                    f"counts at the notebook's defaults will be larger, and where a crash lands moves "
+                                    f"them; the outcome each section teaches is the same.</p>"
                                     f"<ul>{links}</ul>")
     return index
 

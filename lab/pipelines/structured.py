@@ -52,10 +52,11 @@ supervisor kills the driver's process group):
                                 is transactional): the batch is in the offset
                                 log, no output has started.
 ``mid-output``                  inside the task of Spark partition 0, after part
-                                of its rows are written (database sinks), or
-                                handed to the file writer, whose part file is
-                                open and uncommitted (files). Other tasks of the
-                                batch may have finished by then.
+                                of its rows are written (database sinks; other
+                                tasks of the batch may have finished by then),
+                                or handed to the file writer, whose part file is
+                                open and uncommitted, once the batch's other
+                                tasks have finished their files (files).
 ``after-output-before-commit``  end of the ``foreachBatch`` function: the sink
                                 returned; Spark writes the commit log after it.
 
@@ -192,14 +193,53 @@ def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
     return write
 
 
-def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool):
+#: Seconds a ``mid-output`` crash of the files sink waits for the batch's other tasks to finish their files.
+OTHER_FILES_WAIT_S = 15.0
+
+
+def complete_data_files(out_dir) -> set[str]:
+    """The sink directory's Parquet files whose footer is written (they end with the ``PAR1`` magic), by name."""
+    from lab.sinks.files import data_files
+
+    done = set()
+    for path in data_files(out_dir):
+        try:
+            with open(path, "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                if f.read(4) == b"PAR1":
+                    done.add(path.name)
+        except OSError:
+            pass  # shorter than its magic: still being written
+    return done
+
+
+def await_other_files(out_dir, before: set[str], others: int, timeout_s: float = OTHER_FILES_WAIT_S) -> int:
+    """Wait until ``others`` files not in ``before`` are complete in ``out_dir``; how many were (at the timeout too)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        new = len(complete_data_files(out_dir) - before)
+        if new >= others or time.monotonic() >= deadline:
+            return new
+        time.sleep(0.05)
+
+
+def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool, out_dir=None, others: int = 0):
     """The ``mapInArrow`` identity in front of the file writer that carries the task's fault hook.
 
     The hook runs after half of the partition's rows have been handed on.
     Delivery guarantee: every row once, in order (it adds and drops nothing).
     On failure (the planned ``task-failure``) the task raises; Spark's file
     commit protocol deletes the failed attempt's file and retries the task.
+
+    A ``mid-output`` crash first waits (up to :data:`OTHER_FILES_WAIT_S`) until
+    the batch's ``others`` other tasks have finished their files in ``out_dir``
+    (each Spark partition of a batch writes one), so the killed attempt leaves
+    complete files no log entry lists, beside its own cut-short one. Without
+    the wait the kill usually came while every task's file was still open
+    (measured: 26 files, 2 unreadable, no complete file of the killed attempt).
     """
+    before = complete_data_files(out_dir) if out_dir is not None and others else set()
+    crash_planned = any(f.kind == "driver-crash" and f.point == "mid-output" and f.batch == batch for f in ctx.pending)
 
     def passthrough(batches):
         hook = midway_hook(ctx, batch, fail_once)
@@ -213,6 +253,8 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool):
             if handed < total // 2 <= handed + b.num_rows:
                 cut = total // 2 - handed
                 yield b.slice(0, cut)
+                if crash_planned and out_dir is not None and others:
+                    await_other_files(out_dir, before, others)
                 hook()
                 yield b.slice(cut)
             else:
@@ -325,7 +367,7 @@ def run(ctx: DriverContext) -> None:
             fail_once = ctx.task_failure_due(batch) is not None
             counted = None
             if file_sink is not None:
-                out = data.mapInArrow(files_passthrough(ctx, batch, fail_once), data.schema)
+                out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, spec.path, len(ranges) - 1), data.schema)
                 file_sink.addBatch(batch, out._jdf)
                 parts = None
             elif cfg.query == "window-count":

@@ -55,6 +55,14 @@ class RunResult:
     batches: int
     report: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        """One line a notebook can show: what ran, what it measured, where its files are (not every field)."""
+        r = self.report
+        faults = f" faults={self.config.faults}" if self.config.faults else ""
+        return (f"RunResult({self.config.pipeline}/{self.config.sink}{faults}: {r.get('guarantee', '?')}, "
+                f"{r.get('duplicated', '?')} duplicated, {r.get('lost', '?')} lost of {r.get('acked', '?')}; "
+                f"{self.run_dir})")
+
 
 @dataclass
 class RunStatus:
