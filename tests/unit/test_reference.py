@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from lab.lessons.reference import INDEX, PLOTLY_JS, key, notebooks, remove_unused_css, share_css, share_plotly, source_digest, stale
 from tests.conftest import ROOT
 
@@ -114,3 +116,60 @@ def test_one_notebook_is_rebuilt_and_the_others_kept(tmp_path):
     assert (out / "02_direct_kafka.html").read_text() == "<p>02, executed</p>"
     with pytest.raises(LabError, match="no notebook '09_x'; valid: 00_start_here, 02_direct_kafka"):
         build(tmp_path, tmp_path / "artifacts", out, only=["09_x"])
+
+
+# -- each page shows its lesson, as a learner would read it ------------------------------
+
+PAGES = sorted(REFERENCE.glob("*.html"))
+#: What a page must not show: a test's temporary directory, this checkout's path, an object's default repr.
+NOT_ON_A_PAGE = re.compile(r"pytest-of-|/tmp/pytest|" + re.escape(str(ROOT.resolve())) + r"/| object at 0x[0-9a-f]+|RunResult\(config=")
+
+
+def page_text(name: str) -> str:
+    """A page's text as a reader sees it (tags dropped, entities decoded)."""
+    import html
+
+    raw = (REFERENCE / name).read_text()
+    raw = re.sub(r"<script\b.*?</script>|<style\b.*?</style>", " ", raw, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", raw)))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_a_page_shows_no_machine_path_and_no_repr(page):
+    found = sorted({m.group(0) for m in NOT_ON_A_PAGE.finditer(page.read_text())})
+    assert not found, f"{page.name} shows {found}: rebuild it (`make reference`) with lab.lessons.reference.scrub_paths"
+
+
+def test_the_index_names_each_page_s_parameters():
+    import json
+
+    index = json.loads((REFERENCE / INDEX).read_text())["notebooks"]
+    missing = [k for k, v in index.items() if "parameters" not in v]
+    assert not missing, f"no parameters recorded for {missing}"
+    assert index["00_start_here"]["parameters"].get("INTERACTIVE") is False
+    assert "small parameters" in (REFERENCE / "index.html").read_text()
+
+
+def test_page_00_shows_a_crash_that_duplicates():
+    """The first page a learner opens: the crash replays written rows (not a crash before the first batch)."""
+    m = re.search(r"Measured: (\S+) .*? (\d+) duplicated, (\d+) lost of (\d+) acknowledged", page_text("00_start_here.html"))
+    assert m and m.group(1) == "at-least-once" and int(m.group(2)) > 0 and m.group(3) == "0", m and m.group(0)
+
+
+def test_page_04_shows_the_committed_matrix():
+    import pandas as pd
+
+    rows = len(pd.read_csv(REFERENCE / "matrix.csv"))
+    text = page_text("04_semantics_matrix.html")
+    assert f"{rows} runs in" in text and "0 not as expected" in text and "deliberately wrong" not in text
+
+
+def test_page_03_shows_what_a_naive_reader_of_the_file_sink_sees():
+    m = re.search(r"naive reader: (\d+) extra copies in (\d+) files; Spark's reader: (\d+) in (\d+)", page_text("03_structured_streaming.html"))
+    assert m and int(m.group(1)) > 0 and m.group(3) == "0" and int(m.group(2)) > int(m.group(4)), m and m.group(0)
+
+
+def test_page_01_shows_the_worker_failure():
+    text = page_text("01_receiver_wal.html")
+    rows = dict(re.findall(r"reliable, no WAL, replication (\d) \S+ \S+ (\d+) lost", text))
+    assert set(rows) == {"1", "2"} and int(rows["1"]) > 0 and rows["2"] == "0", rows
