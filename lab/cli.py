@@ -340,7 +340,7 @@ def cmd_doctor(a) -> int:
 
     ok = True
     for check in run_checks():
-        print(f"{'PASS' if check.ok else 'SKIP' if check.optional else 'FAIL'}  {check.name:<8} {check.detail}")
+        print(f"{check.status}  {check.name:<8} {check.detail}")
         if not check.ok:
             ok = ok and check.optional
             if check.fix:

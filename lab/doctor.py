@@ -20,6 +20,11 @@ class Check:
     fix: str = ""
     optional: bool = False
 
+    @property
+    def status(self) -> str:
+        """``PASS``, ``SKIP`` (an optional check that failed: nothing depends on it) or ``FAIL``."""
+        return "PASS" if self.ok else "SKIP" if self.optional else "FAIL"
+
 
 def check_python() -> Check:
     v = sys.version_info

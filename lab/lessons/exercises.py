@@ -43,18 +43,15 @@ class Exercise:
 
 EXERCISES = (
     Exercise("00.1", "00_start_here", "Commit first",
-             "`nb.run(nb.config(pipeline=\"plain\", commit=\"before-output\", "
-             "faults=\"driver-crash@batch=2:after-commit-before-output\"))`: the consumer commits its offsets, then "
-             "writes the batch, and the driver is killed right after a commit, before its write. Exactly once, "
-             "duplicates, or loss?",
+             "The consumer commits its offsets, then writes the batch (`commit=\"before-output\"`), and the driver "
+             "is killed right after a commit, before its write. What will the sink hold?",
              dict(pipeline="plain", sink="append", commit="before-output", max_batch_records=300,
                   faults="driver-crash@batch=2:after-commit-before-output"), "loss",
              "The restarted consumer starts at the committed offset, after the batch it never wrote: that batch is "
              "lost. Committing before the output trades duplicates for loss (at most once)."),
     Exercise("00.2", "00_start_here", "A sink keyed on the event id",
-             "`nb.run(nb.config(pipeline=\"plain\", sink=\"idempotent\", faults=\"driver-crash@batch=2:mid-output\"))`: "
-             "the timer commit of the scenario above, a sink keyed on the event id, and the driver killed in the "
-             "middle of a batch's output. What happens to the replayed records?",
+             "The timer commit of the scenario above, a sink keyed on the event id (`sink=\"idempotent\"`), and "
+             "the driver killed in the middle of a batch's output. What happens to the replayed records?",
              dict(pipeline="plain", sink="idempotent", max_batch_records=300, faults="driver-crash@batch=2:mid-output"), "exactly-once",
              "The restart reads again from the last commit and writes those events again; the sink upserts on the "
              "event id, so they are written twice and stored once: write attempts exceed stored rows."),
@@ -199,8 +196,29 @@ def exercise(exercise_id: str) -> Exercise:
     raise choices_error("exercise", exercise_id, [e.id for e in EXERCISES])
 
 
+def config_call(ex: Exercise, **overrides) -> str:
+    """The ``nb.config(...)`` call of an exercise's run, as a learner types it (``overrides``: a solution's smaller run).
+
+    A cluster exercise's run goes to notebook 07's three-broker cluster (``runs_dir=nb.start_cluster()``).
+    """
+    import json
+
+    params = {**ex.params, **overrides}
+    args = [f"{k}={json.dumps(v) if isinstance(v, str) else repr(v)}" for k, v in params.items()]
+    if ex.cluster:
+        args.append("runs_dir=nb.start_cluster()")
+    return f"nb.config({', '.join(args)})"
+
+
+def ready_line(ex: Exercise) -> str:
+    """The line a learner copies into a code cell to run exercise ``ex``: the run its solution checks."""
+    return f"nb.show(nb.run({config_call(ex)}))"
+
+
 def markdown(notebook: str) -> str:
-    """The "Exercises" cell a topic notebook ends with: each task, and where its solution is."""
-    items = "\n".join(f"{i}. **{e.id} {e.title}.** {e.task}" for i, e in enumerate(for_notebook(notebook), 1))
-    return (f"## Exercises\n\nChange one setting, predict, run, explain. Each is one `nb.run(nb.config(...))` away; "
-            f"the solutions, with runs that check their answers, are in `solutions/{notebook}.ipynb`.\n\n{items}")
+    """The "Exercises" cell a topic notebook ends with: each task, its ready-to-edit line, where its solution is."""
+    items = "\n".join(f"{i}. **{e.id} {e.title}.** {e.task}\n\n   ```python\n   {ready_line(e)}\n   ```\n"
+                      for i, e in enumerate(for_notebook(notebook), 1))
+    return (f"## Exercises\n\nChange one setting, predict, run, explain. Each line below is the run its solution "
+            f"checks: copy it into the cell below, predict, run it, then change a setting and predict again. The "
+            f"solutions, with runs that check their answers, are in `solutions/{notebook}.ipynb`.\n\n{items}".rstrip())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.lessons.exercises import exercise
+from lab.lessons.exercises import config_call, exercise
 
 
 def solve(exercise_id: str, **overrides):
@@ -51,6 +51,15 @@ def solve(exercise_id: str, **overrides):
     if not satisfies(ex.expect, counts):
         raise AssertionError(f"exercise {ex.id}: the answer says {ex.expect} ({EXPECTATIONS[ex.expect]}); "
                              f"the run measured {got} ({summary}), run directory {result.run_dir}")
+    from html import escape
+
+    from lab.events import read_events
+    from lab.views import plots
+    from lab.views.panel import counts_html
+
+    display(HTML(f"<p>The checked run: <code>{escape(config_call(ex, **overrides))}</code></p>"))
+    display(HTML(counts_html(counts)))
+    plots.timeline(read_events(result.run_dir)).show()
     display(HTML(f"<p style='background:#d8f3dc;padding:4px'>✔ <b>{ex.id}</b>: measured <b>{got}</b> ({summary}), "
                  f"as the answer states: {ex.expect} ({EXPECTATIONS[ex.expect]}).</p>"))
     return result

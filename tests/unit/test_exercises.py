@@ -55,3 +55,25 @@ def test_each_solution_states_the_answer_the_exercise_holds(ex):
     text = "".join("".join(c["source"]) for c in cells(solution) if c["cell_type"] == "markdown")
     assert f"## {ex.id} {ex.title}" in text and ex.task in text
     assert f"**{ex.expect}** ({EXPECTATIONS[ex.expect]}). {ex.why}" in text
+
+
+@pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)
+def test_each_ready_to_edit_line_is_the_run_its_solution_checks(path):
+    """The line under each task, as a learner copies it, runs exactly the scenario ``nb.solve`` checks."""
+    import ast
+    import re
+
+    text = "".join([c for c in cells(path) if c["cell_type"] == "markdown"][-1]["source"])
+    lines = re.findall(r"```python\n\s*(.+)\n\s*```", text)
+    exs = for_notebook(path.stem)
+    assert len(lines) == len(exs)
+    for ex, line in zip(exs, lines):
+        call = ast.parse(line).body[0].value  # nb.show(nb.run(nb.config(...)))
+        assert ast.unparse(call.func) == "nb.show" and ast.unparse(call.args[0].func) == "nb.run"
+        cfg = call.args[0].args[0]
+        assert ast.unparse(cfg.func) == "nb.config"
+        kwargs = {k.arg: k.value for k in cfg.keywords}
+        runs_dir = kwargs.pop("runs_dir", None)
+        assert {k: ast.literal_eval(v) for k, v in kwargs.items()} == ex.params, ex.id
+        assert (runs_dir is not None and ast.unparse(runs_dir) == "nb.start_cluster()") == ex.cluster, ex.id
+        make_config(**ex.params)  # valid as typed
