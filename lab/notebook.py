@@ -20,7 +20,7 @@ from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under,
                            read_json, state_store)  # (the notebooks call them as nb.<name>)
 from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
-from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup  # noqa: F401  (the notebooks' runs)
+from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult
 from lab.audit.predictions import NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES, topic_outcome_of  # noqa: F401  (03, 07)
 from lab.doctor import run_checks  # noqa: F401  (notebook 00)
@@ -35,22 +35,6 @@ def predict(scenarios, predictions=None, **kwargs):
     from lab.views.predict import predict as show_buttons
 
     return show_buttons(scenarios, predictions, interactive=is_interactive(), **kwargs)
-
-
-def show(result: RunResult) -> None:
-    """Display a result: counts table and the three figures."""
-    from IPython.display import HTML, display
-
-    from lab.views import plots
-    from lab.views.panel import counts_html
-
-    display(HTML(counts_html(result.report)))
-    if result.audit.windows is not None:  # window-count: the sink holds counts, audited per window
-        plots.window_counts(result.audit.table).show()
-    else:
-        plots.delivery_counts(result.audit).show()
-        plots.event_strip(result.audit.table).show()
-    plots.timeline(read_events(result.run_dir)).show()
 
 
 def compare(results: dict[str, RunResult]):

@@ -212,8 +212,7 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
         html, shared = share_plotly(scrub_paths(_WIDGET_STATE.sub("", exported.read_text()), root))
         html, css = write_shared_css(out, html)
         (out / html_name(path)).write_text(html)
-        params = {k: v.replace(str(Path(root).resolve()) + "/", "") if isinstance(v, str) else v
-                  for k, v in parameters_of(executed).items()}
+        params = {k: scrub_paths(v, root) if isinstance(v, str) else v for k, v in parameters_of(executed).items()}
         index["notebooks"][key(path)] = {"html": html_name(path), "source_sha256": source_digest(path),
                                          "parameters": params,
                                          "executed_at": time.strftime("%Y-%m-%dT%H:%M:%S",

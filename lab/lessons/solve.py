@@ -32,7 +32,7 @@ def solve(exercise_id: str, **overrides):
     from IPython.display import HTML, display
 
     from lab.run.kernel import start_cluster
-    from lab.views.progress import config, run
+    from lab.views.progress import config, run, show
     from lab.audit.expectations import EXPECTATIONS, measured, satisfies
 
     ex = exercise(exercise_id)
@@ -53,13 +53,8 @@ def solve(exercise_id: str, **overrides):
                              f"the run measured {got} ({summary}), run directory {result.run_dir}")
     from html import escape
 
-    from lab.events import read_events
-    from lab.views import plots
-    from lab.views.panel import counts_html
-
     display(HTML(f"<p>The checked run: <code>{escape(config_call(ex, **overrides))}</code></p>"))
-    display(HTML(counts_html(counts)))
-    plots.timeline(read_events(result.run_dir)).show()
+    show(result)
     display(HTML(f"<p style='background:#d8f3dc;padding:4px'>✔ <b>{ex.id}</b>: measured <b>{got}</b> ({summary}), "
                  f"as the answer states: {ex.expect} ({EXPECTATIONS[ex.expect]}).</p>"))
     return result

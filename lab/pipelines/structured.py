@@ -197,24 +197,10 @@ def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
 OTHER_FILES_WAIT_S = 15.0
 
 
-def complete_data_files(out_dir) -> set[str]:
-    """The sink directory's Parquet files whose footer is written (they end with the ``PAR1`` magic), by name."""
-    from lab.sinks.files import data_files
-
-    done = set()
-    for path in data_files(out_dir):
-        try:
-            with open(path, "rb") as f:
-                f.seek(-4, os.SEEK_END)
-                if f.read(4) == b"PAR1":
-                    done.add(path.name)
-        except OSError:
-            pass  # shorter than its magic: still being written
-    return done
-
-
 def await_other_files(out_dir, before: set[str], others: int, timeout_s: float = OTHER_FILES_WAIT_S) -> int:
     """Wait until ``others`` files not in ``before`` are complete in ``out_dir``; how many were (at the timeout too)."""
+    from lab.sinks.files import complete_data_files
+
     deadline = time.monotonic() + timeout_s
     while True:
         new = len(complete_data_files(out_dir) - before)
@@ -238,8 +224,12 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool, out_dir=N
     the wait the kill usually came while every task's file was still open
     (measured: 26 files, 2 unreadable, no complete file of the killed attempt).
     """
-    before = complete_data_files(out_dir) if out_dir is not None and others else set()
-    crash_planned = any(f.kind == "driver-crash" and f.point == "mid-output" and f.batch == batch for f in ctx.pending)
+    crash_planned = (out_dir is not None and others > 0
+                     and any(f.kind == "driver-crash" and f.point == "mid-output" and f.batch == batch for f in ctx.pending))
+    if crash_planned:  # the files complete before this batch: the others are those that come after
+        from lab.sinks.files import complete_data_files
+
+        before = complete_data_files(out_dir)
 
     def passthrough(batches):
         hook = midway_hook(ctx, batch, fail_once)
@@ -253,7 +243,7 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool, out_dir=N
             if handed < total // 2 <= handed + b.num_rows:
                 cut = total // 2 - handed
                 yield b.slice(0, cut)
-                if crash_planned and out_dir is not None and others:
+                if crash_planned:
                     await_other_files(out_dir, before, others)
                 hook()
                 yield b.slice(cut)

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from lab.events import EventTail
 from lab.host import processes
 
 
@@ -161,16 +162,15 @@ class DriverProcess:
             processes.kill_group(self.proc.pid, signal.SIGKILL, 2)
             self._groups.kill()
 
-    def stop(self, grace_s: float, progress=None, limit_s: float | None = None) -> dict | None:
+    def stop(self, grace_s: float, limit_s: float) -> dict | None:
         """SIGTERM, then SIGKILL once ``grace_s`` pass without progress; what ``final-stop`` records (None without a driver).
 
-        ``progress``: called about every 0.5 s, it returns a value that changes
-        whenever the driver shows progress (its timeline grew: a batch done, the
-        receiver stopped); each change gives the driver ``grace_s`` more, up to
-        ``limit_s`` in all (default ``grace_s``: no renewal). A driver still
-        writing its last batches is not killed, and one that hangs is, within
-        ``grace_s``. ``how``: ``graceful`` (it stopped in time),
-        ``killed-after-timeout``, or ``gone`` (it had already exited).
+        Progress is an event the driver writes to the run's timeline (a batch
+        done, its receiver stopped); each one gives it ``grace_s`` more, up to
+        ``limit_s`` in all. A driver still writing its last batches is not
+        killed, and one that hangs is, within ``grace_s``. ``how``:
+        ``graceful`` (it stopped in time), ``killed-after-timeout``, or ``gone``
+        (it had already exited).
         """
         with self.lock:
             proc = self.proc
@@ -185,7 +185,13 @@ class DriverProcess:
                     os.kill(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-                if not self._wait_with_progress(proc, grace_s, progress, limit_s or grace_s, began):
+                tail = EventTail(self.run_dir)
+                tail.read_new()  # what came before the SIGTERM is not progress of the stop
+
+                def progressed() -> bool:
+                    return any(e.get("source") == "driver" for e in tail.read_new())
+
+                if not self._wait_with_progress(proc, grace_s, progressed, max(limit_s, grace_s), began):
                     how = "killed-after-timeout"
             # Whatever the driver left in its group (a JVM, Python workers) goes too.
             processes.kill_group(proc.pid, signal.SIGKILL)
@@ -199,13 +205,15 @@ class DriverProcess:
                     "waited_s": round(time.monotonic() - began, 3)}
 
     @staticmethod
-    def _wait_with_progress(proc, grace_s: float, progress, limit_s: float, began: float) -> bool:
-        """Wait for ``proc`` to exit (see :meth:`stop`); whether it did."""
-        seen = progress() if progress else None
+    def _wait_with_progress(proc, grace_s: float, progressed, limit_s: float, began: float) -> bool:
+        """Wait for ``proc`` to exit (see :meth:`stop`); whether it did.
+
+        ``progressed()``, asked about every 0.5 s: whether the driver progressed since it was last asked.
+        """
         quiet_since = began
         while True:
             now = time.monotonic()
-            end = min(quiet_since + grace_s, began + max(limit_s, grace_s))
+            end = min(quiet_since + grace_s, began + limit_s)
             if now >= end:
                 return proc.poll() is not None
             try:
@@ -213,10 +221,8 @@ class DriverProcess:
                 return True
             except subprocess.TimeoutExpired:
                 pass
-            if progress is not None:
-                value = progress()
-                if value != seen:
-                    seen, quiet_since = value, time.monotonic()
+            if progressed():
+                quiet_since = time.monotonic()
 
     def kill_remaining(self) -> None:
         """End whatever of the driver and the standby is still alive (cleanup; safe to call more than once)."""

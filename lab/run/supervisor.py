@@ -321,19 +321,8 @@ class Run:
         self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200], driver_pid=driver_pid)
 
     def _stop_driver_gracefully(self) -> str | None:
-        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` without progress; record how in ``final-stop``.
-
-        Progress is an event the driver writes to the run's timeline (a batch done, its receiver stopped).
-        """
-        tail = EventTail(self.run_dir)
-        tail.read_new()  # what came before the SIGTERM is not progress of the stop
-        seen = [0]
-
-        def driver_events() -> int:
-            seen[0] += sum(1 for e in tail.read_new() if e.get("source") == "driver")
-            return seen[0]
-
-        stopped = self._driver.stop(STOP_GRACE_S, progress=driver_events, limit_s=STOP_LIMIT_S)
+        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` without progress; record how in ``final-stop``."""
+        stopped = self._driver.stop(STOP_GRACE_S, STOP_LIMIT_S)
         if stopped is None:
             return None
         self.events.write(ev.FINAL_STOP, **stopped, grace_s=STOP_GRACE_S)

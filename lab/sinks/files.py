@@ -13,6 +13,7 @@ uncommitted: they count as write attempts, never as stored rows.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -72,6 +73,23 @@ def data_files(out_dir: Path | str) -> list[Path]:
         return []
     return sorted(p for p in root.rglob("*.parquet")
                   if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
+
+
+def complete_data_files(out_dir: Path | str) -> set[str]:
+    """The names of the data files whose Parquet footer is written (they end with the ``PAR1`` magic).
+
+    A file a task is still writing (or one a kill cut short) has no footer yet.
+    """
+    done = set()
+    for path in data_files(out_dir):
+        try:
+            with open(path, "rb") as f:
+                f.seek(-4, os.SEEK_END)
+                if f.read(4) == b"PAR1":
+                    done.add(path.name)
+        except OSError:
+            pass  # shorter than its magic: still being written
+    return done
 
 
 def _read_column_arrays(files: Iterable[Path], columns: Sequence[str]) -> tuple[dict, int]:

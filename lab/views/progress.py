@@ -1,4 +1,4 @@
-"""A run in a notebook: its mode (widgets or text lines), its progress while it runs, and its one-line result.
+"""A run in a notebook: its mode (widgets or text lines), its progress while it runs, its one-line result, its display.
 
 The notebooks reach these through :mod:`lab.notebook`; the exercises' checks
 (:mod:`lab.lessons.solve`) run through them too, so a solution's run shows
@@ -104,3 +104,19 @@ def run(cfg: RunConfig, quiet: bool = False, turn: str = "") -> RunResult:
               f"({result.audit.duplicated} duplicated, {result.audit.lost} lost of {result.audit.acked}) "
               f"in {result.timings.get('total_s', 0):.0f}s -> {result.run_dir}")
     return result
+
+
+def show(result: RunResult) -> None:
+    """Display a result: counts table and the three figures."""
+    from IPython.display import HTML, display
+
+    from lab.views import plots
+    from lab.views.panel import counts_html
+
+    display(HTML(counts_html(result.report)))
+    if result.audit.windows is not None:  # window-count: the sink holds counts, audited per window
+        plots.window_counts(result.audit.table).show()
+    else:
+        plots.delivery_counts(result.audit).show()
+        plots.event_strip(result.audit.table).show()
+    plots.timeline(ev.read_events(result.run_dir)).show()

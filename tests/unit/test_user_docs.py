@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.test_notebook_text import anchors
 
 README = ROOT / "README.md"
 USER_DOCS = [README, ROOT / "CONTRIBUTING.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -51,11 +52,3 @@ def test_relative_links_resolve(path):
             broken.append(target)
     assert not broken, f"{path.relative_to(ROOT)}: links to nothing: {broken}"
 
-
-def anchors(markdown: str) -> set[str]:
-    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces as hyphens."""
-    out = set()
-    for heading in re.findall(r"^#+ (.+)$", markdown, re.M):
-        text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
-        out.add(text.replace(" ", "-"))
-    return out
