@@ -9,10 +9,10 @@
 #
 # Why not the image's own python3: apache/spark 4.x is built FROM
 # eclipse-temurin:17-jammy (Ubuntu 22.04), whose python3 is 3.10.12. That meets
-# pyproject's requires-python (>=3.10) but not the pins: numpy==2.3.5 needs
-# Python >= 3.11 and soupsieve==4.1.2 (constraints.txt, via nbconvert) needs
-# >= 3.11.5; Ubuntu 22.04's own python3.11 package is 3.11.0. So uv (from PyPI)
-# installs a pinned CPython 3.11 (python-build-standalone, needs glibc >= 2.17),
+# neither pyproject's requires-python (>=3.11) nor the pins: numpy==2.3.5 needs
+# Python >= 3.11, and Ubuntu 22.04's own python3.11 is a universe package, 3.11.0,
+# outside Ubuntu's security support. So uv (from PyPI) installs a pinned CPython
+# 3.11 (python-build-standalone, needs glibc >= 2.17),
 # and the lab goes into a venv made from it. The image's python3 only installs uv.
 #
 # The pinned jars of lab/jars.json (Spark's Kafka connector, Apache Kafka's broker) are

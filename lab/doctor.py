@@ -28,9 +28,9 @@ class Check:
 
 def check_python() -> Check:
     v = sys.version_info
-    ok = (3, 11, 5) <= (v.major, v.minor, v.micro) and (v.major, v.minor) < (3, 14)
+    ok = (3, 11) <= (v.major, v.minor) and (v.major, v.minor) < (3, 14)
     return Check("python", ok, f"Python {v.major}.{v.minor}.{v.micro} at {sys.executable}",
-                 "" if ok else "use Python 3.11.5-3.13 (the pinned numpy and soupsieve need 3.11.5+; 3.11 is tested)")
+                 "" if ok else "use Python 3.11-3.13 (the pinned numpy needs 3.11; 3.11 is tested)")
 
 
 def check_java() -> Check:

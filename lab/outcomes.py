@@ -24,7 +24,8 @@ class Outcome:
 #: Every outcome a run can be measured to show, in the order the figures list them.
 OUTCOMES = (
     Outcome("exactly-once", "no acknowledged event lost, none duplicated, no unexpected row", "#2ca02c", 0),
-    Outcome("at-least-once", "none lost; some duplicated, or rows no acknowledged send explains", "#ff7f0e", 1),
+    Outcome("at-least-once", "no acknowledged event lost, some duplicated", "#ff7f0e", 1),
+    Outcome("unexpected rows", "none lost, none duplicated, but rows no acknowledged send explains", "#9467bd", 1),
     Outcome("at-most-once", "some acknowledged events lost, none duplicated", "#d62728", 2),
     Outcome("loss and duplicates", "some lost and some duplicated", "#8c1c13", 3),
     Outcome("incomplete", "events still unseen when the run ended: no claim can be checked", "#7f7f7f", 4),
@@ -34,8 +35,8 @@ OUTCOMES = (
 )
 #: The words, in order.
 WORDS = tuple(o.word for o in OUTCOMES)
-#: The delivery guarantees a learner predicts (a pipeline's outcome once its run drained).
-GUARANTEES = WORDS[:4]
+#: The outcomes a learner predicts for a pipeline once its run drained (the prediction buttons).
+GUARANTEES = WORDS[:5]
 #: Each word's colour; unknown words are drawn as ``error``.
 COLORS = {o.word: o.color for o in OUTCOMES}
 #: How bad each word is, for colouring a cell by the worst of its runs.
@@ -43,18 +44,24 @@ SEVERITY = {o.word: o.severity for o in OUTCOMES}
 
 
 def classify(lost: int, duplicated: int, unexpected: int, unseen: int) -> str:
-    """The delivery guarantee a run's counts show: the one rule every verdict of the lab uses.
+    """The outcome a run's counts show: the one rule every verdict of the lab uses.
 
-    ``incomplete`` while events are unseen; ``loss and duplicates``,
-    ``at-most-once`` (lost), ``at-least-once`` (duplicated or unexpected rows),
-    else ``exactly-once``.
+    ``incomplete`` while events are unseen; then ``loss and duplicates`` (lost
+    and duplicated), ``at-most-once`` (lost), ``at-least-once`` (duplicated),
+    ``unexpected rows`` (nothing lost or duplicated, but rows that no
+    acknowledged send explains: an aborted transaction read uncommitted, a
+    send whose acknowledgement was lost that did land), else ``exactly-once``.
+    Loss or duplicates name the outcome when unexpected rows come with them;
+    the counts still show those rows.
     """
     if unseen:
         return "incomplete"
-    if lost and (duplicated or unexpected):
+    if lost and duplicated:
         return "loss and duplicates"
     if lost:
         return "at-most-once"
-    if duplicated or unexpected:
+    if duplicated:
         return "at-least-once"
+    if unexpected:
+        return "unexpected rows"
     return "exactly-once"

@@ -123,11 +123,10 @@ EXERCISES = (
              "A transactional producer aborting three transactions (`txn-abort@at=1s:count=3`), readers with "
              "`isolation=\"read_uncommitted\"`, and `sink=\"idempotent\"`. Does the event-id sink help?",
              dict(pipeline="structured", sink="idempotent", transactional=True, isolation="read_uncommitted", max_batch_records=300,
-                  faults="txn-abort@at=1s:count=3"), "at-least-once",
-             "No. Nothing is duplicated here: the matrix's at-least-once counts unexpected rows with duplicates. "
-             "Each aborted event is read once and stored once, but it was never acknowledged, so it is an "
-             "unexpected row, and an event-id sink cannot tell. Only `read_committed` readers keep aborted "
-             "records out."),
+                  faults="txn-abort@at=1s:count=3"), "unexpected rows",
+             "No. Nothing is lost and nothing is duplicated: each aborted event is read once and stored once. But "
+             "it was never acknowledged, so it is a row nobody was promised, and an event-id sink cannot tell it "
+             "from a real one. Only `read_committed` readers keep aborted records out."),
     Exercise("06.1", "06_stateful_streaming", "Window counts in one transaction",
              "The window-count query with `sink=\"transactional\"` and the crash in the middle of the output "
              "(`driver-crash@batch=3:mid-output`).",

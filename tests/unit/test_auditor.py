@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.audit.auditor import LedgerView, audit_core
+from lab.audit.expectations import satisfies
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import SinkSpec
 
@@ -99,6 +100,20 @@ def test_guarantee_names():
     assert g({"a": 1}) == "at-most-once"
     assert g({"a": 2}) == "loss and duplicates"
     assert g({"a": 1}, pos=1) == "incomplete"  # b not read yet: never called lost
+
+
+def test_rows_no_send_explains_are_their_own_outcome():
+    """A sink holding each acknowledged event once plus a row nobody was promised is neither exactly-once nor
+    at-least-once: nothing reached it twice."""
+    led = ledger_view([(0, "a", "acked", 0, 0), (1, "b", "acked", 0, 1)])
+    stray = (7, "aborted-7")  # an aborted transaction's event, read uncommitted: never acknowledged
+    a = audit_core(led, *sink_arrays([(0, "a"), (1, "b"), stray]), None, {0: 2})
+    assert (a.lost, a.duplicated, a.unexpected, a.guarantee) == (0, 0, 1, "unexpected rows")
+    counts = {"lost": 0, "duplicated": 0, "unexpected": 1, "unseen": 0}
+    assert [satisfies(e, counts) for e in ("unexpected rows", "no-loss", "at-least-once", "exactly-once", "loss")] \
+        == [True, True, False, False, False]
+    lost_too = audit_core(led, *sink_arrays([(0, "a"), stray]), None, {0: 2})
+    assert lost_too.guarantee == "at-most-once" and lost_too.unexpected == 1  # loss names it; the count stays
 
 
 def test_written_twice_stored_once_is_visible(tmp_path):
