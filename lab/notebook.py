@@ -19,6 +19,7 @@ from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdict
 from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
                            read_json, state_store)  # (the notebooks call them as nb.<name>)
 from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
+from lab.lessons.evidence import flink_checkpoints, output_readers, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
 from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult

@@ -28,7 +28,10 @@ class Exercise:
     ``params`` are :func:`lab.config.make_config` parameters (a solution may
     shrink ``events``); ``expect`` is one of :data:`lab.audit.expectations.EXPECTATIONS`;
     ``why`` is the explanation the solution gives. ``cluster``: the run needs
-    notebook 07's three-broker cluster.
+    notebook 07's three-broker cluster. An "explain from the evidence" exercise
+    names ``evidence``, a check of :data:`lab.lessons.evidence.CHECKS` that reads
+    the run's files, and ``look``, the line that opens them for the learner
+    (the run is ``r``).
     """
 
     id: str
@@ -39,6 +42,8 @@ class Exercise:
     expect: str
     why: str
     cluster: bool = False
+    evidence: str = ""
+    look: str = ""
 
 
 EXERCISES = (
@@ -71,6 +76,17 @@ EXERCISES = (
              "Yes: every block was written to the log in the checkpoint before it was reported, so a batch whose "
              "only in-memory copy died with the executor is read back from the log. Without the WAL and with one "
              "copy, the same kill loses those blocks (section 2)."),
+    Exercise("01.3", "01_receiver_wal", "Explain from the evidence: where recovered batches come from",
+             "The \"reliable, WAL\" run with the append sink and the driver crash mid-output. Open the log: "
+             "`nb.wal_segments(r)` lists the segments of `checkpoint/receivedData` (Spark names each "
+             "`log-<start ms>-<end ms>`) and the batch whose blocks each holds. Which batches did the restarted "
+             "driver recover, and was their data on disk before the driver died?",
+             dict(pipeline="receiver", ack="stored", wal="on", sink="append", max_batch_records=300,
+                  faults="driver-crash@batch=3:mid-output"), "at-least-once",
+             "The batch that was running and any already received behind it. Their blocks "
+             "were written to the log as they arrived, before the crash, and the restarted driver read them back "
+             "from there, not from Kafka; it then ran batch 3 again, whose output had been half written.",
+             evidence="recovered-from-the-wal", look="nb.wal_segments(r)"),
     Exercise("02.1", "02_direct_kafka", "Half a batch",
              "Offsets in the checkpoint, an append sink, but the crash comes in the middle of the output "
              "(`driver-crash@batch=2:mid-output`). Predict.",
@@ -85,6 +101,18 @@ EXERCISES = (
                   faults="driver-crash@batch=2:after-output-before-commit"), "exactly-once",
              "The batch is read again from the last committed offsets and written again; the sink keeps one row "
              "per event id. Exactly-once output without transactions needs an idempotent sink."),
+    Exercise("02.3", "02_direct_kafka", "Explain from the evidence: the plan a restart runs",
+             "The append sink, offsets in the checkpoint, the crash after the output and before the batch is marked "
+             "done. Open the checkpoint: each batch's plan is `offsets/<batch>.json`, its `done/<batch>` marker "
+             "follows its output. Which batch did the crash leave unfinished, and how many records does its plan "
+             "hold? Compare with the duplicated count.",
+             dict(pipeline="direct", offsets="checkpoint", sink="append", max_batch_records=100,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "at-least-once",
+             "Batch 2: its plan was written before the crash and its done marker only after the restart. The "
+             "restarted driver ran that plan again, the same ranges, so the sink holds exactly the plan's records "
+             "twice: the duplicated count is the plan's size.",
+             evidence="direct-unfinished-plan",
+             look='print(nb.files_under(r.run_dir / "checkpoint"))\nnb.read_json(r.run_dir / "checkpoint" / "offsets" / "2.json")'),
     Exercise("03.1", "03_structured_streaming", "A crash before the output",
              "The append sink again, but the driver dies right after the offset log entry, before any output "
              "(`driver-crash@batch=2:after-offset-log`).",
@@ -98,6 +126,18 @@ EXERCISES = (
              dict(pipeline="structured", sink="transactional", max_batch_records=300, faults="task-failure@batch=2"), "exactly-once",
              "The task's rows and its batch key commit in one database transaction; the failed attempt's rows are "
              "rolled back with it, and the retry writes them once."),
+    Exercise("03.3", "03_structured_streaming", "Explain from the evidence: the batch that ran twice",
+             "The append sink and the crash after the output, before the commit log "
+             "(`driver-crash@batch=2:after-output-before-commit`). Open both logs of the checkpoint. Which batch id "
+             "was in the offset log before the crash and in the commit log only after the restart, and how many "
+             "records lie between its end offsets and the batch before's?",
+             dict(pipeline="structured", sink="append", max_batch_records=300,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "at-least-once",
+             "Batch 2. Spark found it in the offset log without a commit, ran it again with the same offsets, and "
+             "the append sink stored its records a second time: the duplicated count is the number of records "
+             "between batch 1's and batch 2's end offsets.",
+             evidence="structured-unfinished-batch",
+             look='display(nb.checkpoint_log(r.run_dir, "offsets"), nb.checkpoint_log(r.run_dir, "commits"))'),
     Exercise("04.1", "04_semantics_matrix", "A row for the idempotent sink under task failures",
              "Add a row to a grid: structured, `sink=\"idempotent\"`, `task-failure@batch=2`. Which expectation "
              "should it state?",
@@ -127,6 +167,16 @@ EXERCISES = (
              "No. Nothing is lost and nothing is duplicated: each aborted event is read once and stored once. But "
              "it was never acknowledged, so it is a row nobody was promised, and an event-id sink cannot tell it "
              "from a real one. Only `read_committed` readers keep aborted records out."),
+    Exercise("05.3", "05_exactly_once_production", "Explain from the evidence: where the duplicates were made",
+             "A producer without idempotence (`idempotence=False`), the lost acknowledgements, an append sink, no "
+             "crash. Read the topic from its beginning: `nb.topic_duplicates(r)` lists each event id stored at "
+             "more than one offset. Did the pipeline make the sink's duplicates, or were they in the topic already?",
+             dict(pipeline="structured", sink="append", idempotence=False, max_batch_records=300,
+                  faults="ack-loss@at=1s:count=4"), "at-least-once",
+             "In the topic already. The producer resent the sends whose acknowledgements were lost, and the broker "
+             "stored each resend at a new offset. The pipeline read every offset once: the events the sink holds "
+             "twice are exactly the events the topic holds twice.",
+             evidence="topic-duplicates", look="nb.topic_duplicates(r)"),
     Exercise("06.1", "06_stateful_streaming", "Window counts in one transaction",
              "The window-count query with `sink=\"transactional\"` and the crash in the middle of the output "
              "(`driver-crash@batch=3:mid-output`).",
@@ -141,6 +191,16 @@ EXERCISES = (
                   faults="driver-crash@batch=3:after-offset-log"), "exactly-once",
              "The state store had not committed the batch's version and the sink had received nothing: the "
              "replay starts from the previous state version and writes each change once."),
+    Exercise("06.3", "06_stateful_streaming", "Explain from the evidence: the state a replay starts from",
+             "The window-count query, the append sink, the crash after batch 3's offsets were logged "
+             "(`driver-crash@batch=3:after-offset-log`). Batch N commits state version N + 1. Open the state "
+             "store: which versions were written before the crash, and which after the restart?",
+             dict(pipeline="structured", query="window-count", sink="append", rate=300, max_batch_records=250,
+                  faults="driver-crash@batch=3:after-offset-log"), "exactly-once",
+             "Versions up to 3 (batch 2) before the crash; version 4, batch 3's, only after the restart, once per "
+             "partition. The replay loaded version 3, the state of the batch before, and computed batch 3 once: "
+             "no version was written twice, so no window was counted twice.",
+             evidence="state-version-of-replay", look="nb.state_store(r.run_dir)"),
     Exercise("07.1", "07_kafka_guarantees", "acks=all with unclean election off",
              "The same faults with `acks=\"all\"`, `min_insync=1` and `unclean=\"off\"`.",
              dict(pipeline="plain", sink="append", nodes=3, acks="all", min_insync=1, unclean="off", rate=500,
@@ -156,6 +216,15 @@ EXERCISES = (
              "The transaction holding the batch's output and its offsets never committed; the restarted driver's "
              "producer aborts it and the batch is consumed and produced again, once, for read_committed readers.",
              cluster=True),
+    Exercise("07.3", "07_kafka_guarantees", "Explain from the evidence: two readers of the output topic",
+             "The run of 07.2. Read its output topic twice, as a `read_uncommitted` and as a `read_committed` "
+             "consumer would: `nb.output_readers(r)`. Is the dead attempt's output in the topic?",
+             dict(pipeline="kafka-eos", events=600, rate=0, max_batch_records=100, nodes=3,
+                  faults="driver-crash@batch=2:after-output-before-commit"), "exactly-once",
+             "Yes: its records are in the log, so a `read_uncommitted` reader gets them as well as the replay's "
+             "copies. The transaction that held them was aborted, and a `read_committed` reader skips them: each "
+             "event once. Kafka's exactly-once is a property of what committed readers see.",
+             cluster=True, evidence="aborted-output-transaction", look="nb.output_readers(r)"),
     Exercise("08.1", "08_other_engines", "A crash before the first checkpoint",
              "The aligned run of section 1, but the job is killed half an interval after it started, before any "
              "checkpoint completed (`faults=\"driver-crash@batch=0:mid-output\"`). With nothing to restore, "
@@ -173,6 +242,17 @@ EXERCISES = (
              "No. A delivery guarantee is about what happens on a failure: records behind an early barrier are "
              "only replayed after a restore. Without a failure every record is read, processed and written once; "
              "at-least-once is what the run promises, not what it must show."),
+    Exercise("08.3", "08_other_engines", "Explain from the evidence: the checkpoint a restart restores",
+             "The aligned run of section 1 with the job killed in batch 2 (`driver-crash@batch=2:mid-output`). "
+             "Open the checkpoints: `nb.flink_checkpoints(r)` lists each `chk-<id>` directory, whether its "
+             "`_metadata` (written last, when the checkpoint completes) is there and when. Which one did the "
+             "restarted job restore?",
+             dict(pipeline="flink", partitions=2, events=3000, rate=500, faults="driver-crash@batch=2:mid-output"),
+             "exactly-once",
+             "The newest checkpoint completed before the kill. The restarted job read from the offsets stored in "
+             "it and aborted the dead job's open transaction; what the dead job wrote after that checkpoint was "
+             "never committed, so a `read_committed` reader gets each event once.",
+             evidence="restored-newest-before-crash", look="nb.flink_checkpoints(r)"),
 )
 
 
@@ -210,13 +290,19 @@ def config_call(ex: Exercise, **overrides) -> str:
 
 
 def ready_line(ex: Exercise) -> str:
-    """The line a learner copies into a code cell to run exercise ``ex``: the run its solution checks."""
+    """The lines a learner copies into a code cell to run exercise ``ex``: the run its solution checks.
+
+    An evidence exercise keeps the run as ``r`` and adds the line that opens its files.
+    """
+    if ex.evidence:
+        return f"r = nb.run({config_call(ex)})\nnb.show(r)\n{ex.look}"
     return f"nb.show(nb.run({config_call(ex)}))"
 
 
 def markdown(notebook: str) -> str:
     """The "Exercises" cell a topic notebook ends with: each task, its ready-to-edit line, where its solution is."""
-    items = "\n".join(f"{i}. **{e.id} {e.title}.** {e.task}\n\n   ```python\n   {ready_line(e)}\n   ```\n"
+    items = "\n".join(f"{i}. **{e.id} {e.title}.** {e.task}\n\n   ```python\n   "
+                      + ready_line(e).replace("\n", "\n   ") + "\n   ```\n"
                       for i, e in enumerate(for_notebook(notebook), 1))
     return (f"## Exercises\n\nChange one setting, predict, run, explain. Each line below is the run its solution "
             f"checks: copy it into the cell below, predict, run it, then change a setting and predict again. The "

@@ -24,8 +24,9 @@ def solve(exercise_id: str, **overrides):
     ------
     AssertionError
         When the run's counts do not satisfy the answer (:func:`lab.audit.expectations.satisfies`),
-        naming the answer and what was measured, or when the exercise's fault
-        never happened: the solution no longer holds.
+        naming the answer and what was measured, when the exercise's fault
+        never happened, or when the run's files do not bear out an evidence
+        exercise's answer (:func:`lab.lessons.evidence.check`): the solution no longer holds.
     lab.errors.LabError
         For an unknown exercise id.
     """
@@ -51,10 +52,22 @@ def solve(exercise_id: str, **overrides):
     if not satisfies(ex.expect, counts):
         raise AssertionError(f"exercise {ex.id}: the answer says {ex.expect} ({EXPECTATIONS[ex.expect]}); "
                              f"the run measured {got} ({summary}), run directory {result.run_dir}")
+    finding = None
+    if ex.evidence:  # the question the run's files decide (lab.lessons.evidence)
+        from lab.lessons.evidence import check
+
+        finding = check(ex.evidence, result)
+        if not finding.holds:
+            raise AssertionError(f"exercise {ex.id}: the answer says {ex.why!r}; the run's files show: "
+                                 f"{finding.shows}, run directory {result.run_dir}")
     from html import escape
 
     display(HTML(f"<p>The checked run: <code>{escape(config_call(ex, **overrides))}</code></p>"))
     show(result)
+    if finding is not None:
+        display(HTML(f"<p>What the files show: {escape(finding.shows)}.</p>"))
+        if finding.table is not None:
+            display(finding.table)
     display(HTML(f"<p style='background:#d8f3dc;padding:4px'>✔ <b>{ex.id}</b>: measured <b>{got}</b> ({summary}), "
                  f"as the answer states: {ex.expect} ({EXPECTATIONS[ex.expect]}).</p>"))
     return result

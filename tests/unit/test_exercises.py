@@ -63,14 +63,24 @@ def test_each_ready_to_edit_line_is_the_run_its_solution_checks(path):
     import ast
     import re
 
+    import textwrap
+
     text = "".join([c for c in cells(path) if c["cell_type"] == "markdown"][-1]["source"])
-    lines = re.findall(r"```python\n\s*(.+)\n\s*```", text)
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)\n\s*```", text, re.S)]
     exs = for_notebook(path.stem)
-    assert len(lines) == len(exs)
-    for ex, line in zip(exs, lines):
-        call = ast.parse(line).body[0].value  # nb.show(nb.run(nb.config(...)))
-        assert ast.unparse(call.func) == "nb.show" and ast.unparse(call.args[0].func) == "nb.run"
-        cfg = call.args[0].args[0]
+    assert len(blocks) == len(exs)
+    for ex, block in zip(exs, blocks):
+        body = ast.parse(block).body
+        if ex.evidence:  # r = nb.run(nb.config(...)); nb.show(r); then the line that opens the run's files
+            assert ast.unparse(body[0]).startswith("r = nb.run(") and ast.unparse(body[1]) == "nb.show(r)", ex.id
+            assert len(body) >= 3 and all("r" in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}
+                                          for s in body[2:]), ex.id
+            run = body[0].value
+        else:  # nb.show(nb.run(nb.config(...)))
+            assert len(body) == 1 and ast.unparse(body[0].value.func) == "nb.show", ex.id
+            run = body[0].value.args[0]
+        assert ast.unparse(run.func) == "nb.run"
+        cfg = run.args[0]
         assert ast.unparse(cfg.func) == "nb.config"
         kwargs = {k.arg: k.value for k in cfg.keywords}
         runs_dir = kwargs.pop("runs_dir", None)
