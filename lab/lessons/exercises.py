@@ -305,5 +305,6 @@ def markdown(notebook: str) -> str:
                       + ready_line(e).replace("\n", "\n   ") + "\n   ```\n"
                       for i, e in enumerate(for_notebook(notebook), 1))
     return (f"## Exercises\n\nChange one setting, predict, run, explain. Each line below is the run its solution "
-            f"checks: copy it into the cell below, predict, run it, then change a setting and predict again. The "
+            f"checks: copy it into the cell below, predict, run it, then change a setting and predict again "
+            f"(`max_batch_records` only keeps batches small, so that a crash at batch 2 comes early in the run). The "
             f"solutions, with runs that check their answers, are in `solutions/{notebook}.ipynb`.\n\n{items}".rstrip())
