@@ -75,14 +75,21 @@ def source_digest(path: Path) -> str:
 _TEMP_RUNS = re.compile(r"/[^\s\"'<>]*?/pytest-of-[^/\s\"'<>]+/pytest-\d+/(?:[^\s\"'<>/]+/)*?runs(?=[/\s\"'<&]|$)")
 
 
+def machine_path(path: Path | str) -> re.Pattern:
+    """``path`` followed by ``/`` where it starts a path, not inside a longer one (``/lab/`` is not in ``/x/lab/``)."""
+    return re.compile(r"(?<![\w.~/-])" + re.escape(str(path).rstrip("/")) + "/")
+
+
 def scrub_paths(html: str, root: Path) -> str:
-    """``html`` with the machine's paths made relative: a test's runs directory as ``runs/``, the checkout's as nothing.
+    """``html`` with the machine's paths made relative: a test's runs directory as ``runs/``, the checkout's as
+    nothing, the home directory (the jar cache's ``~/.cache/lab``) as ``~/``.
 
     A learner's own runs go to ``runs/`` in the checkout (``LAB_RUNS_DIR``'s default), so ``runs/<time>-<name>``
     is what their page would say.
     """
     html = _TEMP_RUNS.sub("runs", html)
-    return html.replace(str(Path(root).resolve()) + "/", "")
+    html = machine_path(Path(root).resolve()).sub("", html)
+    return machine_path(Path.home()).sub("~/", html)
 
 
 def parameters_of(executed: Path) -> dict:

@@ -17,6 +17,7 @@ import pytest
 from lab.host import processes
 from lab.events import read_events
 from lab.audit.restarts import driver_restarts
+from lab.outcomes import GUARANTEES
 from tests.conftest import ROOT
 from tests.integration.conftest import assert_all_gone, run_pids
 
@@ -218,7 +219,7 @@ def test_predict_then_see_the_verdict(jupyterlab_01, runs_dir):
         verdict = page.get_by_text("Your predictions: 1 of 1 predictions right")
         verdict.wait_for(timeout=150_000)
         # the row's buttons were locked when the runs started, with the choice still pressed
-        assert row.locator("button:disabled").count() == 4
+        assert row.locator("button:disabled").count() == len(GUARANTEES)
         assert "mod-active" in row.locator("button", has_text="at-least-once").get_attribute("class")
         verdict.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "prediction-verdict.png"))

@@ -1,10 +1,12 @@
 """docs/reference: an executed HTML per notebook, made from the notebook as it is now."""
 
 import re
+from pathlib import Path
 
 import pytest
 
-from lab.lessons.reference import INDEX, PLOTLY_JS, key, notebooks, remove_unused_css, share_css, share_plotly, source_digest, stale
+from lab.lessons.reference import (INDEX, PLOTLY_JS, key, machine_path, notebooks, remove_unused_css, share_css,
+                                    share_plotly, source_digest, stale)
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference"
@@ -121,8 +123,10 @@ def test_one_notebook_is_rebuilt_and_the_others_kept(tmp_path):
 # -- each page shows its lesson, as a learner would read it ------------------------------
 
 PAGES = sorted(REFERENCE.glob("*.html"))
-#: What a page must not show: a test's temporary directory, this checkout's path, an object's default repr.
-NOT_ON_A_PAGE = re.compile(r"pytest-of-|/tmp/pytest|" + re.escape(str(ROOT.resolve())) + r"/| object at 0x[0-9a-f]+|RunResult\(config=")
+#: What a page must not show: a test's temporary directory, this checkout's path or the home directory (where
+#: they start a path), an object's default repr.
+NOT_ON_A_PAGE = re.compile("|".join((r"pytest-of-|/tmp/pytest", machine_path(ROOT.resolve()).pattern,
+                                     machine_path(Path.home()).pattern, r" object at 0x[0-9a-f]+|RunResult\(config=")))
 
 
 def page_text(name: str) -> str:
@@ -173,3 +177,12 @@ def test_page_01_shows_the_worker_failure():
     text = page_text("01_receiver_wal.html")
     rows = dict(re.findall(r"reliable, no WAL, replication (\d) \S+ \S+ (\d+) lost", text))
     assert set(rows) == {"1", "2"} and int(rows["1"]) > 0 and rows["2"] == "0", rows
+
+
+def test_scrub_paths_drops_the_checkout_and_the_home_directory_only_where_a_path_starts(tmp_path):
+    from lab.lessons.reference import scrub_paths
+
+    root = Path("/lab")
+    home = str(Path.home())
+    html = f"<p>/lab/notebooks/00.ipynb and {home}/.cache/lab/jars/x.jar, not /srv/lab/y</p>"
+    assert scrub_paths(html, root) == "<p>notebooks/00.ipynb and ~/.cache/lab/jars/x.jar, not /srv/lab/y</p>"
