@@ -33,15 +33,31 @@ class Finding:
     table: object = field(default=None, compare=False)  # a pandas DataFrame, or None
 
 
-def _crash_t(run_dir: Path) -> float | None:
-    """When the first driver crash was carried out (epoch seconds, as file times are), or ``None``."""
-    return next((e["t"] for e in ev.read_events(run_dir) if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"),
-                None)
+@dataclass(frozen=True)
+class _Timeline:
+    """A run's ``events.jsonl``, read once per check, with its start and first driver crash (epoch seconds)."""
+
+    events: list
+    t0: float
+    crash: float | None
+
+    def batch_starts(self) -> list[dict]:
+        return [e for e in self.events if e["type"] == ev.BATCH_START]
+
+    def at(self, t: float) -> float:
+        """``t`` in seconds since the run started."""
+        return round(t - self.t0, 2)
+
+    def side(self, t: float) -> str:
+        """Which side of the crash ``t`` (a file's time) is on; empty without a crash."""
+        return "" if self.crash is None else "before the crash" if t < self.crash else "after the restart"
 
 
-def _t0(run_dir: Path) -> float:
+def _timeline(run_dir: Path) -> _Timeline:
+    from lab.views.run_files import run_clock
+
     events = ev.read_events(run_dir)
-    return next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+    return _Timeline(events, *run_clock(events))
 
 
 def _mtime(path: Path) -> float | None:
@@ -51,44 +67,27 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _unfinished_at_crash(rows: list[dict], crash: float) -> list[int]:
-    """The batches logged before the crash whose completion was written only after it (the ones run twice)."""
-    return [r["batch"] for r in rows if r["logged"] < crash and (r["finished"] is None or r["finished"] > crash)]
-
-
-def _log_table(rows: list[dict], t0: float, crash: float, finished: str):
+def _twice_answer(result, rows, finished: str, log: str) -> Finding:
+    """The batch the crash left unfinished (logged before it, finished only after it), and whether the sink's
+    duplicates are exactly its records."""
     import pandas as pd
 
-    def at(t):
-        return None if t is None else round(t - t0, 2)
-
-    return pd.DataFrame([{"batch": r["batch"], "logged at (s)": at(r["logged"]), f"{finished} at (s)": at(r["finished"]),
-                          "records": r["records"],
-                          "left unfinished by the crash": r["logged"] < crash and (r["finished"] is None
-                                                                                   or r["finished"] > crash)}
-                         for r in rows]).set_index("batch")
-
-
-def _replayed(run_dir: Path, batch: int) -> list[dict]:
-    """The ``batch-start`` events of ``batch`` on the timeline (a replayed batch has two)."""
-    return [e for e in ev.read_events(run_dir) if e["type"] == ev.BATCH_START and e.get("batch") == batch]
-
-
-def _twice_answer(result, rows, finished: str, log: str) -> Finding:
-    """The batch the crash left unfinished, and whether the sink's duplicates are exactly its records."""
-    run_dir = Path(result.run_dir)
-    crash, t0 = _crash_t(run_dir), _t0(run_dir)
-    if crash is None:
+    line = _timeline(Path(result.run_dir))
+    if line.crash is None:
         return Finding(False, "no driver crash on the timeline: nothing was replayed")
-    table = _log_table(rows, t0, crash, finished)
-    unfinished = _unfinished_at_crash(rows, crash)
+    for r in rows:
+        r["unfinished"] = r["logged"] < line.crash and (r["finished"] is None or r["finished"] > line.crash)
+    table = pd.DataFrame([{"batch": r["batch"], "logged at (s)": line.at(r["logged"]),
+                           f"{finished} at (s)": None if r["finished"] is None else line.at(r["finished"]),
+                           "records": r["records"], "left unfinished by the crash": r["unfinished"]}
+                          for r in rows]).set_index("batch")
+    unfinished = [r for r in rows if r["unfinished"]]
     dup = int(result.report["duplicated"])
     if len(unfinished) != 1:
-        return Finding(False, f"the {log} left {len(unfinished)} batches unfinished at the crash ({unfinished}), not one",
-                       table)
-    b = unfinished[0]
-    records = next(r["records"] for r in rows if r["batch"] == b)
-    starts = len(_replayed(run_dir, b))
+        return Finding(False, f"the {log} left {len(unfinished)} batches unfinished at the crash "
+                              f"({[r['batch'] for r in unfinished]}), not one", table)
+    b, records = unfinished[0]["batch"], unfinished[0]["records"]
+    starts = sum(e.get("batch") == b for e in line.batch_starts())
     shows = (f"batch {b} was logged before the crash and finished only after the restart; the {log} gives it "
              f"{records} records, the sink holds {dup} events twice, and the timeline starts batch {b} {starts} times")
     return Finding(dup == records and records > 0 and starts == 2, shows, table)
@@ -175,16 +174,16 @@ def state_version_of_replay(result) -> Finding:
     from lab.views.run_files import state_store
 
     run_dir = Path(result.run_dir)
-    crash, t0 = _crash_t(run_dir), _t0(run_dir)
+    line = _timeline(run_dir)
     planned = next((f for f in result.config.fault_plan if f.kind == "driver-crash"), None)
-    if crash is None or planned is None or planned.batch is None:
+    if line.crash is None or planned is None or planned.batch is None:
         return Finding(False, "no driver crash at a batch on the timeline")
     n = planned.batch
     files = state_store(run_dir)
     root = run_dir / "checkpoint" / "state"
-    files["written at (s)"] = [round((root / f).stat().st_mtime - t0, 2) for f in files["file"]]
-    files["written"] = ["before the crash" if (root / f).stat().st_mtime < crash else "after the restart"
-                        for f in files["file"]]
+    mtimes = [(root / f).stat().st_mtime for f in files["file"]]
+    files["written at (s)"] = [line.at(m) for m in mtimes]
+    files["written"] = [line.side(m) for m in mtimes]
     delta = files[files["kind"] == "delta"]
     by_version = delta.groupby("version")["written"].agg(lambda w: ", ".join(sorted(set(w))))
     table = pd.DataFrame({"files": delta.groupby("version").size(), "written": by_version})
@@ -245,35 +244,39 @@ def wal_segments(result):
     start (the blocks it holds are that batch's), ``recovered`` whether the
     restarted driver ran that batch from the log.
     """
+    return _wal_segments(result, _timeline(Path(result.run_dir)))
+
+
+def _recovered(line: _Timeline) -> list[int]:
+    """The batches a restarted receiver driver ran from its recovered blocks."""
+    return sorted({e["batch"] for e in line.batch_starts() if e.get("recovered")})
+
+
+def _wal_segments(result, line: _Timeline):
     import pandas as pd
 
-    run_dir = Path(result.run_dir)
-    crash, t0 = _crash_t(run_dir), _t0(run_dir)
     interval_ms = result.config.batch_interval_s * 1000
-    starts = [e for e in ev.read_events(run_dir) if e["type"] == ev.BATCH_START and e.get("time") is not None]
-    times = sorted({e["time"]: e["batch"] for e in starts}.items())
-    recovered = {e["batch"] for e in starts if e.get("recovered")}
+    times = sorted({e["time"]: e["batch"] for e in line.batch_starts() if e.get("time") is not None}.items())
+    recovered = set(_recovered(line))
     rows = []
-    for f in sorted((run_dir / "checkpoint" / "receivedData").glob("*/log-*")):
+    for f in sorted((Path(result.run_dir) / "checkpoint" / "receivedData").glob("*/log-*")):
         try:
             start = int(f.name.split("-")[1])
         except (IndexError, ValueError):
             continue
         batch = next((b for t, b in times if t - interval_ms < start <= t + WAL_SLACK_MS), None)
-        rows.append({"segment": f"{f.parent.name}/{f.name}", "bytes": f.stat().st_size,
-                     "written at (s)": round(f.stat().st_mtime - t0, 2),
-                     "written": "" if crash is None else "before the crash" if f.stat().st_mtime < crash
-                     else "after the restart",
-                     "batch": batch, "recovered": batch in recovered})
+        st = f.stat()
+        rows.append({"segment": f"{f.parent.name}/{f.name}", "bytes": st.st_size, "written at (s)": line.at(st.st_mtime),
+                     "written": line.side(st.st_mtime), "batch": batch, "recovered": batch in recovered})
     return pd.DataFrame(rows, columns=["segment", "bytes", "written at (s)", "written", "batch", "recovered"])
 
 
 def _recovered_from_the_wal(result) -> Finding:
     """Holds when the restarted driver recovered some batch and every recovered batch has WAL segments written
     before the crash: the log on disk, not Kafka, is where those batches' records came from."""
-    segments = wal_segments(result)
-    starts = [e for e in ev.read_events(result.run_dir) if e["type"] == ev.BATCH_START]
-    recovered = sorted({e["batch"] for e in starts if e.get("recovered")})
+    line = _timeline(Path(result.run_dir))
+    segments = _wal_segments(result, line)
+    recovered = _recovered(line)
     before = set(segments.loc[segments["written"] == "before the crash", "batch"].dropna().astype(int))
     covered = [b for b in recovered if b in before]
     shows = (f"the restarted driver recovered batches {recovered or 'none'}; WAL segments written before the crash "
@@ -288,20 +291,23 @@ def flink_checkpoints(result):
     last, when the checkpoint completes) is there, when, and whether a restart
     restored it (``flink-start``'s ``restore_checkpoint``).
     """
+    return _flink_checkpoints(result, _timeline(Path(result.run_dir)))
+
+
+def _flink_starts(line: _Timeline) -> list[dict]:
+    return [e for e in line.events if e["type"] == ev.FLINK_START]
+
+
+def _flink_checkpoints(result, line: _Timeline):
     import pandas as pd
 
-    run_dir = Path(result.run_dir)
-    crash, t0 = _crash_t(run_dir), _t0(run_dir)
-    restored = {(e.get("restore") or "").rstrip("/"): e.get("attempt") for e in ev.read_events(run_dir)
-                if e["type"] == ev.FLINK_START and e.get("restore")}
+    restored = {e["restore"].rstrip("/"): e.get("attempt") for e in _flink_starts(line) if e.get("restore")}
     rows = []
-    for d in sorted((run_dir / "checkpoint").glob("*/chk-*"), key=lambda p: p.stat().st_mtime):
-        meta = d / "_metadata"
-        when = _mtime(meta)
+    for d in sorted((Path(result.run_dir) / "checkpoint").glob("*/chk-*"), key=lambda p: p.stat().st_mtime):
+        when = _mtime(d / "_metadata")
         rows.append({"job": d.parent.name[:8], "checkpoint": d.name, "completed": when is not None,
-                     "completed at (s)": None if when is None else round(when - t0, 2),
-                     "written": "" if when is None or crash is None else "before the crash" if when < crash
-                     else "after the restart",
+                     "completed at (s)": None if when is None else line.at(when),
+                     "written": "" if when is None else line.side(when),
                      "restored by attempt": restored.get(str(d).rstrip("/"))})
     return pd.DataFrame(rows, columns=["job", "checkpoint", "completed", "completed at (s)", "written",
                                        "restored by attempt"]).astype({"restored by attempt": "Int64"})
@@ -309,9 +315,9 @@ def flink_checkpoints(result):
 
 def _restored_newest_before_crash(result) -> Finding:
     """Holds when the first restart restored a checkpoint, and it is the newest one completed before the crash."""
-    table = flink_checkpoints(result)
-    first = next((e for e in ev.read_events(result.run_dir) if e["type"] == ev.FLINK_START and e.get("attempt") == 2),
-                 None)
+    line = _timeline(Path(result.run_dir))
+    table = _flink_checkpoints(result, line)
+    first = next((e for e in _flink_starts(line) if e.get("attempt") == 2), None)
     done_before = table[table["written"] == "before the crash"]
     newest = done_before.iloc[-1]["checkpoint"] if len(done_before) else None
     got = Path(first["restore"]).name if first and first.get("restore") else None

@@ -49,6 +49,14 @@ def files_under(path: Path | str, max_files: int = 60) -> str:
     return "\n".join(lines)
 
 
+def run_clock(events: list[dict]) -> tuple[float, float | None]:
+    """A timeline's start (``run-start``, else its first event) and its first driver crash, in epoch seconds as file
+    times are; the crash is ``None`` when there was none."""
+    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
+    return t0, crash
+
+
 def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
     """Structured Streaming's offset or commit log as a table, with each entry placed against the crash.
 
@@ -61,9 +69,7 @@ def checkpoint_log(run_dir: Path | str, log: str = "offsets"):
     from lab.events import read_events
 
     run_dir = Path(run_dir)
-    events = read_events(run_dir)
-    t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), 0.0)
-    crash = next((e["t"] for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
+    t0, crash = run_clock(read_events(run_dir))
     rows = []
     for f in sorted((run_dir / "checkpoint" / log).glob("[0-9]*"), key=lambda p: int(p.name)):
         lines = f.read_text().splitlines()
