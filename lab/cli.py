@@ -20,6 +20,7 @@ from lab.errors import LabError
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
+    from lab.storm.settings import STORM_MODES
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
 
@@ -64,6 +65,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "else exactly-once)")
     p.add_argument("--slow-sink", action="store_true", default=None,
                    help="flink pipeline: the KafkaSink sends one record per request, so back-pressure builds up")
+    p.add_argument("--storm-mode", default="acked", help=f"storm pipeline's delivery: {', '.join(STORM_MODES)} "
+                   "(default acked; trident writes --sink transactional unless told otherwise)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
@@ -87,10 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("doctor", help="check Python, Java, PySpark, the cached jars, the broker and disk space")
-    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's and Flink's Kafka connectors, the Kafka broker) "
-                                     "into the cache, then build the class archives of the driver and broker JVMs")
+    f = sub.add_parser("fetch", help="fetch the pinned jars (Spark's and Flink's Kafka connectors, the Kafka broker, "
+                                     "Storm) into the cache, compile the Storm topology, then build the class archives "
+                                     "of the driver and broker JVMs")
     f.add_argument("--set", dest="jar_set", default=None, metavar="NAME",
-                   help="one jar set: spark-kafka, kafka-broker or flink-kafka (default: all)")
+                   help="one jar set of lab/jars.json, e.g. storm (default: all)")
     f.add_argument("--route", default="auto", help="auto (mvn when installed, else HTTPS), mvn or https (default auto)")
     f.add_argument("--no-class-archive", action="store_true",
                    help="skip building the class archives of the driver and broker JVMs (lab.spark.archive, "
@@ -198,6 +202,7 @@ def cmd_run(a) -> int:
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
+        storm_mode=a.storm_mode,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.
@@ -283,6 +288,12 @@ def cmd_fetch(a) -> int:
                   f"in {r.seconds:.1f} s, verified, at {r.directory}")
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
+    if not a.jar_set:
+        from lab.storm import build as storm_build
+
+        fresh = not storm_build.problems()
+        classpath = storm_build.ensure(progress=print)
+        print(f"storm topology: {'compiled' if not fresh else 'present'} at {classpath.split(':')[0]}")
     if not a.jar_set and not a.no_class_archive:
         from lab.broker import archive as broker_archive
         from lab.spark import archive as class_archive

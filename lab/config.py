@@ -31,6 +31,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from lab.flink import settings as flink_settings
+from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import Fault, check_plan, parse_fault_plan
@@ -210,6 +211,7 @@ class RunConfig:
     checkpointing: str = "aligned"
     flink_delivery: str = "auto"
     slow_sink: bool = False
+    storm_mode: str = "acked"
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -345,6 +347,7 @@ class RunConfig:
             raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
         self._validate_query()
         flink_settings.check(self)
+        storm_settings.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
@@ -471,6 +474,8 @@ def make_config(**params) -> RunConfig:
     base.update({k: v for k, v in params.items() if v is not None})
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
+    if params.get("sink") is None and base.get("pipeline") == "storm":
+        base["sink"] = storm_settings.default_sink(base.get("storm_mode", RunConfig.storm_mode))
     if params.get("batch_interval_s") is None:
         base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))
     if params.get("max_batch_records") is None:

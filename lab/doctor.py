@@ -172,6 +172,20 @@ def check_flink() -> Check:
                                 f"its Kafka connector ({flink_env.JAR_SET}) cached")
 
 
+def check_storm() -> Check:
+    """The storm pipeline's compiled topology (:mod:`lab.storm.build`); its jars are in :func:`check_jars`.
+
+    A run compiles it when missing (about 2 s, from the cached jars), so it fails nothing.
+    """
+    from lab.storm import build as storm_build
+
+    found = storm_build.problems()
+    if found:
+        return Check("storm", False, "; ".join(found) + " (a storm run compiles it first; lab fetch does it once)",
+                     "lab fetch", optional=True)
+    return Check("storm", True, f"topology compiled at {storm_build.classes_dir()}")
+
+
 def check_disk(path: str = ".") -> Check:
     free_gb = shutil.disk_usage(path).free / 1e9
     ok = free_gb >= 2
@@ -183,7 +197,7 @@ def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
     for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker_archive,
-               check_broker, check_flink, check_disk):
+               check_broker, check_flink, check_storm, check_disk):
         try:
             result = fn()
             checks.extend(result if isinstance(result, list) else [result])

@@ -72,6 +72,10 @@ FLINK_START = "flink-start"              #: (flink) a job is being started: ``at
 FLINK_JOB = "flink-job"                  #: (flink) the job runs: ``job_id``, ``rest`` (its REST API on 127.0.0.1), ``took_s`` since its start
 FLINK_SOURCE = "flink-source"            #: (flink) the offsets the job's Kafka source started from (``offsets``, per partition), from its log
 FLINK_CHECKPOINT = "flink-checkpoint"    #: (flink) a checkpoint ended: ``checkpoint``, ``status``, sizes, ``persisted_data`` (in-flight records of an unaligned one), ``duration_ms``
+ZOOKEEPER = "zookeeper-start"          #: (storm) the supervisor started the run's ZooKeeper: ``host``, ``port``, ``pid``, ``data_dir``
+STORM_TOPOLOGY = "storm-topology"        #: (storm) the topology is submitted to its LocalCluster: ``storm_mode``, ``spout``, ``took_s`` since the driver started its JVM, ``attempt``
+STORM_ACK = "storm-ack"                  #: (storm, acked and unacked) the sink bolt answered a batch's tuples: ``batch``, ``acked``, ``failed`` (a ``bolt-fail``), ``attempt``
+STORM_COMMIT = "storm-commit"            #: (storm, trident) Trident committed a transaction: ``txid``, ``attempt``
 # driver: the receiver pipeline's feeder and receiver
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"

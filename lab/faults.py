@@ -4,7 +4,8 @@ Syntax, several faults separated by commas::
 
     KIND@TRIGGER[:POINT][:OPTION=VALUE...]
 
-``TRIGGER`` is ``at=<seconds>s`` (time since the run started),
+``TRIGGER`` is ``at=<seconds>s`` (time since the run's producer started: the run's start, except for
+the pipelines whose producer waits for their job to run, flink and storm),
 ``batch=<n>`` (when the pipeline reaches batch ``n``) or, for ``leader-crash``
 only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
 the run's replication watch sees them: ``isr=1`` is "the leader alone").
@@ -13,7 +14,7 @@ makes a run reproducible because the crash waits for the pipeline to reach
 that exact place. Options: ``for=<seconds>s`` (how long a broker outage, an ack loss or a
 follower lag lasts; how long a crashed broker or leader stays down),
 ``count=<n>`` (how many produce responses an ack loss drops; how many
-transactions a txn-abort aborts).
+transactions a txn-abort aborts; how many tuples a bolt-fail fails).
 
 Examples: ``driver-crash@at=5s``,
 ``driver-crash@batch=3:after-output-before-commit``,
@@ -39,7 +40,7 @@ from lab.errors import LabError, choices_error
 # its implementation (the injector, or the pipeline that stops at the point).
 
 SPARK_PIPELINES = ("structured", "direct", "receiver")
-ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink")
+ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm")
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,14 @@ def _needs_one_node(cfg) -> str | None:
     return _needs_durable_broker(cfg)
 
 
+def _needs_acked_storm(cfg) -> str | None:
+    # Only the acker replays a failed tuple: without it (unacked) fail() does nothing, and Trident replays
+    # whole batches, never a tuple.
+    if getattr(cfg, "storm_mode", "acked") == "acked":
+        return None
+    return f"fault 'bolt-fail' fails tuples to the acker: it needs --storm-mode acked (this run: {cfg.storm_mode})"
+
+
 def _needs_commit_before_output(cfg) -> str | None:
     # Only that commit order has a moment between the commit and the output; with another, a plan
     # naming it would wait out the deadline and end with the fault not applied.
@@ -176,6 +185,9 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               button=("Kill executor", "SIGKILL one executor JVM")),
     FaultSpec("task-failure", "one Spark task raises once after writing part of its rows; Spark retries it",
               by="driver", pipelines=("structured", "direct"), points=True, needs_batch=True),
+    FaultSpec("bolt-fail", "Storm's sink bolt fails count=K tuples of a batch (all by default) after writing them; "
+              "the acker fails their trees and the spout replays them",
+              by="driver", pipelines=("storm",), needs_batch=True, options=("count",), requires=_needs_acked_storm),
     FaultSpec("receiver-restart", "the receiver's connection drops",
               by="timeline", pipelines=("receiver",),
               button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),
@@ -285,7 +297,7 @@ class Fault:
     kind : str
         One of :data:`FAULT_KINDS`.
     at_s : float or None
-        Seconds after the run started, for a time trigger.
+        Seconds after the run's producer started, for a time trigger.
     batch : int or None
         Batch number, for a progress trigger.
     point : str or None
@@ -293,7 +305,8 @@ class Fault:
     duration_s : float
         How long an outage or an ack loss lasts.
     count : int or None
-        How many produce responses an ack loss drops (``None``: all within ``duration_s``).
+        How many produce responses an ack loss drops (``None``: all within ``duration_s``), transactions a
+        txn-abort aborts, or tuples a bolt-fail fails (``None``: the whole batch).
     isr : int or None
         For a condition trigger: fire once partition 0's ISR has this many replicas or fewer.
     index : int

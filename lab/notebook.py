@@ -4,7 +4,7 @@ A thin face: the runs are :mod:`lab.views.progress`'s over :mod:`lab.run.supervi
 the brokers :mod:`lab.run.kernel`'s, the figures :mod:`lab.views.plots`'s, the checked
 exercises :mod:`lab.lessons.solve`'s. A lesson that needs many names of one part
 reaches them through a namespace: ``nb.plots``, ``nb.matrix``, ``nb.replication``,
-``nb.flink_env``, ``nb.flink_view``.
+``nb.flink_env``, ``nb.flink_view``, ``nb.storm_view``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from lab.events import read_events
 from lab.flink import env as flink_env  # noqa: F401  (notebook 08)
 from lab.sinks.files import naive_reader_outcome  # noqa: F401  (notebook 03)
 from lab.views import flink as flink_view  # noqa: F401  (notebook 08)
+from lab.views import storm as storm_view  # noqa: F401  (notebook 08)
 from lab.views import replication  # noqa: F401  (notebook 07)
 
 def predict(scenarios, predictions=None, **kwargs):

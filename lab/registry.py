@@ -26,7 +26,7 @@ DEFAULT_BATCH_INTERVAL_S = 0.5
 FLINK_CHECKPOINT_INTERVAL_S = 1.0
 
 #: What runs a pipeline, as a reader names it.
-ENGINES = {"spark": "Apache Spark", "flink": "Apache Flink", "kafka": "Kafka (no engine)"}
+ENGINES = {"spark": "Apache Spark", "flink": "Apache Flink", "storm": "Apache Storm", "kafka": "Kafka (no engine)"}
 
 # -- the deployment's words in the semantics grid and the matrix (lab.matrix.semantics.deployment) -------------
 
@@ -84,6 +84,12 @@ def _flink_label(sink, s: dict, query: str) -> str:
     return ", ".join(parts)
 
 
+def _storm_label(sink, s: dict, query: str) -> str:
+    mode = s.get("storm_mode") if present(s.get("storm_mode")) else None
+    words = {"unacked": "storm, no acker", "acked": "storm, acked tuple trees", "trident": "storm, Trident"}
+    return ", ".join([words.get(mode, "storm"), sink_words(sink)])
+
+
 def _plain_label(sink, s: dict, query: str) -> str:
     commit = _COMMIT_WORDS.get(s.get("commit"))
     return ", ".join(["plain consumer", *([commit] if commit else []), sink_words(sink)])
@@ -125,6 +131,9 @@ class PipelineSpec:
         ``label(sink, settings, query_words)``: the deployment's words in the semantics grid and the matrix.
     label_on_cluster : bool
         Whether a row on the three-broker cluster names the pipeline after the cluster's settings.
+    coordination : str or None
+        A service the supervisor starts for the run before its first driver and stops at its end:
+        ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
     """
 
     name: str
@@ -139,6 +148,7 @@ class PipelineSpec:
     running_counts: bool = False
     watermarks: bool = False
     label_on_cluster: bool = True
+    coordination: str | None = None
 
     @property
     def uses_spark(self) -> bool:
@@ -190,6 +200,17 @@ PIPELINES: dict[str, PipelineSpec] = {
         options=("checkpointing", "flink_delivery", "slow_sink"),
         ready_when_running=True,
         default_interval_s=FLINK_CHECKPOINT_INTERVAL_S,
+    ),
+    "storm": PipelineSpec(
+        name="storm",
+        module="lab.pipelines.storm",
+        summary="Apache Storm (a LocalCluster): the Kafka spout unacked or with acked tuple trees and replays, "
+                "or Trident's transactional batches",
+        engine="storm",
+        label=_storm_label,
+        options=("storm_mode",),
+        ready_when_running=True,
+        coordination="zookeeper",
     ),
     "structured": PipelineSpec(
         name="structured",

@@ -45,7 +45,7 @@ FAILURE_OF_KIND = {
     "driver-crash": "driver failure",
     # a receiver runs inside an executor: losing its connection is the guide's worker failure too
     "executor-crash": "worker failure", "receiver-restart": "worker failure",
-    "task-failure": "task failure",
+    "task-failure": "task failure", "bolt-fail": "task failure",
     "ack-loss": "producer failure", "txn-abort": "producer failure",
     "broker-crash": "broker failure", "broker-outage": "broker failure",
     "leader-crash": "broker failure", "follower-lag": "broker failure",
@@ -57,7 +57,7 @@ UNREADABLE_PLAN = "fault plan unreadable"
 NO_EXPECTATION = "no expectation"
 
 # Rows are grouped by family in the guide's order (receivers first, Kafka's own last), then by first appearance.
-_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "flink", "plain", "cluster")
+_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "flink", "storm", "plain", "cluster")
 
 
 def _settings(value) -> dict:

@@ -147,8 +147,15 @@ class DriverContext:
 
     def task_failure_due(self, batch: int) -> Fault | None:
         """The planned task failure for ``batch``, if any (consumed by this call)."""
+        return self.fault_due("task-failure", batch)
+
+    def fault_due(self, kind: str, batch: int) -> Fault | None:
+        """The planned fault of ``kind`` (one the driver carries out) for ``batch``, if any; its ``fault`` event.
+
+        Consumed by this call: a restarted driver reads the plan's faults not yet fired.
+        """
         for fault in self.pending:
-            if fault.kind == "task-failure" and fault.batch == batch:
+            if fault.kind == kind and fault.batch == batch:
                 self.pending.remove(fault)
                 self.events.write(ev.FAULT, index=fault.index, kind=fault.kind, batch=batch, point=fault.point)
                 return fault

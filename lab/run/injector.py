@@ -65,6 +65,11 @@ class FaultInjector:
         The supervisor's timeline writer.
     elapsed : callable
         Seconds since the run started.
+    stream_elapsed : callable, optional
+        Seconds since the run's producer started, or None before: what a time trigger (``at=Ns``) counts.
+        The producer starts with the run, except for a pipeline ready when its job runs (the registry's
+        ``ready_when_running``: flink, storm), whose job takes seconds to start: a crash ``at=5s`` lands 5 s
+        into the stream for every pipeline. Default: ``elapsed``.
     kill_driver : callable
         SIGKILLs the driver's process group and schedules its restart; returns the PID killed.
     driver_up : callable
@@ -92,7 +97,8 @@ class FaultInjector:
         ``restart_node(node)`` starts that broker again on its data (``for=Ns`` after a leader-crash).
     """
 
-    def __init__(self, config, events, *, elapsed: Callable[[], float], kill_driver: Callable[[], int | None],
+    def __init__(self, config, events, *, elapsed: Callable[[], float],
+                 stream_elapsed: Callable[[], float | None] | None = None, kill_driver: Callable[[], int | None],
                  driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
                  control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
                  restart_broker: Callable[[], None] | None = None,
@@ -103,6 +109,7 @@ class FaultInjector:
         self.config = config
         self.events = events
         self.elapsed = elapsed
+        self.stream_elapsed = stream_elapsed or elapsed
         self.kill_driver = kill_driver
         self.driver_up = driver_up
         self.kill_executor = kill_executor
@@ -136,8 +143,8 @@ class FaultInjector:
             if time.monotonic() >= at:
                 del self.node_restarts[node]
                 self.restart_node(node)
-        now = self.elapsed()
-        for fault in [f for f in self.pending if f.at_s is not None and now >= f.at_s]:
+        now = self.stream_elapsed()
+        for fault in [f for f in self.pending if f.at_s is not None and now is not None and now >= f.at_s]:
             self.pending.remove(fault)
             self.apply(fault, source="plan")
 

@@ -52,6 +52,8 @@ from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, fi
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
 from lab.spark.executors import kill_executor
+from lab.storm import zookeeper
+from lab.host.atomic_file import write_atomic
 from lab.tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -107,6 +109,7 @@ class Run:
         self._done = threading.Event()
         self._lock = threading.RLock()
         self._t0 = 0.0
+        self._stream_t0 = 0.0
         self._restarts = 0
         self._unplanned_exits = 0
         self._batches_done = 0
@@ -167,8 +170,13 @@ class Run:
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes,
                                      configs=cfg.topic_configs)
+            if PIPELINES[cfg.pipeline].coordination == "zookeeper":
+                # Before the first driver, stopped at the run's end: the state Storm keeps there outlives crashes.
+                zk = self._stack.enter_context(zookeeper.ZooKeeper(self.run_dir))
+                write_atomic(self.run_dir / zookeeper.INFO_FILE, json.dumps(zk.to_dict(), indent=2))
+                self.events.write(ev.ZOOKEEPER, **zk.to_dict())
             self.faults = injector.FaultInjector(
-                cfg, self.events, elapsed=self.elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
+                cfg, self.events, elapsed=self.elapsed, stream_elapsed=self.stream_elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
                 control_host=self.broker.control_host,
                 kill_broker=self._kill_broker, restart_broker=self._restart_broker,
@@ -183,7 +191,7 @@ class Run:
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
                                              EventLog(self.run_dir, "producer"))
             if not PIPELINES[cfg.pipeline].ready_when_running:  # else at the first driver-ready (registry)
-                self.producer.start()
+                self._start_producer()
             self._start_driver()
             self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
             self._thread.start()
@@ -254,6 +262,15 @@ class Run:
 
     def elapsed(self) -> float:
         return time.monotonic() - self._t0 if self._t0 else 0.0
+
+    def stream_elapsed(self) -> float | None:
+        """Seconds since the producer started (None before): what a fault's ``at=Ns`` counts (lab.run.injector)."""
+        return time.monotonic() - self._stream_t0 if self._stream_t0 else None
+
+    def _start_producer(self) -> None:
+        if not self._stream_t0:
+            self._stream_t0 = time.monotonic()  # the producer writes its own producer-start
+        self.producer.start()
 
     def status(self) -> RunStatus:
         stats = self.producer.stats if self.producer else None
@@ -439,7 +456,7 @@ class Run:
         elif kind == ev.PRODUCER_DONE:
             self._times["producer_s"] = self.elapsed()
         elif kind == ev.DRIVER_READY:
-            self.producer.start()  # once; for a pipeline ready when its job runs, this is the producer's start
+            self._start_producer()  # once; for a pipeline ready when its job runs, this is the producer's start
             self._ready_attempt = max(self._ready_attempt, int(event.get("attempt", 1)))
             if self._ready_attempt == self._driver.attempt:  # the current driver has its turn: the next may start
                 self._keep_standby()

@@ -1,5 +1,7 @@
 """Notebook 08's tables: a flink run's checkpoints and restarts, a changelog's restore, the engines side by side.
 
+Storm's own tables are in :mod:`lab.views.storm`.
+
 Plain data in, DataFrames out; the notebook displays them. Every figure is read
 from a finished run (its timeline and ``report.json``), never restated.
 """
@@ -18,6 +20,12 @@ MECHANISMS = {
     "direct": "driver-planned offset ranges logged in the checkpoint",
     "receiver": "received blocks in the write-ahead log; offsets committed when stored",
     "plain": "the consumer group's committed offsets",
+}
+#: The storm pipeline's, by ``storm_mode``.
+STORM_MECHANISMS = {
+    "unacked": "no acker: the spout commits each poll's offsets before it emits",
+    "acked": "tuple trees tracked by the acker; offsets committed for acked tuples, failed ones replayed",
+    "trident": "Trident txids: each batch's offsets in ZooKeeper, the txid stored with the rows in the sink",
 }
 
 
@@ -79,9 +87,11 @@ def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
     for label, result in results.items():
         r, cfg = result.report, result.config
         settings = {k: v for k, v in r["settings"].items() if k in ("checkpointing", "flink_delivery", "sink", "query",
-                                                                      "offsets", "wal", "commit")}
+                                                                      "offsets", "wal", "commit",
+                                                                      "storm_mode")}
         rows.append({"run": label, "engine": PIPELINES[cfg.pipeline].engine_name,
-                     "pipeline": cfg.pipeline, "mechanism": MECHANISMS.get(cfg.pipeline, ""),
+                     "pipeline": cfg.pipeline, "mechanism": (STORM_MECHANISMS.get(cfg.storm_mode, "") if PIPELINES[cfg.pipeline].engine == "storm"
+                                   else MECHANISMS.get(cfg.pipeline, "")),
                      "settings": ", ".join(f"{k}={v}" for k, v in settings.items()), "faults": cfg.faults or "none",
                      "acknowledged": r["acked"], "exactly once": r["exactly_once"], "duplicated": r["duplicated"],
                      "lost": r["lost"], "measured": r["guarantee"],

@@ -130,7 +130,8 @@ def run_pids(run_dir: Path) -> list[int]:
     # read_events, not json.loads per line: the driver may be mid-write, and a torn last line
     # failed this helper once in CI (JSONDecodeError at the cut).
     for e in read_events(run_dir):
-        if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart", "standby-start"):
+        if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart", "standby-start",
+                         "zookeeper-start"):
             pids.append(e["pid"])
     return pids
 

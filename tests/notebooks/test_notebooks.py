@@ -39,6 +39,7 @@ SMALL = {
     "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500, GRID=[["1", 1, "on"], ["all", 2, "on"]],
                                 EOS_EVENTS=600, EOS_BATCH=100),
     "08_other_engines": dict(INTERACTIVE=False, EVENTS=4500, RATE=300, SLOW_EVENTS=8000, CRASH_BATCH=2,
+                             STORM_EVENTS=3000, STORM_RATE=300,
                              PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
                                           "at-least-once barriers": "exactly-once"}),
 }
@@ -444,6 +445,15 @@ def check_08(reports):
     state = eos["changelog"]  # Samza's changelog: every key's restored count exact
     assert state["keys"] > 0 and state["keys_exact"] == state["keys"], state
     assert [r["attempt"] for r in state["restores"]] == [1, 2] and state["restores"][1]["records"] > 0, state
+    # Storm, killed with batch CRASH_BATCH in the sink and its tuples not yet acknowledged (or its txid not committed)
+    storm = {r["settings"]["storm_mode"]: r for r in reports if r["pipeline"] == "storm"}
+    assert set(storm) == {"unacked", "acked", "trident"}, storm.keys()
+    for r in storm.values():
+        assert r["acked"] == 3000 and r["restarts"] == 1 and r["drained"], _counts(r)
+    assert storm["unacked"]["lost"] > 0 == storm["unacked"]["duplicated"], _counts(storm["unacked"])
+    assert storm["acked"]["duplicated"] >= _first_rows(storm["acked"], crash_batch) > 0 == storm["acked"]["lost"]
+    trident = storm["trident"]
+    assert trident["exactly_once"] == 3000 and trident["write_attempts"] > 3000, _counts(trident)  # the txid skipped
 
 
 MEASURED = {"08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,

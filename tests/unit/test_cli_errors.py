@@ -18,7 +18,7 @@ def run_lab(*args, env=None, timeout=10):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["run", "--pipeline", "storm"], ["'storm'", "plain"]),
+        (["run", "--pipeline", "heron"], ["'heron'", "plain", "storm"]),
         (["run", "--sink", "upsert"], ["'upsert'", "append", "idempotent", "transactional"]),
         (["run", "--faults", "driver-crush@at=1s"], ["'driver-crush'", "driver-crash"]),
         (["run", "--faults", "driver-crash@sometime"], ["'sometime'", "at=<seconds>s"]),

@@ -168,7 +168,8 @@ def test_modules_run_by_name_exist():
 
 #: Dotted strings that begin with ``lab.`` and name no module, on purpose.
 NOT_MODULE_NAMES = {"lab.fetch": "the Maven groupId of the pom that fetches jars (lab.host.jars)",
-                    "lab._pyspark_": "the prefix of a module name built at run time (lab.spark.archive)"}
+                    "lab._pyspark_": "the prefix of a module name built at run time (lab.spark.archive)",
+                    "lab.storm.LabTopology": "the Storm topology's Java class (lab/storm/java)"}
 
 
 def resolves(name: str) -> bool:
