@@ -16,7 +16,7 @@
 # and the lab goes into a venv made from it. The image's python3 only installs uv.
 #
 # The pinned jars of lab/jars.json (Spark's and Flink's Kafka connectors, Apache Kafka's broker,
-# Apache Storm and the compiler of its topology) are fetched and verified here, at build time, into LAB_CACHE_DIR: a driver (re)start never
+# Apache Storm, Apache Samza and the compiler of their Java) are fetched and verified here, at build time, into LAB_CACHE_DIR: a driver (re)start never
 # downloads, and the containers need no internet for them.
 #
 # Build: docker compose build   (LAB_UID=$(id -u) to match the owner of ./notebooks;
@@ -61,7 +61,7 @@ RUN set -eux; \
     /opt/lab/venv/bin/python -c 'import lab.spark.session, lab.sinks.reader, lab.spark.kafka_source, kafka, psycopg, pyarrow, jupyterlab'
 
 # Every jar set of lab/jars.json (the copy just installed), each jar checked against its pinned
-# SHA-1, then the Storm topology compiled (lab/storm/build.py) and the class archives of the driver and broker
+# SHA-1, then the Storm topology and the Samza job compiled (lab/host/java_build.py) and the class archives of the driver and broker
 # JVMs for this image's Java, Spark and Kafka
 # (lab/spark/archive.py, lab/broker/archive.py). lab.host.jars.cache_dir() reads LAB_CACHE_DIR at run time too, so the driver finds the
 # connector here (lab.spark.session puts it in spark.jars; the executors get it from the driver).

@@ -20,6 +20,7 @@ from lab.errors import LabError
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
+    from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
@@ -49,8 +50,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
     p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
-    p.add_argument("--query", default="passthrough", help=f"what a Spark pipeline computes: {', '.join(QUERIES)} "
-                                                         "(key-count: kafka-eos only; default passthrough)")
+    p.add_argument("--query", default=None, help=f"what a pipeline computes: {', '.join(QUERIES)} "
+                                                  "(key-count: kafka-eos and samza; default passthrough, samza key-count)")
     p.add_argument("--window", type=float, default=10.0, help="window-count: tumbling window in seconds of event time (default 10)")
     p.add_argument("--watermark", type=float, default=10.0,
                    help="window-count and dedupe: watermark delay in seconds of event time (default 10)")
@@ -67,6 +68,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="flink pipeline: the KafkaSink sends one record per request, so back-pressure builds up")
     p.add_argument("--storm-mode", default="acked", help=f"storm pipeline's delivery: {', '.join(STORM_MODES)} "
                    "(default acked; trident writes --sink transactional unless told otherwise)")
+    p.add_argument("--samza-store-cache", default="off", help=f"samza pipeline's store cache: "
+                   f"{', '.join(SAMZA_STORE_CACHES)} (default off: every change to the changelog as it is made)")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
@@ -202,7 +205,7 @@ def cmd_run(a) -> int:
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
-        storm_mode=a.storm_mode,
+        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.
@@ -289,11 +292,13 @@ def cmd_fetch(a) -> int:
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
     if not a.jar_set:
-        from lab.storm import build as storm_build
+        from lab.samza.build import JOB
+        from lab.storm.build import TOPOLOGY
 
-        fresh = not storm_build.problems()
-        classpath = storm_build.ensure(progress=print)
-        print(f"storm topology: {'compiled' if not fresh else 'present'} at {classpath.split(':')[0]}")
+        for sources in (TOPOLOGY, JOB):  # compiled from the cached jars, so a bundle's copy works offline
+            fresh = not sources.problems()
+            classpath = sources.ensure(progress=print)
+            print(f"{sources.name} classes: {'present' if fresh else 'compiled'} at {classpath.split(':')[0]}")
     if not a.jar_set and not a.no_class_archive:
         from lab.broker import archive as broker_archive
         from lab.spark import archive as class_archive

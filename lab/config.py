@@ -31,12 +31,14 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from lab.flink import settings as flink_settings
+from lab.samza import settings as samza_settings
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import Fault, check_plan, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.sinks.spec import FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES
+from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
+                            TRANSACTIONAL_OUTPUT_PIPELINES)
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
 MIN_BATCH_INTERVAL_S = 0.2
@@ -106,11 +108,13 @@ QUERIES = {
     "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode); "
                     "receiver: running counts per key with updateStateByKey",
     "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
-    "key-count": "kafka-eos: running counts per key, a local store and its compacted changelog (Samza's)",
+    "key-count": "kafka-eos, samza: running counts per key, a local store and its compacted changelog (Samza's)",
 }
 #: Pipelines that run each stateful query.
 QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",),
-                   "key-count": ("kafka-eos",)}
+                   "key-count": ("kafka-eos", "samza")}
+#: The queries each pipeline runs when it can run only some (``--query``'s default for it is the first).
+PIPELINE_QUERIES = {"samza": ("key-count",)}
 #: Spark's state store providers (``--state-store``).
 STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -212,6 +216,7 @@ class RunConfig:
     flink_delivery: str = "auto"
     slow_sink: bool = False
     storm_mode: str = "acked"
+    samza_store_cache: str = "off"
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -227,7 +232,7 @@ class RunConfig:
         ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated). The kafka-eos
         pipeline always reads ``read_committed`` (:mod:`lab.pipelines.kafka_eos`).
         """
-        if self.isolation == "auto" and self.pipeline in TOPIC_SINK_PIPELINES:
+        if self.isolation == "auto" and self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES:
             return "read_committed"
         return self.producer.isolation_level if self.isolation == "auto" else self.isolation
 
@@ -313,9 +318,9 @@ class RunConfig:
             raise choices_error("sink", self.sink, SINK_MODES)
         if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:
             raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
-                           f"topic (<topic>.out) in Kafka transactions; valid choices: {TOPIC_MODE}")
+                           f"topic (<topic>.out); valid choices: {TOPIC_MODE}")
         if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_PIPELINES:
-            raise LabError(f"sink {TOPIC_MODE!r} is an output topic written in Kafka transactions; valid pipelines for it: "
+            raise LabError(f"sink {TOPIC_MODE!r} is a pipeline's output topic; valid pipelines for it: "
                            f"{', '.join(TOPIC_SINK_PIPELINES)}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
@@ -334,10 +339,10 @@ class RunConfig:
             raise choices_error("broker", self.broker, BROKERS)
         if self.isolation not in ISOLATIONS:
             raise choices_error("isolation level", self.isolation, ISOLATIONS)
-        if self.pipeline in TOPIC_SINK_PIPELINES and self.isolation == "read_uncommitted":
+        if self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES and self.isolation == "read_uncommitted":
             raise LabError(f"pipeline {self.pipeline!r} reads read_committed (its exactly-once needs it); "
                            "valid isolation for it: auto, read_committed")
-        if self.pipeline in TOPIC_SINK_PIPELINES and not self.real_kafka:
+        if self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES and not self.real_kafka:
             raise LabError(f"pipeline {self.pipeline!r} needs a broker that honours transactions: Tansu delivers "
                            f"aborted records to read_committed readers (this run: --broker {self.broker}); "
                            "valid: --broker kafka or LAB_KAFKA_BOOTSTRAP")
@@ -348,6 +353,7 @@ class RunConfig:
         self._validate_query()
         flink_settings.check(self)
         storm_settings.check(self)
+        samza_settings.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
@@ -403,6 +409,9 @@ class RunConfig:
     def _validate_query(self) -> None:
         if self.query not in QUERIES:
             raise choices_error("query", self.query, QUERIES)
+        only = PIPELINE_QUERIES.get(self.pipeline)
+        if only is not None and self.query not in only:
+            raise LabError(f"pipeline {self.pipeline!r} runs --query {', '.join(only)}, not {self.query!r}")
         pipelines = QUERY_PIPELINES.get(self.query)
         if pipelines is not None and self.pipeline not in pipelines:
             raise LabError(f"--query {self.query} runs on the {', '.join(pipelines)} pipeline, not {self.pipeline!r}")
@@ -474,7 +483,9 @@ def make_config(**params) -> RunConfig:
     base.update({k: v for k, v in params.items() if v is not None})
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
-    if params.get("sink") is None and base.get("pipeline") == "storm":
+    if params.get("query") is None and base.get("pipeline") in PIPELINE_QUERIES:
+        base["query"] = PIPELINE_QUERIES[base["pipeline"]][0]  # its only query: --query need not be given
+    if params.get("sink") is None and getattr(PIPELINES.get(base.get("pipeline")), "engine", None) == "storm":
         base["sink"] = storm_settings.default_sink(base.get("storm_mode", RunConfig.storm_mode))
     if params.get("batch_interval_s") is None:
         base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))

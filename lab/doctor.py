@@ -172,18 +172,23 @@ def check_flink() -> Check:
                                 f"its Kafka connector ({flink_env.JAR_SET}) cached")
 
 
-def check_storm() -> Check:
-    """The storm pipeline's compiled topology (:mod:`lab.storm.build`); its jars are in :func:`check_jars`.
+def check_java_classes() -> list[Check]:
+    """The storm and samza pipelines' compiled classes (:mod:`lab.host.java_build`); their jars are in :func:`check_jars`.
 
-    A run compiles it when missing (about 2 s, from the cached jars), so it fails nothing.
+    A run compiles them when missing (about 2 s, from the cached jars), so neither fails anything.
     """
-    from lab.storm import build as storm_build
+    from lab.samza.build import JOB
+    from lab.storm.build import TOPOLOGY
 
-    found = storm_build.problems()
-    if found:
-        return Check("storm", False, "; ".join(found) + " (a storm run compiles it first; lab fetch does it once)",
-                     "lab fetch", optional=True)
-    return Check("storm", True, f"topology compiled at {storm_build.classes_dir()}")
+    checks = []
+    for sources in (TOPOLOGY, JOB):
+        found = sources.problems()
+        if found:
+            checks.append(Check(sources.name, False, "; ".join(found) + f" (a {sources.name} run compiles them "
+                                "first; lab fetch does it once)", "lab fetch", optional=True))
+        else:
+            checks.append(Check(sources.name, True, f"classes compiled at {sources.classes_dir()}"))
+    return checks
 
 
 def check_disk(path: str = ".") -> Check:
@@ -197,7 +202,7 @@ def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []
     for fn in (check_python, check_java, check_pyspark, check_jars, check_class_archive, check_broker_archive,
-               check_broker, check_flink, check_storm, check_disk):
+               check_broker, check_flink, check_java_classes, check_disk):
         try:
             result = fn()
             checks.extend(result if isinstance(result, list) else [result])

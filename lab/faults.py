@@ -40,7 +40,7 @@ from lab.errors import LabError, choices_error
 # its implementation (the injector, or the pipeline that stops at the point).
 
 SPARK_PIPELINES = ("structured", "direct", "receiver")
-ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm")
+ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm", "samza")
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ POINTS: dict[str, PointSpec] = {p.name: p for p in (
     PointSpec("after-offset-log", "the batch is planned and its offsets logged; output has not started",
               ("structured", "direct")),
     PointSpec("mid-output", "part of the batch's rows are written (flink: half a checkpoint interval after the "
-              "checkpoint before the batch completed)", ALL_PIPELINES),
+              "checkpoint before the batch completed)", tuple(p for p in ALL_PIPELINES if p != "samza")),
     PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done",
               tuple(p for p in ALL_PIPELINES if p != "flink")),
     PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",),

@@ -26,7 +26,8 @@ DEFAULT_BATCH_INTERVAL_S = 0.5
 FLINK_CHECKPOINT_INTERVAL_S = 1.0
 
 #: What runs a pipeline, as a reader names it.
-ENGINES = {"spark": "Apache Spark", "flink": "Apache Flink", "storm": "Apache Storm", "kafka": "Kafka (no engine)"}
+ENGINES = {"spark": "Apache Spark", "flink": "Apache Flink", "storm": "Apache Storm", "samza": "Apache Samza",
+           "kafka": "Kafka (no engine)"}
 
 # -- the deployment's words in the semantics grid and the matrix (lab.matrix.semantics.deployment) -------------
 
@@ -88,6 +89,11 @@ def _storm_label(sink, s: dict, query: str) -> str:
     mode = s.get("storm_mode") if present(s.get("storm_mode")) else None
     words = {"unacked": "storm, no acker", "acked": "storm, acked tuple trees", "trident": "storm, Trident"}
     return ", ".join([words.get(mode, "storm"), sink_words(sink)])
+
+
+def _samza_label(sink, s: dict, query: str) -> str:
+    cache = ", store cache on" if s.get("samza_store_cache") == "on" else ""
+    return f"samza{query}, RocksDB store and changelog{cache}, output topic"
 
 
 def _plain_label(sink, s: dict, query: str) -> str:
@@ -211,6 +217,17 @@ PIPELINES: dict[str, PipelineSpec] = {
         options=("storm_mode",),
         ready_when_running=True,
         coordination="zookeeper",
+    ),
+    "samza": PipelineSpec(
+        name="samza",
+        module="lab.pipelines.samza",
+        summary="Apache Samza (a standalone job): counts per key in a RocksDB store with a Kafka changelog, "
+                "the output topic, Kafka checkpoints",
+        engine="samza",
+        label=_samza_label,
+        options=("samza_store_cache",),
+        ready_when_running=True,
+        running_counts=True,
     ),
     "structured": PipelineSpec(
         name="structured",

@@ -1,4 +1,4 @@
-"""The machine: processes the lab starts and ends by PID, atomic files, Java, the jar cache.
+"""The machine: processes the lab starts and ends by PID, atomic files, Java, the jar cache, the lab's Java compiled.
 
 The lowest role: it imports nothing of the lab but ``lab.errors``.
 """

@@ -11,3 +11,5 @@ SPARK_KAFKA_JARS = "spark-kafka"
 STORM_JARS = "storm"
 #: The Eclipse compiler, which compiles the Storm topology on any Java runtime (:mod:`lab.storm.build`).
 ECJ_JARS = "ecj"
+#: The jar set Apache Samza's standalone job runs from (:mod:`lab.samza`).
+SAMZA_JARS = "samza"

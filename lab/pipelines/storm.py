@@ -27,9 +27,9 @@ Modes (``--storm-mode``)
 
 Bridge protocol
 ---------------
-The JVM writes ``@lab {json}`` lines on its standard output (its logs go to
-``storm/topology-N.log``); the driver answers on the JVM's standard input, one
-JSON line per ``write``:
+The JVM writes ``@lab {json}`` lines on its standard output (:class:`lab.host.bridge.JvmBridge`;
+its logs go to ``storm/topology-N.log``); the driver answers on the JVM's standard
+input, one JSON line per ``write``:
 
 * ``submitted``: the topology is submitted (``storm-topology``).
 * ``ready``: the sink bolt (or Trident's state) is prepared: ``driver-ready``
@@ -73,8 +73,6 @@ write that raises ends the driver, whose restart the spout replays to.
 from __future__ import annotations
 
 import json
-import selectors
-import subprocess
 import time
 from pathlib import Path
 
@@ -82,11 +80,11 @@ from lab import events as ev
 from lab.errors import DriverConfigError, LabError
 from lab.events import read_progress
 from lab.host import processes
-from lab.host.java import find_java
+from lab.host.bridge import JvmBridge
 from lab.kafka.read import record_row
 from lab.pipelines.driver import DriverContext
 from lab.sinks.reader import open_sink
-from lab.storm import build as storm_build
+from lab.storm.build import TOPOLOGY
 from lab.storm import settings as storm_settings
 from lab.storm.zookeeper import INFO_FILE
 
@@ -95,61 +93,6 @@ LOG_CONFIG = Path(__file__).resolve().parent.parent / "storm" / "log4j2.xml"
 #: Seconds the driver waits for the topology's first line before it gives up (measured: submitted 2.9 s,
 #: sink bolt ready 6.6 s after the JVM started, on 2 cores).
 START_TIMEOUT_S = 120.0
-PREFIX = "@lab "
-
-
-class _Topology:
-    """The topology's JVM and its two streams."""
-
-    def __init__(self, ctx: DriverContext, classpath: str, spec_path: Path, log_path: Path) -> None:
-        self.log_path = log_path
-        log = open(log_path, "ab")
-        try:
-            # Same process group as the driver: a driver crash is one killpg of both.
-            self.proc = subprocess.Popen(
-                [find_java().executable, *storm_settings.JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
-                 "-cp", classpath, storm_build.MAIN_CLASS, str(spec_path)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=spec_path.parent,
-                preexec_fn=processes.kill_when_parent_exits)
-        finally:
-            log.close()
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buffer = b""
-
-    def message(self, timeout: float) -> dict | None:
-        """The JVM's next ``@lab`` message, or None when none came within ``timeout``.
-
-        Raises
-        ------
-        LabError
-            When the JVM has ended (its log's last line).
-        """
-        while True:
-            line, sep, rest = self._buffer.partition(b"\n")
-            if sep:
-                self._buffer = rest
-                text = line.decode(errors="replace")
-                if text.startswith(PREFIX):
-                    return json.loads(text[len(PREFIX):])
-                continue  # nothing else is printed there; a stray line is not the protocol
-            if not self.selector.select(timeout):
-                return None
-            chunk = self.proc.stdout.read1(65536)
-            if not chunk:
-                code = self.proc.wait()
-                raise LabError(f"the Storm topology's JVM exited with status {code}: "
-                               f"{processes.last_log_line(self.log_path)}")
-            self._buffer += chunk
-
-    def answer(self, reply: dict) -> None:
-        self.proc.stdin.write((json.dumps(reply) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # its state that matters is in Kafka, ZooKeeper and the sink
-        self.proc.wait()
 
 
 class _Writer:
@@ -195,7 +138,7 @@ def run(ctx: DriverContext) -> None:
     except FileNotFoundError:
         raise DriverConfigError(f"the storm pipeline needs the run's ZooKeeper ({INFO_FILE} in the run directory), "
                                 "which the supervisor starts") from None
-    classpath = storm_build.ensure()
+    classpath = TOPOLOGY.ensure()
     work = ctx.run_dir / "storm"
     work.mkdir(exist_ok=True)
     spec = storm_settings.topology_spec(cfg, run_id=ctx.run_id, attempt=ctx.attempt, bootstrap=ctx.bootstrap,
@@ -205,7 +148,9 @@ def run(ctx: DriverContext) -> None:
     sink = open_sink(ctx.run_dir)
     writer = _Writer(ctx, sink, {int(p): o for p, o in read_progress(ctx.run_dir).get("positions", {}).items()})
     began = time.monotonic()
-    topology = _Topology(ctx, classpath, spec_path, work / f"topology-{ctx.attempt}.log")
+    topology = JvmBridge("the Storm topology", [*storm_settings.JVM_FLAGS, f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+                                                 "-cp", classpath, TOPOLOGY.main_class, spec_path],
+                         work / f"topology-{ctx.attempt}.log", cwd=work)
     ready = False
     try:
         ctx.phase("jvm")
@@ -233,5 +178,5 @@ def run(ctx: DriverContext) -> None:
                 ready = True
                 ctx.ready()
     finally:
-        topology.stop()
+        topology.kill()  # its state that matters is in Kafka, ZooKeeper and the sink
         sink.close()

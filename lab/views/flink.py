@@ -79,6 +79,31 @@ def changelog(result) -> "pandas.DataFrame":  # noqa: F821
     return table
 
 
+def state_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+    """``key-count`` runs side by side (label -> run result): the output's guarantee and the restored state's audit.
+
+    Per run, from its report: the output topic's measured guarantee and duplicates, the changelog's keys exact,
+    over and under (with the counts they are off by), and each driver attempt's restores (keys restored, the
+    longest restore's seconds).
+    """
+    import pandas as pd
+
+    rows = []
+    for label, result in results.items():
+        r = result.report
+        c = r.get("changelog") or {}
+        restored = {}
+        for e in c.get("restores", []):
+            keys, took = restored.get(e.get("attempt"), (0, 0.0))
+            restored[e.get("attempt")] = (keys + (e.get("keys") or 0), max(took, e.get("took_s") or 0.0))
+        rows.append({"run": label, "pipeline": result.config.pipeline, "output": r["guarantee"],
+                     "output duplicated": r["duplicated"], "keys": c.get("keys"), "keys exact": c.get("keys_exact"),
+                     "keys over (by)": f"{c.get('keys_over')} ({c.get('overcount')})",
+                     "keys under (by)": f"{c.get('keys_under')} ({c.get('undercount')})",
+                     "restores (driver: keys, s)": "; ".join(f"{a}: {k}, {t:.1f}" for a, (k, t) in sorted(restored.items()))})
+    return pd.DataFrame(rows).set_index("run")
+
+
 def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
     """The engines side by side: label -> run result; mechanism, settings, the fault, and the measured guarantee."""
     import pandas as pd

@@ -169,7 +169,10 @@ def test_modules_run_by_name_exist():
 #: Dotted strings that begin with ``lab.`` and name no module, on purpose.
 NOT_MODULE_NAMES = {"lab.fetch": "the Maven groupId of the pom that fetches jars (lab.host.jars)",
                     "lab._pyspark_": "the prefix of a module name built at run time (lab.spark.archive)",
-                    "lab.storm.LabTopology": "the Storm topology's Java class (lab/storm/java)"}
+                    "lab.storm.LabTopology": "the Storm topology's Java class (lab/storm/java)",
+                    "lab.samza.LabSamza": "the Samza job's Java class (lab/samza/java)",
+                    **{key: "a key of the Samza job's configuration (lab/samza/settings.py)"
+                       for key in ("lab.input.topic", "lab.output.topic", "lab.attempt")}}
 
 
 def resolves(name: str) -> bool:

@@ -35,7 +35,7 @@ SPARK_KAFKA_PINS = {
 # -- the real manifest --------------------------------------------------------------
 def test_manifest_is_well_formed():
     sets = jars.manifest()
-    assert set(sets) == {"spark-kafka", "kafka-broker", "flink-kafka", "storm", "ecj"}
+    assert set(sets) == {"spark-kafka", "kafka-broker", "flink-kafka", "storm", "ecj", "samza"}
     for js in sets.values():
         assert js.jars and js.version and js.description
         assert len({j.file for j in js.jars}) == len(js.jars), f"{js.name}: a file name twice"
@@ -70,7 +70,7 @@ def test_the_manifest_ships_with_the_package():
 
 
 def test_unknown_set_and_route_name_the_choices(tmp_path):
-    with pytest.raises(LabError, match=r"unknown jar set 'spark'; valid choices: ecj, flink-kafka, kafka-broker, spark-kafka, storm"):
+    with pytest.raises(LabError, match=r"unknown jar set 'spark'; valid choices: ecj, flink-kafka, kafka-broker, samza, spark-kafka, storm"):
         jars.ensure("spark", cache=tmp_path)
     with pytest.raises(LabError, match=r"unknown fetch route 'ftp'; valid choices: auto, https, mvn"):
         jars.ensure("spark-kafka", cache=tmp_path, route="ftp")

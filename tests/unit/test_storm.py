@@ -10,7 +10,8 @@ from lab.errors import LabError
 from lab.faults import check_plan, parse_fault_plan
 from lab.pipelines import storm as storm_pipeline
 from lab.registry import PIPELINES
-from lab.storm import build, settings, zookeeper
+from lab.host.java_build import JavaSources
+from lab.storm import settings, zookeeper
 from lab.views import storm as storm_view
 
 
@@ -64,10 +65,10 @@ def test_zookeeper_listens_on_loopback_only_without_its_admin_server(tmp_path):
 def test_the_classes_key_follows_the_sources(tmp_path, monkeypatch):
     (tmp_path / "lab").mkdir()
     (tmp_path / "lab" / "A.java").write_text("class A {}")
-    monkeypatch.setattr(build, "SOURCE_DIR", tmp_path)
-    before = build.key()
+    sources = JavaSources("x", tmp_path, "storm", "lab.A")
+    before = sources.key()
     (tmp_path / "lab" / "A.java").write_text("class A { int x; }")
-    assert build.key() != before and len(before) == 16
+    assert sources.key() != before and len(before) == 16
 
 
 class FakeCtx:
@@ -155,5 +156,6 @@ def test_lab_doctor_names_lab_fetch_for_an_uncompiled_topology(tmp_path, monkeyp
     from lab import doctor
 
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
-    check = doctor.check_storm()
-    assert not check.ok and check.optional and check.fix == "lab fetch" and "not compiled" in check.detail
+    for check in doctor.check_java_classes():
+        assert not check.ok and check.optional and check.fix == "lab fetch" and "not compiled" in check.detail
+
