@@ -57,7 +57,7 @@ UNREADABLE_PLAN = "fault plan unreadable"
 NO_EXPECTATION = "no expectation"
 
 # Rows are grouped by family in the guide's order (receivers first, Kafka's own last), then by first appearance.
-_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "flink", "storm", "plain", "cluster")
+_FAMILIES = ("receiver", "direct", "structured", "kafka-eos", "samza", "flink", "storm", "plain", "cluster")
 
 
 def _settings(value) -> dict:
