@@ -440,12 +440,13 @@ def check_08(reports):
     # In-flight records are stored by unaligned checkpoints only. How many depends on how full the buffers are
     # when a barrier comes: 61 KB to 640 KB measured at the first checkpoint, a few bytes once the backlog is gone.
     assert stored["aligned"] == 0 < stored["unaligned"], stored
-    # Samza: the output at least once; the state exact with the store's changes sent as made, short with Samza's cache
+    # Samza: the output at least once; the state exact with the store's changes sent as made. With Samza's cache a
+    # key can only come out short (a race: short in 5 of 6 runs measured), never over.
     samza = {r["settings"]["samza_store_cache"]: r for r in reports if r["pipeline"] == "samza"}
     for r in samza.values():
         assert r["acked"] == 4500 and r["restarts"] == 1 and r["lost"] == 0 and r["duplicated"] > 0, _counts(r)
-    assert samza["off"]["changelog"]["keys_exact"] == samza["off"]["changelog"]["keys"] > 0, samza["off"]["changelog"]
-    assert samza["on"]["changelog"]["keys_under"] > 0, samza["on"]["changelog"]
+        assert r["changelog"]["keys"] > 0 and r["changelog"]["keys_over"] == 0, r["changelog"]
+    assert samza["off"]["changelog"]["keys_exact"] == samza["off"]["changelog"]["keys"], samza["off"]["changelog"]
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["exactly_once"] == eos["acked"] == 4500 and eos["restarts"] == 1, _counts(eos)
     state = eos["changelog"]  # Samza's changelog: every key's restored count exact
