@@ -72,7 +72,10 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
 
 
 def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
-    """Batches (rows per batch, by driver attempt), faults, driver starts and the producer's end, over time.
+    """Batches (rows per batch, by driver attempt), their replayed rows, faults, driver starts and the producer's end.
+
+    A batch whose ``batch-start`` counts ``replayed`` rows (storm, samza: records at offsets the run's drivers had
+    written before) gets a cross at that count: the replays a restart or a failed tuple brought.
 
     Each restart is shaded from the previous driver's death to the restarted
     driver's first batch done, its time written at the restart
@@ -97,6 +100,13 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             customdata=[e["batch"] for e in mine],
             hovertemplate="batch %{customdata}<br>%{y} rows<br>t=%{x:.2f}s<extra></extra>",
         ))
+    replays = [e for e in events if e["type"] == ev.BATCH_START and e.get("replayed")]
+    if replays:
+        fig.add_trace(go.Scatter(
+            x=[e["t"] - t0 for e in replays], y=[e["replayed"] for e in replays], mode="markers",
+            name="of them replayed (written before)", marker=dict(size=9, symbol="x", color=_FAULT_COLOR),
+            customdata=[e["batch"] for e in replays],
+            hovertemplate="batch %{customdata}<br>%{y} rows replayed<br>t=%{x:.2f}s<extra></extra>"))
     ymax = max([e["rows"] for e in done + logged] or [1])
     for e in events:
         x = e["t"] - t0

@@ -159,3 +159,17 @@ def test_lab_doctor_names_lab_fetch_for_an_uncompiled_topology(tmp_path, monkeyp
     for check in doctor.check_java_classes():
         assert not check.ok and check.optional and check.fix == "lab fetch" and "not compiled" in check.detail
 
+
+
+def test_the_timeline_marks_the_rows_a_batch_replayed(tmp_path):
+    from lab.views import plots
+
+    log = ev.EventLog(tmp_path, "driver")
+    log.write(ev.RUN_START, pipeline="storm")
+    log.write(ev.BATCH_START, batch=0, rows=10, ranges={"0": [0, 10]}, attempt=1, replayed=0)
+    log.write(ev.BATCH_DONE, batch=0, rows=10, attempt=1)
+    log.write(ev.BATCH_START, batch=1, rows=10, ranges={"0": [5, 15]}, attempt=2, replayed=5)
+    log.write(ev.BATCH_DONE, batch=1, rows=10, attempt=2)
+    fig = plots.timeline(ev.read_events(tmp_path))
+    [replays] = [t for t in fig.data if t.name.startswith("of them replayed")]
+    assert list(replays.y) == [5] and list(replays.customdata) == [1]
