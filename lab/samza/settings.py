@@ -23,8 +23,8 @@ COMMIT_MS = 1_000
 #: producers (TaskInstance.commit), then the stores (TaskStorageCommitManager.snapshot), whose cached changes
 #: are only sent then, and it reads the changelog's newest offset for the checkpoint while they may still be on
 #: their way; a restore trims what came after that offset (transactional state), and the input resumes after the
-#: events they counted: 23 of 64 keys short by 84-87 after a crash in 5 of 7 runs, exact in the two on a loaded
-#: machine (`make reference`, two notebooks at once): a race. With ``off`` the commit's producer flush covers every change: 64 of 64 exact in every run.
+#: events they counted: 23-28 of 64 keys short by 84-136 after a crash in 6 of 8 runs, exact in 2: a race.
+#: With ``off`` the commit's producer flush covers every change: 64 of 64 exact in every run.
 STORE_CACHE = {"off": 0, "on": 1_000}
 SAMZA_STORE_CACHES = {
     "off": "every store change sent to the changelog as it is made (the commit's producer flush covers them)",
