@@ -113,8 +113,6 @@ QUERIES = {
 #: Pipelines that run each stateful query.
 QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",),
                    "key-count": ("kafka-eos", "samza")}
-#: The queries each pipeline runs when it can run only some (``--query``'s default for it is the first).
-PIPELINE_QUERIES = {"samza": ("key-count",)}
 #: Spark's state store providers (``--state-store``).
 STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -409,7 +407,7 @@ class RunConfig:
     def _validate_query(self) -> None:
         if self.query not in QUERIES:
             raise choices_error("query", self.query, QUERIES)
-        only = PIPELINE_QUERIES.get(self.pipeline)
+        only = PIPELINES[self.pipeline].queries
         if only is not None and self.query not in only:
             raise LabError(f"pipeline {self.pipeline!r} runs --query {', '.join(only)}, not {self.query!r}")
         pipelines = QUERY_PIPELINES.get(self.query)
@@ -483,9 +481,10 @@ def make_config(**params) -> RunConfig:
     base.update({k: v for k, v in params.items() if v is not None})
     if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
-    if params.get("query") is None and base.get("pipeline") in PIPELINE_QUERIES:
-        base["query"] = PIPELINE_QUERIES[base["pipeline"]][0]  # its only query: --query need not be given
-    if params.get("sink") is None and getattr(PIPELINES.get(base.get("pipeline")), "engine", None) == "storm":
+    spec = PIPELINES.get(base.get("pipeline"))
+    if params.get("query") is None and spec is not None and spec.queries:
+        base["query"] = spec.queries[0]  # it runs only these: --query need not be given
+    if params.get("sink") is None and spec is not None and spec.engine == "storm":
         base["sink"] = storm_settings.default_sink(base.get("storm_mode", RunConfig.storm_mode))
     if params.get("batch_interval_s") is None:
         base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))

@@ -5,7 +5,7 @@ Syntax, several faults separated by commas::
     KIND@TRIGGER[:POINT][:OPTION=VALUE...]
 
 ``TRIGGER`` is ``at=<seconds>s`` (time since the run's producer started: the run's start, except for
-the pipelines whose producer waits for their job to run, flink and storm),
+the pipelines whose producer waits for their job to run, flink, storm and samza),
 ``batch=<n>`` (when the pipeline reaches batch ``n``) or, for ``leader-crash``
 only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
 the run's replication watch sees them: ``isr=1`` is "the leader alone").
@@ -155,7 +155,7 @@ def _needs_one_node(cfg) -> str | None:
 def _needs_acked_storm(cfg) -> str | None:
     # Only the acker replays a failed tuple: without it (unacked) fail() does nothing, and Trident replays
     # whole batches, never a tuple.
-    if getattr(cfg, "storm_mode", "acked") == "acked":
+    if cfg.storm_mode == "acked":
         return None
     return f"fault 'bolt-fail' fails tuples to the acker: it needs --storm-mode acked (this run: {cfg.storm_mode})"
 

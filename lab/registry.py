@@ -137,6 +137,8 @@ class PipelineSpec:
         ``label(sink, settings, query_words)``: the deployment's words in the semantics grid and the matrix.
     label_on_cluster : bool
         Whether a row on the three-broker cluster names the pipeline after the cluster's settings.
+    queries : tuple of str or None
+        The only ``--query`` values it runs, the first its default (``None``: those whose pipelines include it).
     coordination : str or None
         A service the supervisor starts for the run before its first driver and stops at its end:
         ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
@@ -154,6 +156,7 @@ class PipelineSpec:
     running_counts: bool = False
     watermarks: bool = False
     label_on_cluster: bool = True
+    queries: tuple[str, ...] | None = None
     coordination: str | None = None
 
     @property
@@ -226,6 +229,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         engine="samza",
         label=_samza_label,
         options=("samza_store_cache",),
+        queries=("key-count",),
         ready_when_running=True,
         running_counts=True,
     ),

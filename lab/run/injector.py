@@ -68,7 +68,7 @@ class FaultInjector:
     stream_elapsed : callable, optional
         Seconds since the run's producer started, or None before: what a time trigger (``at=Ns``) counts.
         The producer starts with the run, except for a pipeline ready when its job runs (the registry's
-        ``ready_when_running``: flink, storm), whose job takes seconds to start: a crash ``at=5s`` lands 5 s
+        ``ready_when_running``: flink, storm, samza), whose job takes seconds to start: a crash ``at=5s`` lands 5 s
         into the stream for every pipeline. Default: ``elapsed``.
     kill_driver : callable
         SIGKILLs the driver's process group and schedules its restart; returns the PID killed.
