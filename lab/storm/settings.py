@@ -65,7 +65,8 @@ def check(cfg) -> None:
 def topology_spec(cfg, *, run_id: str, attempt: int, bootstrap: str, zookeeper: dict, local_dir: str) -> dict:
     """What the topology's ``main`` reads (``storm/attempt-N.json``): every setting that decides delivery."""
     return {
-        "name": f"lab-{run_id}",
+        # Storm refuses a topology name with '/', '.', ':' or a backslash (Nimbus.validateTopologyName).
+        "name": "lab-" + run_id.replace(".", "-"),
         "storm_mode": cfg.storm_mode,
         "bootstrap": bootstrap,
         "topic": cfg.topic,

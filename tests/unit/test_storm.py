@@ -56,6 +56,39 @@ def test_the_spec_keeps_trident_state_per_run_and_cluster_state_per_attempt():
     assert one["group"] == "lab-r" and one["zookeeper_port"] == 2181
 
 
+def test_a_run_name_with_a_dot_makes_a_topology_name_storm_accepts():
+    cfg = make_config(pipeline="storm", name="rep1.5")
+    spec = settings.topology_spec(cfg, run_id="20261202-183022-084-rep1.5", attempt=1, bootstrap="b:1",
+                                  zookeeper={"host": "127.0.0.1", "port": 1}, local_dir="/x")
+    # Nimbus.validateTopologyName: ^[^/.:\\]+$
+    assert not set(spec["name"]) & set("/.:\\") and spec["name"].endswith("rep1-5")
+
+
+@pytest.mark.parametrize("name", ["a b", "-x", "x/y", "run:1"])
+def test_a_run_name_the_topic_and_the_engines_cannot_take_is_refused(name):
+    with pytest.raises(LabError, match="valid characters are letters, digits"):
+        make_config(pipeline="plain", name=name)
+
+
+def test_a_dead_jvm_is_reported_by_its_first_error_and_its_cause(tmp_path):
+    from lab.host.bridge import first_error
+
+    log = tmp_path / "topology.log"
+    log.write_text("18:35:47.000 INFO  o.a.s.d.w.Worker - Launching worker\n"
+                   "18:35:48.019 ERROR o.a.s.u.Utils - Async loop died!\n"
+                   "java.lang.RuntimeException: java.lang.NullPointerException: map is null\n"
+                   "\tat org.apache.storm.executor.Executor.acceptTupleAction(Executor.java:305)\n"
+                   "Caused by: java.lang.NullPointerException: map is null\n"
+                   "\tat org.apache.storm.kafka.spout.trident.KafkaTridentSpoutBatchMetadata.fromMap(X.java:81)\n"
+                   "18:35:48.076 ERROR o.a.s.u.Utils - Halting process: Worker died\n"
+                   "java.lang.RuntimeException: Halting process: Worker died\n"
+                   "\tat java.base/java.lang.Thread.dispatchUncaughtException(Thread.java:2017)\n")
+    said = first_error(log)
+    assert "Async loop died!" in said and said.endswith("Caused by: java.lang.NullPointerException: map is null")
+    log.write_text("no error here\nlast line\n")
+    assert first_error(log) == "last line"
+
+
 def test_zookeeper_listens_on_loopback_only_without_its_admin_server(tmp_path):
     text = zookeeper.config_text(2181, tmp_path)
     assert "clientPortAddress=127.0.0.1" in text and "admin.enableServer=false" in text
