@@ -18,10 +18,11 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
+    from lab.config import ELR, COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
+    from lab.faults import ON_PAUSE
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
 
@@ -70,6 +71,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "(default acked; trident writes --sink transactional unless told otherwise)")
     p.add_argument("--samza-store-cache", default="off", help=f"samza pipeline's store cache: "
                    f"{', '.join(SAMZA_STORE_CACHES)} (default off: every change to the changelog as it is made)")
+    p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
+                   f"(default broker: {ELR['broker']})")
+    p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
+                   f"(default auto: {ON_PAUSE['auto']})")
     p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
@@ -205,7 +210,7 @@ def cmd_run(a) -> int:
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
-        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache,
+        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, on_pause=a.on_pause, elr=a.elr,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.
@@ -228,7 +233,8 @@ def _echo_event(e: dict, pipeline: str) -> None:
         _echo_spark_ui(e, pipeline)
     elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
                ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED,
-               ev.NODE_RESTART, ev.PARTITION_STATE):
+               ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
+               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

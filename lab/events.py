@@ -32,6 +32,11 @@ FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` =
 DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid`` (``started_ahead_s``: a standby had its turn)
 STANDBY_START = "standby-start"          #: the next attempt's driver (``attempt``, ``pid``) was started ahead
 DRIVER_EXIT = "driver-exit"              #: a driver exited on its own, ``code``, ``last_log_line``
+BROKER_FEATURES = "broker-features"      #: the run's broker's finalized features at the run's start (``finalized``: ``{name: level}``, e.g. ``eligible.leader.replicas.version``, ``transaction.version``; ``{}`` for Tansu) and ``elr_set`` (``--elr``)
+DRIVER_REPLACED = "driver-replaced"      #: (--on-pause replace) the paused driver (``pid``, ``attempt``) was set aside after ``stopped_s``; its replacement starts next
+DRIVER_RESUME = "driver-resume"          #: a paused driver got SIGCONT: ``pid``, ``attempt``, ``zombie`` (it had been replaced), ``alive``
+ZOMBIE_END = "zombie-end"                #: a replaced driver is gone: ``how`` (``exited`` on its own, with ``code``; or ``killed`` after lab.faults.ZOMBIE_LIFETIME_S), ``pid``, ``attempt``, ``last_log_line``
+PRODUCER_FENCED = "producer-fenced"      #: (kafka-eos) the driver's transactional producer was fenced by a newer one with its id: ``batch``, ``attempt``, ``error``
 DRIVER_CHILD_GROUP = "driver-child-group"  #: a process group a driver's descendant started (PySpark's daemon), ``pid``
 # supervisor and driver: faults
 FAULT = "fault"                          #: a fault was carried out (``kind``, ``index``, ``by``)

@@ -16,7 +16,10 @@ follower lag lasts; how long a crashed broker or leader stays down),
 ``count=<n>`` (how many produce responses an ack loss drops; how many
 transactions a txn-abort aborts; how many tuples a bolt-fail fails).
 
-Examples: ``driver-crash@at=5s``,
+A ``driver-pause`` (``for=`` how long it is stopped) is continued where it stopped, or, with
+``--on-pause replace``, replaced meanwhile and continued as a zombie.
+
+Examples: ``driver-crash@at=5s``, ``driver-pause@at=3s:for=20s``,
 ``driver-crash@batch=3:after-output-before-commit``,
 ``broker-outage@at=4s:for=3s``, ``ack-loss@at=1s:count=5``,
 ``follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s``.
@@ -152,6 +155,39 @@ def _needs_one_node(cfg) -> str | None:
     return _needs_durable_broker(cfg)
 
 
+#: Pipelines whose paused driver may be replaced while it is stopped (``--on-pause replace``): their
+#: drivers keep nothing on local disk that two of them would share, so two can run at once.
+PAUSE_REPLACE_PIPELINES = ("plain", "kafka-eos")
+#: What the supervisor does while a driver is paused (``--on-pause``).
+ON_PAUSE = {
+    "auto": "replace for " + " and ".join(PAUSE_REPLACE_PIPELINES) + ", else wait",
+    "wait": "nothing: the driver is continued where it stopped, as after a long GC",
+    "replace": "start a replacement once the driver has been stopped PAUSE_REPLACE_AFTER_S, as a cluster manager "
+               "that gave up on it would; the paused one comes back as a zombie",
+}
+#: Seconds a paused driver is stopped before ``--on-pause replace`` starts its replacement: the lab's
+#: supervisor gives up on a driver that has been silent this long.
+PAUSE_REPLACE_AFTER_S = 2.0
+#: Seconds a continued zombie runs before the supervisor kills it (a cluster manager that reaches it again),
+#: unless it ends on its own first.
+ZOMBIE_LIFETIME_S = 8.0
+
+
+def on_pause_mode(cfg) -> str:
+    """``--on-pause`` resolved: ``auto`` is ``replace`` for :data:`PAUSE_REPLACE_PIPELINES`, else ``wait``."""
+    if cfg.on_pause != "auto":
+        return cfg.on_pause
+    return "replace" if cfg.pipeline in PAUSE_REPLACE_PIPELINES else "wait"
+
+
+def _pause_can_be_handled(cfg) -> str | None:
+    if on_pause_mode(cfg) == "replace" and cfg.pipeline not in PAUSE_REPLACE_PIPELINES:
+        return (f"--on-pause replace runs two drivers at once, which pipeline {cfg.pipeline!r} cannot (they would "
+                f"share its checkpoint and local state); valid pipelines for it: {', '.join(PAUSE_REPLACE_PIPELINES)}; "
+                "or use --on-pause wait")
+    return None
+
+
 def _needs_acked_storm(cfg) -> str | None:
     # Only the acker replays a failed tuple: without it (unacked) fail() does nothing, and Trident replays
     # whole batches, never a tuple.
@@ -180,6 +216,12 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor restarts it",
               by="supervisor", pipelines=ALL_PIPELINES, points=True,
               button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its checkpoint")),
+    FaultSpec("driver-pause", "SIGSTOP to the driver's process group, SIGCONT after for=Ns; with --on-pause replace "
+              "a new driver takes over meanwhile and the paused one comes back as a zombie",
+              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_pause_can_be_handled,
+              button=("Pause driver 15 s", "SIGSTOP the driver's process group for 15 s; with --on-pause replace a new "
+                      "driver takes over and the paused one comes back as a zombie"),
+              panel_options=(("duration_s", 15.0),)),
     FaultSpec("executor-crash", "SIGKILL to one executor JVM (local-cluster or a cluster)",
               by="supervisor", pipelines=("direct", "receiver"), requires=_needs_executors,
               button=("Kill executor", "SIGKILL one executor JVM")),
@@ -269,6 +311,10 @@ def check_fault(fault: "Fault", config) -> None:
     why = spec.requires and spec.requires(config)
     if why:
         raise LabError(why)
+    if fault.kind == "driver-pause" and on_pause_mode(config) == "replace" and fault.duration_s <= PAUSE_REPLACE_AFTER_S:
+        raise LabError(f"fault {fault.to_text()!r}: with --on-pause replace the pause must outlast the "
+                       f"{PAUSE_REPLACE_AFTER_S:g} s after which its replacement starts; valid: for=<n>s with n > "
+                       f"{PAUSE_REPLACE_AFTER_S:g}")
     nodes = getattr(config, "nodes", 1)
     if fault.isr is not None and fault.isr >= nodes:
         # Every replica is in sync when the topic is created: the trigger would fire at once.

@@ -67,12 +67,19 @@ READ_SETTINGS = dict(
 )
 
 
+#: The feature that turns eligible leader replicas (KIP-966) on (1) and off (0).
+ELR_FEATURE = "eligible.leader.replicas.version"
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 15.0, *, replication: int = 1,
-                 configs: dict | None = None) -> None:
-    """Create ``topic`` (no error if it exists with the same partition count).
+                 configs: dict | None = None, features: dict | None = None) -> dict:
+    """Create ``topic`` (no error if it exists with the same partition count); the broker's finalized features.
 
     ``replication`` copies of each partition, and ``configs`` (topic configs such
     as ``min.insync.replicas``) set on it, so they never depend on the broker's defaults.
+    ``features`` (``{name: level}``) are finalized first, cluster-wide (KIP-584: an upgrade, or a safe
+    downgrade), e.g. ``{"eligible.leader.replicas.version": 0}``. Returns ``{name: level}`` of every
+    finalized feature as the broker then reports it (``{}`` when it reports none: Tansu).
 
     Raises
     ------
@@ -92,12 +99,15 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
             time.sleep(0.2)
             continue
         try:
+            if features:
+                _finalize(admin, features)
             try:
                 admin.create_topics([NewTopic(topic, partitions, replication, topic_configs=dict(configs or {}))])
             except TopicAlreadyExistsError:
                 pass
             # Asked through the same client: a consumer of its own cost 0.1 s a run (measured, 25 matrix rows).
             have = _described_partitions(admin, topic, time.monotonic() + DESCRIBE_WAIT_S)
+            finalized = _finalized_features(admin)
         finally:
             admin.close()
         if not have:
@@ -105,8 +115,28 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
                            f"{DESCRIBE_WAIT_S:g} s")
         if have != partitions:
             raise LabError(f"topic {topic!r} already exists with {have} partitions, not {partitions}")
-        return
+        return finalized
     raise LabError(f"could not create topic {topic!r} on {bootstrap}: {last}")
+
+
+def _finalized_features(admin) -> dict:
+    try:
+        described = admin.describe_features()
+    except Exception:  # noqa: BLE001 - a broker without KIP-584's ApiVersions v3 fields (Tansu) reports none
+        return {}
+    return {name: f["finalized"][1] for name, f in sorted(described.items()) if "finalized" in f}
+
+
+def _finalize(admin, features: dict) -> None:
+    """Set each feature's level, upgrading or safely downgrading; :class:`LabError` naming one the broker refuses."""
+    have = _finalized_features(admin)
+    for name, level in features.items():
+        if have.get(name, 0) == level:
+            continue
+        how = "UPGRADE" if level > have.get(name, 0) else "SAFE_DOWNGRADE"
+        answer = admin.update_features({name: (how, level)}).get(name)
+        if answer != "OK":
+            raise LabError(f"the broker refused feature {name}={level}: {answer}")
 
 
 def consumer(bootstrap: str, **overrides):

@@ -40,9 +40,11 @@ from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, ve
 GRID_TITLE = "What each failure does to each deployment, measured"
 
 #: The failure columns, in the guide's order, and the fault kinds each one gathers.
-FAILURES = ("driver failure", "worker failure", "task failure", "producer failure", "broker failure", "no fault")
+FAILURES = ("driver failure", "driver pause", "worker failure", "task failure", "producer failure", "broker failure", "no fault")
 FAILURE_OF_KIND = {
     "driver-crash": "driver failure",
+    # not in the guide: a driver that is stopped, not dead, and may come back after its replacement started
+    "driver-pause": "driver pause",
     # a receiver runs inside an executor: losing its connection is the guide's worker failure too
     "executor-crash": "worker failure", "receiver-restart": "worker failure",
     "task-failure": "task failure", "bolt-fail": "task failure",
@@ -104,6 +106,8 @@ def deployment(pipeline, sink, settings=None) -> str:
     s = _settings(settings)
     if _present(s.get("nodes")) and int(s["nodes"]) > 1:
         label = f"Kafka cluster acks={s.get('acks', '?')}, min.insync={s.get('min_insync', '?')}, unclean={s.get('unclean', '?')}"
+        if s.get("elr") == "off":  # on is Kafka 4.1's own for a new cluster: it goes unsaid
+            label += ", ELR off"
         spec = PIPELINES.get(pipeline) if isinstance(pipeline, str) else None
         return f"{label}; {_pipeline_label(pipeline, sink, s)}" if spec is None or spec.label_on_cluster else label
     label = _pipeline_label(pipeline, sink, s)

@@ -10,6 +10,11 @@ promotes it by creating that file, after the driver it replaces is dead
 (the first driver: once the broker, the topic and the producer are up). A
 start then skips the start-up (``LAB_STANDBY``, :mod:`lab.tuning`).
 
+A pause is a real ``SIGSTOP`` of the driver's group and its children's groups, and its end a
+``SIGCONT``. A paused driver can be set aside (:meth:`DriverProcess.set_aside`) so that a
+replacement starts while it is stopped; set aside, it is a *zombie*: it comes back when it is
+continued, believing it still owns its work, until it exits or is killed (:meth:`end_zombie`).
+
 A kill is a real ``SIGKILL`` of the driver's group; PySpark's Python daemons, which leave
 that group, are found by scanning the driver's process tree
 (:class:`lab.host.processes.ChildGroups`) and ended with it. Nothing here writes
@@ -26,6 +31,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 from lab.events import EventTail
 from lab.host import processes
@@ -48,6 +55,8 @@ class DriverProcess:
         self._standby_groups = processes.ChildGroups(
             on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.standby_pid))
         self.log_path = self.run_dir / "driver.log"  # the current driver's output
+        self._own_log = False  # once a zombie was set aside, each later driver writes driver-<attempt>.log
+        self.zombie = None  # a paused driver set aside for a replacement: (Popen, attempt, log path, its groups)
 
     @property
     def pid(self) -> int | None:
@@ -86,6 +95,69 @@ class DriverProcess:
             self.standby_started_at = time.monotonic()
             return self.standby.pid
 
+    def pause(self) -> int | None:
+        """SIGSTOP the driver's group and its children's groups; its PID (None without a live driver)."""
+        with self.lock:
+            if not self.alive():
+                return None
+            self._groups.scan(self.proc.pid)
+            for pgid in (self.proc.pid, *self._groups.seen):
+                _signal_group(pgid, signal.SIGSTOP)
+            _wait_stopped(self.proc.pid)  # a signal is delivered when the kernel gets to it: the event says "stopped"
+            return self.proc.pid
+
+    def resume(self, zombie: bool = False) -> int | None:
+        """SIGCONT the paused driver (``zombie``: the one set aside); its PID (None when it is gone)."""
+        with self.lock:
+            if zombie:
+                if self.zombie is None:
+                    return None
+                proc, groups = self.zombie[0], self.zombie[3]
+            else:
+                proc, groups = self.proc, self._groups.seen
+            if proc is None or proc.poll() is not None:
+                return None
+            for pgid in (proc.pid, *groups):
+                _signal_group(pgid, signal.SIGCONT)
+            return proc.pid
+
+    def set_aside(self) -> None:
+        """The paused driver becomes the zombie, so that :meth:`start` starts its replacement.
+
+        The replacement writes its own log (``driver-<attempt>.log``): the zombie still writes to its own.
+        """
+        with self.lock:
+            self.zombie = (self.proc, self.attempt, self.log_path, dict(self._groups.seen))
+            self._groups.seen.clear()
+            self.proc = None
+            self._own_log = True
+
+    def end_zombie(self) -> dict | None:
+        """SIGKILL the zombie's group, if it is still there; ``{"pid", "attempt", "code", "how"}`` (None without one).
+
+        ``how``: ``exited`` (it had ended on its own: ``code`` is its status) or ``killed``.
+        """
+        with self.lock:
+            if self.zombie is None:
+                return None
+            proc, attempt, log_path, groups = self.zombie
+            how = "exited" if proc.poll() is not None else "killed"
+            processes.kill_group(proc.pid, signal.SIGKILL, 5)
+            for pgid in groups:
+                processes.kill_group(pgid, signal.SIGKILL, 5)
+            try:
+                proc.wait(timeout=5)
+            except Exception:
+                pass
+            self._killed.add(proc.pid)
+            self.zombie = None
+            return {"pid": proc.pid, "attempt": attempt, "code": proc.returncode, "how": how,
+                    "last_log_line": processes.last_log_line(log_path)}
+
+    def zombie_exited(self) -> bool:
+        """The zombie has ended on its own (it was continued and stopped writing, or it was told it is fenced)."""
+        return self.zombie is not None and self.zombie[0].poll() is not None
+
     def start(self) -> tuple[int, float | None]:
         """Start the next attempt's driver, or give a live standby its turn.
 
@@ -105,7 +177,8 @@ class DriverProcess:
                 self._standby_groups.seen.clear()
             else:
                 self.stop_standby()  # one that died waiting: what it left goes, a driver starts now
-                self.log_path = self.run_dir / "driver.log"
+                own = self._own_log or self.zombie is not None
+                self.log_path = self.standby_log(self.attempt) if own else self.run_dir / "driver.log"
                 self.proc = self._spawn(self.attempt, self.log_path)
         self.started_at = time.monotonic()
         return self.proc.pid, ahead
@@ -225,9 +298,10 @@ class DriverProcess:
                 quiet_since = time.monotonic()
 
     def kill_remaining(self) -> None:
-        """End whatever of the driver and the standby is still alive (cleanup; safe to call more than once)."""
+        """End whatever of the driver, the zombie and the standby is still alive (cleanup; safe to call more than once)."""
         with self.lock:
             self.stop_standby()
+            self.end_zombie()
             if self.proc is not None:
                 if processes.group_alive(self.proc.pid):
                     self._groups.scan(self.proc.pid)
@@ -237,3 +311,21 @@ class DriverProcess:
                 except Exception:
                     pass
             self._groups.kill()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_stopped(pid: int, timeout_s: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.005)

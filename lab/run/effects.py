@@ -18,6 +18,10 @@ def driver_crash(inj, fault: Fault, info: dict) -> None:
     info["pid"] = inj.kill_driver()
 
 
+def driver_pause(inj, fault: Fault, info: dict) -> None:
+    info.update(duration_s=fault.duration_s, **inj.pause_driver(fault.duration_s))
+
+
 def executor_crash(inj, fault: Fault, info: dict) -> None:
     info["pid"] = inj.kill_executor()
     if info["pid"] is None:
@@ -58,6 +62,7 @@ def timeline_fault(inj, fault: Fault, info: dict) -> None:
 #: The effect of each fault kind the supervisor's side carries out.
 EFFECTS = {
     "driver-crash": driver_crash,
+    "driver-pause": driver_pause,
     "executor-crash": executor_crash,
     "broker-crash": broker_crash,
     "leader-crash": leader_crash,

@@ -90,6 +90,9 @@ class FaultInjector:
     client_controls, replication_controls : tuple of int
         A cluster's proxies (:mod:`lab.broker.cluster`): client faults go to every
         client proxy, ``follower-lag`` to every replication proxy.
+    pause_driver : callable, optional
+        ``pause_driver(duration_s)`` SIGSTOPs the driver's process group; the supervisor continues it (or sets it
+        aside for a replacement) and returns what the fault's event records (``pid``, ``on_pause``).
     kill_leader : callable, optional
         ``kill_leader()`` SIGKILLs the broker leading the run topic's partition 0;
         returns ``{"node", "pid", "leads"}``, or ``None`` when no leader is known.
@@ -105,6 +108,7 @@ class FaultInjector:
                  abort_transactions: Callable[[int], dict] | None = None,
                  control_host: str = "127.0.0.1", client_controls: tuple = (), replication_controls: tuple = (),
                  kill_leader: Callable[[], dict | None] | None = None,
+                 pause_driver: Callable[[float], dict] | None = None,
                  restart_node: Callable[[int], None] | None = None) -> None:
         self.config = config
         self.events = events
@@ -123,6 +127,7 @@ class FaultInjector:
         self.client_controls = tuple(client_controls) or ((control_port,) if control_port is not None else ())
         self.replication_controls = tuple(replication_controls)
         self.kill_leader = kill_leader
+        self.pause_driver = pause_driver
         self.restart_node = restart_node
         self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
         self.pending: list[Fault] = list(config.fault_plan)
@@ -198,7 +203,7 @@ class FaultInjector:
                 "batch": context.get("batch", fault.batch), "point": fault.point}
         if "isr" in context:  # the ISR that fired an isr=N trigger, and N (what a replay plans again)
             info.update(isr=context["isr"], isr_at_most=fault.isr)
-        if fault.kind in ("driver-crash", "executor-crash") and not self.driver_up():
+        if fault.kind in ("driver-crash", "driver-pause", "executor-crash") and not self.driver_up():
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
                                      reason="no driver is up (it is being restarted); applied when the next one is ready")

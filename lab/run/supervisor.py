@@ -33,6 +33,9 @@ from lab.broker import shared as shared_broker
 from lab import events as ev
 from lab.spark import cluster
 from lab.run import injector
+from lab.run.pause import DriverPause
+from lab.faults import on_pause_mode
+from lab.kafka.tools import ELR_FEATURE
 from lab.kafka import tools as kafka_tools
 from lab.host import processes
 from lab.spark import session as spark_mod
@@ -116,6 +119,7 @@ class Run:
         self._end: EndWatch | None = None  # when the run may end (lab.run.end)
         self._idle_end_s = None  # set when the run ended for want of a batch (no-more-batches)
         self._restart_at: float | None = None
+        self._pause: DriverPause | None = None  # a driver-pause's stop, replacement and zombie (lab.run.pause)
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
         self._ready_attempt = 0
@@ -155,6 +159,7 @@ class Run:
             self.events = EventLog(self.run_dir, "supervisor")
             (self.run_dir / "config.json").write_text(cfg.to_json())
             self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
+            self._pause = DriverPause(self._driver, self.events, on_pause_mode(cfg), self._start_replacement)
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
@@ -168,8 +173,12 @@ class Run:
                 shared_broker.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
-            kafka_tools.create_topic(self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes,
-                                     configs=cfg.topic_configs)
+            elr = {"on": 1, "off": 0}.get(cfg.elr)
+            features = kafka_tools.create_topic(
+                self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs,
+                features=None if elr is None else {ELR_FEATURE: elr})
+            # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
+            self.events.write(ev.BROKER_FEATURES, finalized=features, elr_set=cfg.elr)
             if PIPELINES[cfg.pipeline].coordination == "zookeeper":
                 # Before the first driver, stopped at the run's end: the state Storm keeps there outlives crashes.
                 zk = self._stack.enter_context(zookeeper.ZooKeeper(self.run_dir))
@@ -183,7 +192,8 @@ class Run:
                 abort_transactions=lambda count: self.producer.abort_next(count),
                 client_controls=self.broker.control_ports,
                 replication_controls=tuple(n.replication_control_port for n in self.broker.nodes),
-                kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node)
+                kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node,
+                pause_driver=lambda duration_s: self._pause.pause(duration_s))
             if self.broker.nodes:
                 self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
             self._t0 = time.monotonic()
@@ -334,6 +344,11 @@ class Run:
         self._restart_at = time.monotonic() + self.config.restart_delay_s
         return pid
 
+    def _start_replacement(self) -> None:
+        """A paused driver's replacement (lab.run.pause): counted as a restart."""
+        self._restarts += 1
+        self._start_driver()
+
     def _record_group(self, pgid: int, created: float, cmd: str, driver_pid: int | None) -> None:
         self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200], driver_pid=driver_pid)
 
@@ -417,6 +432,8 @@ class Run:
                 self._restart_at = None
                 self._restarts += 1
                 self._start_driver()
+            if self._pause.pending:
+                self._pause.step(now)
             if self._restart_at is None and self._driver.exited_on_its_own():
                 self._on_unplanned_exit(self._driver.proc)
             if now >= self._next_group_scan:
@@ -428,7 +445,9 @@ class Run:
                 state = self._progress_state(progress)
                 if state != seen:
                     seen, last_progress = state, now
-                where = dict(driver=self._driver, faults=self.faults, restart_pending=self._restart_at is not None,
+                # A paused driver, or its zombie, still writes: the run is not over before it is done.
+                pending = self._restart_at is not None or self._pause.pending
+                where = dict(driver=self._driver, faults=self.faults, restart_pending=pending,
                              producer_done=bool(self.producer and self.producer.stats.done),
                              bootstrap=self.broker.bootstrap, on_cluster=bool(self.broker.nodes))
                 if self._end.drained(progress, **where):

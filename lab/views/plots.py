@@ -71,8 +71,30 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
     return fig
 
 
+def _pauses(events: list[dict], last: float) -> list[tuple[float, float, str, str]]:
+    """``(start, end, label, colour)`` of each driver-pause (its fault to its SIGCONT) and each zombie's life after it."""
+    spans, paused, zombie = [], None, None
+    for e in events:
+        if e["type"] == ev.FAULT and e.get("kind") == "driver-pause" and e.get("pid") is not None:
+            paused = e["t"]
+        elif e["type"] == ev.DRIVER_RESUME and paused is not None:
+            spans.append((paused, e["t"], "paused", "#fdd0a2"))
+            paused, zombie = None, (e["t"] if e.get("zombie") else None)
+        elif e["type"] == ev.ZOMBIE_END and zombie is not None:
+            spans.append((zombie, e["t"], "zombie", "#dfc27d"))
+            zombie = None
+    if paused is not None:
+        spans.append((paused, last, "paused", "#fdd0a2"))
+    if zombie is not None:
+        spans.append((zombie, last, "zombie", "#dfc27d"))
+    return spans
+
+
 def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
     """Batches (rows per batch, by driver attempt), their replayed rows, faults, driver starts and the producer's end.
+
+    A driver-pause is shaded from its SIGSTOP to its SIGCONT ("paused"), and a replaced driver's life after its
+    SIGCONT ("zombie"): its batches are the markers of its attempt inside that span.
 
     A batch whose ``batch-start`` counts ``replayed`` rows (storm, samza: records at offsets the run's drivers had
     written before) gets a cross at that count: the replays a restart or a failed tuple brought.
@@ -127,6 +149,9 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
     last = events[-1]["t"] if events else t0
+    for x0, x1, label, color in _pauses(events, last):
+        fig.add_vrect(x0=x0 - t0, x1=x1 - t0, fillcolor=color, opacity=0.25, line_width=0, layer="below")
+        fig.add_annotation(x=(x0 + x1) / 2 - t0, y=ymax * 0.95, text=label, showarrow=False, font=dict(color="#8c510a"))
     for r in restarts.values():  # no pipeline work from the death to the first batch done
         end = next(t for t in (r.back_t, r.over_t, last) if t is not None)
         fig.add_vrect(x0=r.down_t - t0, x1=end - t0, fillcolor="#1f77b4", opacity=0.1, line_width=0, layer="below")

@@ -121,3 +121,18 @@ def test_kafka_proxy_without_a_bootstrap_is_dropped_but_still_checked(runs_dir, 
 def test_batch_interval_default_per_pipeline_and_a_given_one_wins(runs_dir, pipeline, interval):
     assert make_config(pipeline=pipeline).batch_interval_s == interval
     assert make_config(pipeline=pipeline, batch_interval_s=2.0).batch_interval_s == 2.0
+
+
+def test_elr_is_set_only_on_the_labs_own_apache_kafka(monkeypatch):
+    from lab.config import make_config
+    from lab.errors import LabError
+
+    assert make_config(pipeline="plain", broker="kafka", elr="off").settings["elr"] == "off"
+    assert "elr" not in make_config(pipeline="plain", broker="kafka").settings  # left as the broker has it
+    with pytest.raises(LabError, match="elr 'maybe'; valid choices: broker, off, on"):
+        make_config(pipeline="plain", elr="maybe")
+    with pytest.raises(LabError, match="--elr off finalizes a feature of the lab's own Apache Kafka.*tansu"):
+        make_config(pipeline="plain", broker="tansu", elr="off")
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    with pytest.raises(LabError, match="LAB_KAFKA_BOOTSTRAP"):
+        make_config(pipeline="plain", elr="on")

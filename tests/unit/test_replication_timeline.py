@@ -88,7 +88,8 @@ def test_topic_verdicts_use_the_final_read_not_the_sink():
 
 def test_the_default_grid_cluster_rows_expect_what_the_documentation_says():
     rows = [s for s in matrix.load_grid(None).scenarios if s.params.get("nodes") == 3]
-    assert len(rows) == 4
+    # the four settings of notebook 07, and the eligible-leader-replicas pair; each sets ELR (a cluster-wide feature)
+    assert len(rows) == 6 and all(s.params.get("elr") in ("on", "off") for s in rows)
     for s in rows:
         p = s.params
         assert s.expect == claim(p["acks"], p.get("min_insync", 1), p["unclean"]).expect, s.name

@@ -1,0 +1,85 @@
+"""A driver-pause's life, for the supervisor: the stop, the replacement, the SIGCONT, the zombie's end.
+
+Protocol
+--------
+:meth:`DriverPause.pause` is the fault's effect: ``SIGSTOP`` of the driver's groups
+(:meth:`lab.run.driver_process.DriverProcess.pause`). The supervisor's loop then
+calls :meth:`DriverPause.step` with the clock until :attr:`DriverPause.pending` is
+false. With ``--on-pause wait`` the step due is the ``SIGCONT``, ``for=`` seconds
+later. With ``--on-pause replace`` the stopped driver is set aside after
+:data:`lab.faults.PAUSE_REPLACE_AFTER_S` (``driver-replaced``) and the supervisor's
+``start_replacement`` callback starts the next attempt; at ``for=`` the set-aside
+driver is continued (``driver-resume``, ``zombie: true``) and runs beside its
+replacement until it exits or :data:`lab.faults.ZOMBIE_LIFETIME_S` pass, when it is
+killed (``zombie-end``). While either is pending the run does not end.
+
+Delivery guarantee: none of its own. It decides nothing a pipeline writes: the
+zombie does what its pipeline's code and the broker let it do, which is the lesson.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from lab import events as ev
+from lab.faults import PAUSE_REPLACE_AFTER_S, ZOMBIE_LIFETIME_S
+
+
+class DriverPause:
+    """At most one pause (and its zombie) at a time.
+
+    Parameters
+    ----------
+    driver : lab.run.driver_process.DriverProcess
+    events : lab.events.EventLog
+        The supervisor's timeline writer.
+    mode : str
+        ``--on-pause`` resolved: ``wait`` or ``replace``.
+    start_replacement : callable
+        Starts the next attempt's driver (the supervisor counts it as a restart).
+    """
+
+    def __init__(self, driver, events, mode: str, start_replacement: Callable[[], None]) -> None:
+        self.driver, self.events, self.mode = driver, events, mode
+        self.start_replacement = start_replacement
+        self._pause: dict | None = None
+        self._zombie_end_at: float | None = None
+
+    @property
+    def pending(self) -> bool:
+        """A driver is stopped, or its zombie is still there."""
+        return self._pause is not None or self.driver.zombie is not None
+
+    def pause(self, duration_s: float) -> dict:
+        """SIGSTOP the driver's groups for ``duration_s``; what the fault's event records (``pid``, ``on_pause``)."""
+        if self.pending:
+            return {"pid": None, "on_pause": self.mode, "reason": "a paused driver (or its zombie) is still there"}
+        pid = self.driver.pause()
+        if pid is None:
+            return {"pid": None, "on_pause": self.mode, "reason": "the driver had just exited"}
+        now = time.monotonic()
+        self._pause = {"pid": pid, "attempt": self.driver.attempt, "resume_at": now + duration_s, "zombie": False,
+                       "replace_at": now + PAUSE_REPLACE_AFTER_S if self.mode == "replace" else None}
+        return {"pid": pid, "on_pause": self.mode}
+
+    def step(self, now: float) -> None:
+        """Whatever is due now: the replacement, the SIGCONT, the zombie's end."""
+        pause = self._pause
+        if pause is not None and pause["replace_at"] is not None and now >= pause["replace_at"]:
+            pause["replace_at"], pause["zombie"] = None, True
+            self.driver.set_aside()
+            self.events.write(ev.DRIVER_REPLACED, pid=pause["pid"], attempt=pause["attempt"],
+                              stopped_s=PAUSE_REPLACE_AFTER_S)
+            self.start_replacement()
+        if pause is not None and now >= pause["resume_at"]:
+            self._pause = None
+            pid = self.driver.resume(zombie=pause["zombie"])
+            self.events.write(ev.DRIVER_RESUME, pid=pid if pid is not None else pause["pid"], attempt=pause["attempt"],
+                              zombie=pause["zombie"], alive=pid is not None)
+            if pause["zombie"]:
+                self._zombie_end_at = now + ZOMBIE_LIFETIME_S
+        if self.driver.zombie is not None and (self.driver.zombie_exited() or
+                                               (self._zombie_end_at is not None and now >= self._zombie_end_at)):
+            self._zombie_end_at = None
+            self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())

@@ -1,0 +1,114 @@
+"""driver-pause: the plan, what --on-pause resolves to, and a real SIGSTOP, replacement and zombie of a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from lab.config import make_config
+from lab.errors import LabError
+from lab.faults import Fault, parse_fault_plan
+from lab.run.driver_process import DriverProcess
+
+
+def test_a_pause_plan_reads_its_trigger_and_duration():
+    assert parse_fault_plan("driver-pause@at=3s:for=20s") == (Fault("driver-pause", at_s=3.0, duration_s=20.0),)
+    assert parse_fault_plan("driver-pause@batch=2:for=15s")[0].to_text() == "driver-pause@batch=2:for=15s"
+
+
+@pytest.mark.parametrize("pipeline, mode", [("plain", "replace"), ("kafka-eos", "replace"), ("structured", "wait"),
+                                            ("flink", "wait")])
+def test_on_pause_auto_is_stated_in_the_config(pipeline, mode):
+    assert make_config(pipeline=pipeline).on_pause == mode
+
+
+@pytest.mark.parametrize("params, must_name", [
+    (dict(pipeline="plain", on_pause="later"), ["on-pause 'later'", "auto, replace, wait"]),
+    (dict(pipeline="structured", on_pause="replace", faults="driver-pause@at=2s:for=9s"),
+     ["'structured'", "plain, kafka-eos", "--on-pause wait"]),
+    (dict(pipeline="plain", faults="driver-pause@at=2s:for=2s"), ["for=2s", "n > 2"]),
+])
+def test_a_pause_the_run_cannot_carry_out_is_one_line_before_it_starts(params, must_name):
+    with pytest.raises(LabError) as e:
+        make_config(**params)
+    assert "\n" not in str(e.value)
+    for word in must_name:
+        assert word in str(e.value)
+
+
+def test_a_short_pause_is_fine_when_nothing_replaces_the_driver():
+    assert make_config(pipeline="plain", on_pause="wait", faults="driver-pause@at=1s:for=1s").on_pause == "wait"
+
+
+class Counting(DriverProcess):
+    """A DriverProcess whose drivers are a child counting into a file of its attempt (no pipeline, no JVM)."""
+
+    def _spawn(self, attempt, log_path, **env):
+        script = ("import time, sys\nn = 0\nwhile True:\n    n += 1\n"
+                  f"    open(r'{self.run_dir}/count-{attempt}', 'w').write(str(n))\n    time.sleep(0.02)\n")
+        return subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+
+
+def count(run_dir, attempt) -> int:
+    try:
+        return int((run_dir / f"count-{attempt}").read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def settled(run_dir, attempt) -> int:
+    time.sleep(0.3)
+    return count(run_dir, attempt)
+
+
+def test_a_set_aside_driver_is_stopped_while_its_replacement_runs_then_comes_back_and_is_ended(tmp_path):
+    d = Counting(tmp_path, on_child_group=lambda *a: None)
+    d.start()
+    try:
+        while count(tmp_path, 1) < 3:
+            time.sleep(0.02)
+        pid = d.pause()
+        assert psutil.Process(pid).status() == psutil.STATUS_STOPPED
+        stopped_at = settled(tmp_path, 1)
+        assert settled(tmp_path, 1) == stopped_at  # a stopped process does nothing
+        d.set_aside()
+        assert d.proc is None and d.zombie[0].pid == pid
+        new_pid, _ = d.start()
+        assert d.attempt == 2 and new_pid != pid and d.log_path.name == "driver-2.log"
+        while count(tmp_path, 2) < 3:
+            time.sleep(0.02)
+        assert d.resume(zombie=True) == pid
+        assert settled(tmp_path, 1) > stopped_at  # the zombie goes on where it stopped, beside its replacement
+        assert not d.zombie_exited()
+        ended = d.end_zombie()
+        assert ended["how"] == "killed" and ended["pid"] == pid and ended["attempt"] == 1
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert d.alive() and d.zombie is None
+    finally:
+        d.kill_remaining()
+    with pytest.raises(ProcessLookupError):
+        os.kill(new_pid, 0)
+
+
+def test_the_timeline_shades_the_pause_and_the_zombie_after_it():
+    from lab.views.plots import timeline
+
+    events = [{"t": 100.0, "type": "run-start"},
+              {"t": 102.0, "type": "fault", "kind": "driver-pause", "pid": 7},
+              {"t": 104.0, "type": "driver-replaced", "pid": 7, "attempt": 1},
+              {"t": 104.1, "type": "driver-start", "pid": 8, "attempt": 2},
+              {"t": 105.0, "type": "batch-done", "batch": 3, "rows": 50, "attempt": 2},
+              {"t": 112.0, "type": "driver-resume", "pid": 7, "attempt": 1, "zombie": True, "alive": True},
+              {"t": 112.5, "type": "batch-done", "batch": 3, "rows": 50, "attempt": 1},
+              {"t": 120.0, "type": "zombie-end", "pid": 7, "attempt": 1, "how": "killed"}]
+    fig = timeline(events)
+    bands = sorted((s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect")
+    assert (2.0, 12.0) in bands and (12.0, 20.0) in bands
+    labels = {a.text for a in fig.layout.annotations}
+    assert {"paused", "zombie"} <= labels
+    assert {t.name for t in fig.data} >= {"batches, driver #1", "batches, driver #2"}
