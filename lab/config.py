@@ -127,8 +127,8 @@ RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 #: Eligible leader replicas (KIP-966) for the run's broker: left as it is, or finalized on or off before the run.
 ELR = {
     "broker": "as the broker has it (Apache Kafka 4.1.1 formats a new cluster with it on, measured)",
-    "on": "eligible.leader.replicas.version=1, set on the broker before the run (cluster-wide)",
-    "off": "eligible.leader.replicas.version=0, set on the broker before the run (cluster-wide)",
+    "on": "eligible.leader.replicas.version=1, set on the broker before the run (cluster-wide; it stays set)",
+    "off": "eligible.leader.replicas.version=0, set on the broker before the run (cluster-wide; it stays set)",
 }
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
@@ -327,7 +327,7 @@ class RunConfig:
             raise choices_error("pipeline", self.pipeline, PIPELINES)
         if not RUN_NAME.fullmatch(self.name or "x"):
             # It names the run directory, the run's topic and its Storm topology and Samza job.
-            raise LabError(f"run name {self.name!r}: valid characters are letters, digits, '.', '_' and '-', "
+            raise LabError(f"run name {self.name!r}: valid are 1 to 101 letters, digits, '.', '_' and '-', "
                            "starting with a letter or digit")
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)

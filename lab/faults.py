@@ -155,6 +155,9 @@ def _needs_one_node(cfg) -> str | None:
     return _needs_durable_broker(cfg)
 
 
+#: Seconds a paused driver is stopped before ``--on-pause replace`` starts its replacement: the lab's
+#: supervisor gives up on a driver that has been silent this long (ON_PAUSE says it in words).
+PAUSE_REPLACE_AFTER_S = 2.0
 #: Pipelines whose paused driver may be replaced while it is stopped (``--on-pause replace``): their
 #: drivers keep nothing on local disk that two of them would share, so two can run at once.
 PAUSE_REPLACE_PIPELINES = ("plain", "kafka-eos")
@@ -162,12 +165,9 @@ PAUSE_REPLACE_PIPELINES = ("plain", "kafka-eos")
 ON_PAUSE = {
     "auto": "replace for " + " and ".join(PAUSE_REPLACE_PIPELINES) + ", else wait",
     "wait": "nothing: the driver is continued where it stopped, as after a long GC",
-    "replace": "start a replacement once the driver has been stopped PAUSE_REPLACE_AFTER_S, as a cluster manager "
-               "that gave up on it would; the paused one comes back as a zombie",
+    "replace": "start a replacement once the driver has been stopped 2 s, as a cluster manager that gave up on it "
+               "would; the paused one comes back as a zombie",
 }
-#: Seconds a paused driver is stopped before ``--on-pause replace`` starts its replacement: the lab's
-#: supervisor gives up on a driver that has been silent this long.
-PAUSE_REPLACE_AFTER_S = 2.0
 #: Seconds a continued zombie runs before the supervisor kills it (a cluster manager that reaches it again),
 #: unless it ends on its own first.
 ZOMBIE_LIFETIME_S = 8.0

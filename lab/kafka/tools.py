@@ -129,7 +129,7 @@ def _finalized_features(admin) -> dict:
 
 def _finalize(admin, features: dict) -> None:
     """Set each feature's level, upgrading or safely downgrading; :class:`LabError` naming one the broker refuses."""
-    have = _finalized_features(admin)
+    have = {name: f["finalized"][1] for name, f in admin.describe_features().items() if "finalized" in f}
     for name, level in features.items():
         if have.get(name, 0) == level:
             continue

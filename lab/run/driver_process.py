@@ -112,7 +112,7 @@ class DriverProcess:
             if zombie:
                 if self.zombie is None:
                     return None
-                proc, groups = self.zombie[0], self.zombie[3]
+                proc, groups = self.zombie[0], self.zombie[3].seen
             else:
                 proc, groups = self.proc, self._groups.seen
             if proc is None or proc.poll() is not None:
@@ -127,24 +127,28 @@ class DriverProcess:
         The replacement writes its own log (``driver-<attempt>.log``): the zombie still writes to its own.
         """
         with self.lock:
-            self.zombie = (self.proc, self.attempt, self.log_path, dict(self._groups.seen))
+            groups = processes.ChildGroups(on_new=self._groups.on_new)
+            groups.seen.update(self._groups.seen)
+            self.zombie = (self.proc, self.attempt, self.log_path, groups)
             self._groups.seen.clear()
             self.proc = None
             self._own_log = True
 
     def end_zombie(self) -> dict | None:
-        """SIGKILL the zombie's group, if it is still there; ``{"pid", "attempt", "code", "how"}`` (None without one).
+        """SIGKILL the zombie's group and its children's, if still there; what ``zombie-end`` records (None without one).
 
-        ``how``: ``exited`` (it had ended on its own: ``code`` is its status) or ``killed``.
+        ``{"pid", "attempt", "code", "how", "last_log_line"}``; ``how``: ``exited`` (it had ended on its own:
+        ``code`` is its status) or ``killed``.
         """
         with self.lock:
             if self.zombie is None:
                 return None
             proc, attempt, log_path, groups = self.zombie
             how = "exited" if proc.poll() is not None else "killed"
+            if how == "killed":
+                groups.scan(proc.pid)  # what it started since it was set aside
             processes.kill_group(proc.pid, signal.SIGKILL, 5)
-            for pgid in groups:
-                processes.kill_group(pgid, signal.SIGKILL, 5)
+            groups.kill()
             try:
                 proc.wait(timeout=5)
             except Exception:
@@ -163,9 +167,17 @@ class DriverProcess:
 
         Returns its PID, and for a standby the seconds it had been started
         ahead (None for a driver started now). Call only once the previous
-        driver is dead: a standby reads the checkpoint as soon as it has its turn.
+        driver is dead, or set aside as a zombie (:meth:`set_aside`): a standby
+        reads the checkpoint as soon as it has its turn.
+
+        Raises
+        ------
+        RuntimeError
+            When the current driver is still alive (two drivers would share the run).
         """
         with self.lock:
+            if self.alive():
+                raise RuntimeError(f"driver {self.proc.pid} (attempt {self.attempt}) is alive: kill or set it aside first")
             self.attempt += 1
             ahead = None
             if self.standby is not None and self.standby.poll() is None:
@@ -208,9 +220,12 @@ class DriverProcess:
         return proc is not None and proc.poll() is not None and proc.pid not in self._killed
 
     def scan_children(self) -> None:
-        """Look for new process groups of the live driver's and the standby's children (PySpark's daemons)."""
+        """Look for new process groups of the live driver's, the zombie's and the standby's children (PySpark's daemons)."""
         if self.alive():
             self._groups.scan(self.proc.pid)
+        zombie = self.zombie
+        if zombie is not None and zombie[0].poll() is None:
+            zombie[3].scan(zombie[0].pid)
         standby = self.standby
         if standby is not None and standby.poll() is None:
             self._standby_groups.scan(standby.pid)

@@ -11,7 +11,12 @@ later. With ``--on-pause replace`` the stopped driver is set aside after
 ``start_replacement`` callback starts the next attempt; at ``for=`` the set-aside
 driver is continued (``driver-resume``, ``zombie: true``) and runs beside its
 replacement until it exits or :data:`lab.faults.ZOMBIE_LIFETIME_S` pass, when it is
-killed (``zombie-end``). While either is pending the run does not end.
+killed (``zombie-end``). While either is pending the run does not drain; a run that
+ends otherwise (its deadline, a stop) first calls :meth:`DriverPause.finish`, which
+continues a stopped driver and ends the zombie, so nothing writes while it is audited.
+A pause whose driver died meanwhile (a driver-crash during it) ends with that driver:
+no replacement, no SIGCONT (``driver-resume`` with ``alive: false``). The zombie's
+``progress.json`` writes are not the run's progress (:attr:`DriverPause.zombie_attempts`).
 
 Delivery guarantee: none of its own. It decides nothing a pipeline writes: the
 zombie does what its pipeline's code and the broker let it do, which is the lesson.
@@ -45,6 +50,7 @@ class DriverPause:
         self.start_replacement = start_replacement
         self._pause: dict | None = None
         self._zombie_end_at: float | None = None
+        self.zombie_attempts: set[int] = set()  # attempts set aside: what they write is not the run's progress
 
     @property
     def pending(self) -> bool:
@@ -66,9 +72,14 @@ class DriverPause:
     def step(self, now: float) -> None:
         """Whatever is due now: the replacement, the SIGCONT, the zombie's end."""
         pause = self._pause
+        if pause is not None and not pause["zombie"] and not (self.driver.alive() and self.driver.pid == pause["pid"]):
+            self._pause = None  # killed while stopped (a driver-crash): its restart is the supervisor's
+            self.events.write(ev.DRIVER_RESUME, pid=pause["pid"], attempt=pause["attempt"], zombie=False, alive=False)
+            pause = None
         if pause is not None and pause["replace_at"] is not None and now >= pause["replace_at"]:
             pause["replace_at"], pause["zombie"] = None, True
             self.driver.set_aside()
+            self.zombie_attempts.add(pause["attempt"])
             self.events.write(ev.DRIVER_REPLACED, pid=pause["pid"], attempt=pause["attempt"],
                               stopped_s=PAUSE_REPLACE_AFTER_S)
             self.start_replacement()
@@ -81,5 +92,16 @@ class DriverPause:
                 self._zombie_end_at = now + ZOMBIE_LIFETIME_S
         if self.driver.zombie is not None and (self.driver.zombie_exited() or
                                                (self._zombie_end_at is not None and now >= self._zombie_end_at)):
+            self._zombie_end_at = None
+            self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())
+
+    def finish(self) -> None:
+        """Before the run's last stop: continue a stopped driver (it gets its SIGTERM awake) and end the zombie."""
+        pause, self._pause = self._pause, None
+        if pause is not None:
+            pid = self.driver.resume(zombie=pause["zombie"])
+            self.events.write(ev.DRIVER_RESUME, pid=pid if pid is not None else pause["pid"], attempt=pause["attempt"],
+                              zombie=pause["zombie"], alive=pid is not None, at_run_end=True)
+        if self.driver.zombie is not None:
             self._zombie_end_at = None
             self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())

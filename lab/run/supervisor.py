@@ -120,6 +120,7 @@ class Run:
         self._idle_end_s = None  # set when the run ended for want of a batch (no-more-batches)
         self._restart_at: float | None = None
         self._pause: DriverPause | None = None  # a driver-pause's stop, replacement and zombie (lab.run.pause)
+        self._own_progress: dict = {"batch": -1, "positions": {}}  # the last progress.json of a driver not set aside
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
         self._ready_attempt = 0
@@ -344,6 +345,14 @@ class Run:
         self._restart_at = time.monotonic() + self.config.restart_delay_s
         return pid
 
+    def _progress(self) -> dict:
+        """``progress.json``, unless a zombie wrote it last: then the last one the run's own drivers wrote."""
+        progress = read_progress(self.run_dir)
+        if progress.get("attempt") in self._pause.zombie_attempts:
+            return self._own_progress
+        self._own_progress = progress
+        return progress
+
     def _start_replacement(self) -> None:
         """A paused driver's replacement (lab.run.pause): counted as a restart."""
         self._restarts += 1
@@ -433,7 +442,8 @@ class Run:
                 self._restarts += 1
                 self._start_driver()
             if self._pause.pending:
-                self._pause.step(now)
+                with self._lock:  # a press (Run.inject) may start a pause meanwhile
+                    self._pause.step(now)
             if self._restart_at is None and self._driver.exited_on_its_own():
                 self._on_unplanned_exit(self._driver.proc)
             if now >= self._next_group_scan:
@@ -441,7 +451,7 @@ class Run:
                 self._driver.scan_children()
             if now >= next_drain_check:
                 next_drain_check = now + DRAIN_CHECK_S
-                progress = read_progress(self.run_dir)
+                progress = self._progress()
                 state = self._progress_state(progress)
                 if state != seen:
                     seen, last_progress = state, now
@@ -525,12 +535,14 @@ class Run:
         # for seconds after the drain (run_end's TRUNCATED_SETTLE_S), and the later read gives them more time.
         if self._drained and not self.broker.nodes:
             self._topic_read = start_topic_read(self.broker.bootstrap, self.config)
+        with self._lock:
+            self._pause.finish()
         self._driver.stop_standby()
         how = self._stop_driver_gracefully()
         imports.join()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
         timeline = read_events(self.run_dir)  # complete now: read once for the positions and the report
-        positions = read_progress(self.run_dir)["positions"]
+        positions = self._progress()["positions"]
         if how == "killed-after-timeout":
             positions = in_flight_positions(positions, timeline)
         audit, source = final_audit(self.run_dir, self.config, self.broker, positions, self._topic_read)

@@ -112,3 +112,77 @@ def test_the_timeline_shades_the_pause_and_the_zombie_after_it():
     labels = {a.text for a in fig.layout.annotations}
     assert {"paused", "zombie"} <= labels
     assert {t.name for t in fig.data} >= {"batches, driver #1", "batches, driver #2"}
+
+
+class Timeline:
+    """What the supervisor's EventLog is to DriverPause: ``write(type, **fields)``."""
+
+    def __init__(self):
+        self.events = []
+
+    def write(self, kind, **fields):
+        self.events.append({"type": kind, **fields})
+        return self.events[-1]
+
+    def kinds(self):
+        return [e["type"] for e in self.events]
+
+
+def started(tmp_path):
+    d = Counting(tmp_path, on_child_group=lambda *a: None)
+    d.start()
+    while count(tmp_path, 1) < 2:
+        time.sleep(0.02)
+    return d
+
+
+def test_a_run_that_ends_while_a_zombie_runs_ends_it_first_and_says_so(tmp_path):
+    from lab.run.pause import DriverPause
+
+    d, log = started(tmp_path), Timeline()
+    pause = DriverPause(d, log, "replace", start_replacement=lambda: d.start())
+    try:
+        zombie = pause.pause(5.0)["pid"]
+        pause.step(time.monotonic() + 2.5)  # past PAUSE_REPLACE_AFTER_S: set aside, replacement started
+        assert d.zombie is not None and d.attempt == 2 and pause.zombie_attempts == {1}
+        pause.finish()  # the run's end comes before the pause's: the zombie is woken, then ended
+        assert log.kinds()[-2:] == ["driver-resume", "zombie-end"] and log.events[-2]["at_run_end"] is True
+        assert d.zombie is None and not pause.pending and not psutil.pid_exists(zombie)
+    finally:
+        d.kill_remaining()
+
+
+def test_a_driver_killed_while_paused_ends_its_pause_without_a_replacement(tmp_path):
+    from lab.run.pause import DriverPause
+
+    d, log = started(tmp_path), Timeline()
+    replaced = []
+    pause = DriverPause(d, log, "replace", start_replacement=lambda: replaced.append(1))
+    try:
+        pause.pause(5.0)
+        d.kill()  # a driver-crash during the pause: the supervisor restarts it, the pause is over
+        pause.step(time.monotonic() + 2.5)
+        assert not replaced and d.zombie is None and not pause.pending
+        assert log.events[-1]["type"] == "driver-resume" and log.events[-1]["alive"] is False
+    finally:
+        d.kill_remaining()
+
+
+def test_clean_up_ends_a_stopped_driver_and_a_zombie(tmp_path):
+    d = started(tmp_path)
+    first = d.pause()
+    d.set_aside()
+    d.start()
+    second = d.pause()  # the replacement stopped too: both are stopped at clean-up
+    d.kill_remaining()
+    for pid in (first, second):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_second_driver_is_never_started_beside_a_live_one(tmp_path):
+    d = started(tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="is alive"):
+            d.start()
+    finally:
+        d.kill_remaining()

@@ -64,9 +64,9 @@ def test_a_run_name_with_a_dot_makes_a_topology_name_storm_accepts():
     assert not set(spec["name"]) & set("/.:\\") and spec["name"].endswith("rep1-5")
 
 
-@pytest.mark.parametrize("name", ["a b", "-x", "x/y", "run:1"])
+@pytest.mark.parametrize("name", ["a b", "-x", "x/y", "run:1", "x" * 102])
 def test_a_run_name_the_topic_and_the_engines_cannot_take_is_refused(name):
-    with pytest.raises(LabError, match="valid characters are letters, digits"):
+    with pytest.raises(LabError, match="valid are 1 to 101 letters, digits"):
         make_config(pipeline="plain", name=name)
 
 
