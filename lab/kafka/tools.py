@@ -119,17 +119,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     raise LabError(f"could not create topic {topic!r} on {bootstrap}: {last}")
 
 
+def _levels(admin) -> dict:
+    """``{name: level}`` of the broker's finalized features (``describe_features``' errors propagate)."""
+    return {name: f["finalized"][1] for name, f in sorted(admin.describe_features().items()) if "finalized" in f}
+
+
 def _finalized_features(admin) -> dict:
     try:
-        described = admin.describe_features()
+        return _levels(admin)
     except Exception:  # noqa: BLE001 - a broker without KIP-584's ApiVersions v3 fields (Tansu) reports none
         return {}
-    return {name: f["finalized"][1] for name, f in sorted(described.items()) if "finalized" in f}
 
 
 def _finalize(admin, features: dict) -> None:
     """Set each feature's level, upgrading or safely downgrading; :class:`LabError` naming one the broker refuses."""
-    have = {name: f["finalized"][1] for name, f in admin.describe_features().items() if "finalized" in f}
+    have = _levels(admin)
     for name, level in features.items():
         if have.get(name, 0) == level:
             continue

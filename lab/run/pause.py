@@ -84,24 +84,26 @@ class DriverPause:
                               stopped_s=PAUSE_REPLACE_AFTER_S)
             self.start_replacement()
         if pause is not None and now >= pause["resume_at"]:
-            self._pause = None
-            pid = self.driver.resume(zombie=pause["zombie"])
-            self.events.write(ev.DRIVER_RESUME, pid=pid if pid is not None else pause["pid"], attempt=pause["attempt"],
-                              zombie=pause["zombie"], alive=pid is not None)
+            self._resume()
             if pause["zombie"]:
                 self._zombie_end_at = now + ZOMBIE_LIFETIME_S
         if self.driver.zombie is not None and (self.driver.zombie_exited() or
                                                (self._zombie_end_at is not None and now >= self._zombie_end_at)):
-            self._zombie_end_at = None
-            self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())
+            self._end_zombie()
 
     def finish(self) -> None:
         """Before the run's last stop: continue a stopped driver (it gets its SIGTERM awake) and end the zombie."""
-        pause, self._pause = self._pause, None
-        if pause is not None:
-            pid = self.driver.resume(zombie=pause["zombie"])
-            self.events.write(ev.DRIVER_RESUME, pid=pid if pid is not None else pause["pid"], attempt=pause["attempt"],
-                              zombie=pause["zombie"], alive=pid is not None, at_run_end=True)
+        if self._pause is not None:
+            self._resume(at_run_end=True)
         if self.driver.zombie is not None:
-            self._zombie_end_at = None
-            self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())
+            self._end_zombie()
+
+    def _resume(self, **extra) -> None:
+        pause, self._pause = self._pause, None
+        pid = self.driver.resume(zombie=pause["zombie"])
+        self.events.write(ev.DRIVER_RESUME, pid=pid if pid is not None else pause["pid"], attempt=pause["attempt"],
+                          zombie=pause["zombie"], alive=pid is not None, **extra)
+
+    def _end_zombie(self) -> None:
+        self._zombie_end_at = None
+        self.events.write(ev.ZOMBIE_END, **self.driver.end_zombie())

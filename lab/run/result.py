@@ -184,9 +184,6 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
               "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed,
               "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version))),
-              # as the run's start found them (lab.run.supervisor): which election rules and protocols it ran with
-              "broker_features": next((e["finalized"] for e in read_events(run_dir) if e["type"] == ev.BROKER_FEATURES),
-                                      None),
               **views}
     source["topic"] = asdict(audit_topic(run_dir, run_dir / LEDGER_FILE, copies))
     if PIPELINES[config.pipeline].engine == "flink":  # what its restarts replay, predicted from its timeline (lab.audit.flink_replay)

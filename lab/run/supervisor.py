@@ -121,6 +121,7 @@ class Run:
         self._restart_at: float | None = None
         self._pause: DriverPause | None = None  # a driver-pause's stop, replacement and zombie (lab.run.pause)
         self._own_progress: dict = {"batch": -1, "positions": {}}  # the last progress.json of a driver not set aside
+        self._broker_features: dict | None = None  # as the run's start found (or set) them: the report states them
         self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
         self._ready_attempt = 0
@@ -175,11 +176,11 @@ class Run:
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             elr = {"on": 1, "off": 0}.get(cfg.elr)
-            features = kafka_tools.create_topic(
+            self._broker_features = kafka_tools.create_topic(
                 self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs,
                 features=None if elr is None else {ELR_FEATURE: elr})
             # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
-            self.events.write(ev.BROKER_FEATURES, finalized=features, elr_set=cfg.elr)
+            self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=cfg.elr)
             if PIPELINES[cfg.pipeline].coordination == "zookeeper":
                 # Before the first driver, stopped at the run's end: the state Storm keeps there outlives crashes.
                 zk = self._stack.enter_context(zookeeper.ZooKeeper(self.run_dir))
@@ -552,7 +553,7 @@ class Run:
             timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self.faults.fired),
             restarts=self._restarts, drained=self._drained, batches=self._batches_done,
         )
-        self.result.report = {**build_report(self.result, timeline), **source}
+        self.result.report = {**build_report(self.result, timeline), **source, "broker_features": self._broker_features}
         (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
 
     def _cleanup(self) -> None:

@@ -14,6 +14,7 @@ from lab.config import make_config
 from lab.errors import LabError
 from lab.faults import Fault, parse_fault_plan
 from lab.run.driver_process import DriverProcess
+from tests.unit.test_injector import Timeline
 
 
 def test_a_pause_plan_reads_its_trigger_and_duration():
@@ -114,20 +115,6 @@ def test_the_timeline_shades_the_pause_and_the_zombie_after_it():
     assert {t.name for t in fig.data} >= {"batches, driver #1", "batches, driver #2"}
 
 
-class Timeline:
-    """What the supervisor's EventLog is to DriverPause: ``write(type, **fields)``."""
-
-    def __init__(self):
-        self.events = []
-
-    def write(self, kind, **fields):
-        self.events.append({"type": kind, **fields})
-        return self.events[-1]
-
-    def kinds(self):
-        return [e["type"] for e in self.events]
-
-
 def started(tmp_path):
     d = Counting(tmp_path, on_child_group=lambda *a: None)
     d.start()
@@ -146,7 +133,7 @@ def test_a_run_that_ends_while_a_zombie_runs_ends_it_first_and_says_so(tmp_path)
         pause.step(time.monotonic() + 2.5)  # past PAUSE_REPLACE_AFTER_S: set aside, replacement started
         assert d.zombie is not None and d.attempt == 2 and pause.zombie_attempts == {1}
         pause.finish()  # the run's end comes before the pause's: the zombie is woken, then ended
-        assert log.kinds()[-2:] == ["driver-resume", "zombie-end"] and log.events[-2]["at_run_end"] is True
+        assert [e["type"] for e in log.lines[-2:]] == ["driver-resume", "zombie-end"] and log.lines[-2]["at_run_end"] is True
         assert d.zombie is None and not pause.pending and not psutil.pid_exists(zombie)
     finally:
         d.kill_remaining()
@@ -163,7 +150,7 @@ def test_a_driver_killed_while_paused_ends_its_pause_without_a_replacement(tmp_p
         d.kill()  # a driver-crash during the pause: the supervisor restarts it, the pause is over
         pause.step(time.monotonic() + 2.5)
         assert not replaced and d.zombie is None and not pause.pending
-        assert log.events[-1]["type"] == "driver-resume" and log.events[-1]["alive"] is False
+        assert log.lines[-1]["type"] == "driver-resume" and log.lines[-1]["alive"] is False
     finally:
         d.kill_remaining()
 
