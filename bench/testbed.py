@@ -1,6 +1,6 @@
 """Testbed benchmark: the ceiling the pipelines are compared with, each broker's start, and the auditor's speed.
 
-For each embedded broker (``--broker kafka``: Apache Kafka 4.1.1; ``--broker
+For each embedded broker (``--broker kafka``: Apache Kafka 4.4.0; ``--broker
 tansu``: Tansu; default both), through the lab's proxy, as every client sees it:
 
 * raw produce throughput: one kafka-python producer, acks=all, idempotent,

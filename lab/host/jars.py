@@ -11,7 +11,7 @@ file name, size in bytes and SHA-1:
     release of ``spark-sql-kafka-0-10`` on Central; 4.2.0 runs batch and streaming
     inside pyspark 4.3.0 (4.1.1's streaming fails with ``NoSuchMethodError``).
 ``kafka-broker``
-    Apache Kafka 4.1.1's runtime closure plus ``slf4j-simple`` (46 jars, 44.2 MB):
+    Apache Kafka 4.4.0's runtime closure plus ``slf4j-simple`` (45 jars, 44.6 MB):
     everything ``java -cp ... kafka.Kafka`` needs (:mod:`lab.broker.embedded`).
 ``flink-kafka``
     Flink's Kafka connector for apache-flink 2.2.0 (``flink-sql-connector-kafka``

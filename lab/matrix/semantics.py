@@ -47,7 +47,10 @@ FAILURE_OF_KIND = {
     "driver-pause": "driver pause",
     # a receiver runs inside an executor: losing its connection is the guide's worker failure too
     "executor-crash": "worker failure", "receiver-restart": "worker failure",
-    "task-failure": "task failure", "bolt-fail": "task failure",
+    # one consumer of a share group is one worker of the group's many
+    "consumer-crash": "worker failure",
+    # a record whose processing fails every time: the task fails, on every delivery
+    "task-failure": "task failure", "bolt-fail": "task failure", "poison": "task failure",
     "ack-loss": "producer failure", "txn-abort": "producer failure",
     "broker-crash": "broker failure", "broker-outage": "broker failure",
     "leader-crash": "broker failure", "follower-lag": "broker failure",

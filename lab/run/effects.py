@@ -71,6 +71,7 @@ EFFECTS = {
     "ack-loss": proxy_fault,
     "follower-lag": proxy_fault,
     "receiver-restart": timeline_fault,
+    "consumer-crash": timeline_fault,
 }
 
 

@@ -29,8 +29,7 @@ from lab import events as ev
 from lab.config import RunConfig
 from lab.events import EventLog
 from lab.audit.ledger import Ledger, LedgerEntry
-
-KEYS = 64
+from lab.faults import event_keys
 
 
 def event_ids(seed: int, count: int) -> list[str]:
@@ -272,7 +271,7 @@ class LedgeredProducer:
         ledger = Ledger(self.ledger_path)
         producer = None
         ids = event_ids(cfg.seed, cfg.events)
-        rng = random.Random(cfg.seed + 1)
+        keys = event_keys(cfg.seed, cfg.events)
         late = LateEvents(cfg.seed, cfg.late_fraction, cfg.late_by_s)
         self.events.write(ev.PRODUCER_START, planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
         try:
@@ -293,7 +292,7 @@ class LedgeredProducer:
                     delay = t0 + seq / cfg.rate - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
-                key = f"k{rng.randrange(KEYS):02d}"
+                key = keys[seq]
                 now = time.time()
                 event_time_ms = late.event_time_ms(now)
                 value = {"id": ids[seq], "seq": seq, "key": key, "event_time_ms": event_time_ms, "produced_at": now}

@@ -172,6 +172,13 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     """
     bootstrap = broker.bootstrap
     copies = topic_read.result() if topic_read is not None else _topic_copies(bootstrap, config)
+    if PIPELINES[config.pipeline].share_group:  # the broker's word on how far the group is now (lab.share.state.settled)
+        from lab.share.settings import group_name
+        from lab.share.state import group_state
+
+        start = group_state(bootstrap, group_name(run_dir.name))
+        positions = {p: max(o, start.get(p, 0)) for p, o in positions.items()} | {
+            p: o for p, o in start.items() if p not in positions}
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
@@ -196,6 +203,13 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         from lab.sinks.changelog import changelog_report
 
         source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, read_events(run_dir))
+    if PIPELINES[config.pipeline].share_group:
+        from lab.audit.deliveries import delivery_report, delivery_table, read_deliveries
+        from lab.share.settings import DELIVERY_LIMIT
+
+        archived = audit.table.loc[audit.table["status"] == "archived", "seq"].tolist()
+        source["deliveries"] = delivery_report(delivery_table(read_deliveries(run_dir)), DELIVERY_LIMIT, start,
+                                               read_events(run_dir), archived)
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_event_ids(run_dir / LEDGER_FILE) if eid in everything)
@@ -203,9 +217,20 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
 
 
 def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False) -> Audit:
-    """The audit a run's query calls for: per event, or for a stateful query :func:`lab.audit.window.audit_stateful`."""
+    """The audit a run's query calls for: per event, or for a stateful query :func:`lab.audit.window.audit_stateful`.
+
+    For the share pipeline ``positions`` are the group's start offsets, and events its broker archived are
+    counted apart (:mod:`lab.audit.deliveries`).
+    """
     if config.query == "passthrough":
-        return audit_run(Path(run_dir) / LEDGER_FILE, sink, positions, final=final)
+        archived = None
+        if PIPELINES[config.pipeline].share_group:
+            from lab.audit.deliveries import archived_mask, delivery_table, read_deliveries
+            from lab.share.settings import DELIVERY_LIMIT
+
+            table = delivery_table(read_deliveries(run_dir))
+            archived = lambda seq: archived_mask(seq, table, DELIVERY_LIMIT, positions)  # noqa: E731
+        return audit_run(Path(run_dir) / LEDGER_FILE, sink, positions, final=final, archived=archived)
     from lab.audit.window import audit_stateful
 
     return audit_stateful(Path(run_dir), config, sink, positions, final=final)

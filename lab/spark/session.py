@@ -196,12 +196,13 @@ def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
         from lab.flink import env as flink_env
 
         flink_env.check_ready()  # the flink pipeline's environment and connector: built by `make flink`, never here
-    if PIPELINES[cfg.pipeline].engine in ("storm", "samza"):
+    if PIPELINES[cfg.pipeline].engine in ("storm", "samza") or PIPELINES[cfg.pipeline].share_group:
         from lab.samza.build import JOB
+        from lab.share.build import STATE
         from lab.storm.build import TOPOLOGY
 
         # Fetched and compiled once (`lab fetch` does it online); here only when missing, before any process starts.
-        {"storm": TOPOLOGY, "samza": JOB}[PIPELINES[cfg.pipeline].engine].ensure()
+        (STATE if PIPELINES[cfg.pipeline].share_group else {"storm": TOPOLOGY, "samza": JOB}[PIPELINES[cfg.pipeline].engine]).ensure()
 
     if cfg.may_use_connector:
         missing = ensure_connector(required=cfg.kafka_reader == "spark")

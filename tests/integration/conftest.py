@@ -131,7 +131,7 @@ def run_pids(run_dir: Path) -> list[int]:
     # failed this helper once in CI (JSONDecodeError at the cut).
     for e in read_events(run_dir):
         if e["type"] in ("driver-start", "driver-ready", "driver-child-group", "broker-restart", "standby-start",
-                         "zookeeper-start"):
+                         "zookeeper-start", "consumer-start"):
             pids.append(e["pid"])
     return pids
 

@@ -1,4 +1,4 @@
-"""Apache Kafka 4.1.1 as the embedded broker, behind the lab's proxy, with real clients and a real kill.
+"""Apache Kafka 4.4.0 as the embedded broker, behind the lab's proxy, with real clients and a real kill.
 
 One broker serves the whole module (a JVM start is 3-5 s on 2 cores); the
 tests run in file order and share it: produce and read, groups, transactions,
@@ -93,7 +93,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int, **settings) -> dict[t
 
 def test_kafka_starts_behind_the_proxy(kafka):
     info = kafka.info
-    assert info.product == "apache-kafka" and info.version == "4.1.1" and not info.external
+    assert info.product == "apache-kafka" and info.version == "4.4.0" and not info.external
     assert info.bootstrap == f"127.0.0.1:{info.proxy_port}"
     # three listeners of its own (clients, inter-broker, controller), each on a port the JVM bound
     listening = processes.listening_ports(info.broker_pid)

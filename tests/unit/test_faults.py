@@ -48,9 +48,10 @@ def test_bad_plans_name_the_value_and_the_choices(plan, must_name):
 faults = st.builds(
     lambda kind, trig, point, dur, count: Fault(
         kind=kind,
-        at_s=trig[1] if trig[0] == "at" else None,
-        batch=trig[1] if trig[0] == "batch" else None,
+        at_s=trig[1] if trig[0] == "at" and not FAULTS[kind].key_trigger else None,
+        batch=trig[1] if trig[0] == "batch" and not FAULTS[kind].key_trigger else None,
         isr=trig[1] if trig[0] == "isr" and FAULTS[kind].isr_trigger else None,
+        key=int(trig[1]) % 64 if FAULTS[kind].key_trigger else None,
         point=point if (FAULTS[kind].points and trig[0] == "batch") else None,
         duration_s=dur if "for" in FAULTS[kind].options else 3.0,
         count=count if "count" in FAULTS[kind].options else None,
@@ -67,7 +68,7 @@ faults = st.builds(
 @given(st.lists(faults, min_size=1, max_size=4))
 def test_plan_text_round_trips(plan):
     plan = [f for f in plan if not (FAULTS[f.kind].needs_batch and f.batch is None)
-            and (f.at_s, f.batch, f.isr) != (None, None, None)]
+            and (f.at_s, f.batch, f.isr, f.key) != (None, None, None, None)]
     plan = [Fault(**{**f.__dict__, "index": i}) for i, f in enumerate(plan)]
     if plan:
         assert list(parse_fault_plan(format_fault_plan(plan))) == plan

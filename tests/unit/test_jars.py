@@ -56,9 +56,9 @@ def test_the_pins_are_the_measured_ones():
     assert spark.size == 9_938_005
     broker = jars.jar_set("kafka-broker")
     coords = {j.coord for j in broker.jars}
-    assert broker.version == "4.1.1" and len(broker.jars) == 46 and broker.size == 44_172_119
-    assert {"org.apache.kafka:kafka_2.13:4.1.1", "org.apache.kafka:kafka-clients:4.1.1",
-            "org.slf4j:slf4j-simple:1.7.36", "org.scala-lang:scala-library:2.13.16"} <= coords
+    assert broker.version == "4.4.0" and len(broker.jars) == 45 and broker.size == 44_581_600
+    assert {"org.apache.kafka:kafka_2.13:4.4.0", "org.apache.kafka:kafka-clients:4.4.0",
+            "org.slf4j:slf4j-simple:1.7.36", "org.scala-lang:scala-library:2.13.18"} <= coords
 
 
 def test_the_manifest_ships_with_the_package():

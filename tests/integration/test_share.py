@@ -1,0 +1,49 @@
+"""The share pipeline end to end: confluent-kafka share consumers in one group on Apache Kafka 4.4, real SIGKILLs."""
+
+import pytest
+
+from lab.config import make_config
+from lab.events import read_events
+from lab.run.supervisor import run_scenario
+from lab.share.settings import DELIVERY_LIMIT
+from tests.integration.conftest import assert_all_gone, run_pids
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+
+#: The issue's scenario: 3,000 events at 300/s, a 10 s stream, two consumers.
+STREAM = dict(pipeline="share", consumers=2, events=3000, rate=300)
+
+
+def test_a_killed_consumers_records_are_delivered_again_to_the_group(runs_dir):
+    result = run_scenario(make_config(**STREAM, faults="consumer-crash@at=3s"))
+    r, events = result.report, read_events(result.run_dir)
+    assert result.drained and result.restarts == 0, r  # one consumer died; its driver lived
+    killed = [e for e in events if e["type"] == "consumer-killed"]
+    assert len(killed) == 1 and killed[0]["held"]
+    exits = [e for e in events if e["type"] == "consumer-exit"]
+    assert [e["code"] for e in exits] == [-9] and exits[0]["pid"] == killed[0]["pid"]
+    d = r["deliveries"]
+    # every record the dead consumer held came again with a higher delivery count; nothing of them was written
+    assert d["held_by_killed_consumers"] == len(killed[0]["held"])
+    assert sum(d["held_delivery_counts"].values()) == len(killed[0]["held"])
+    assert min(int(n) for n in d["held_delivery_counts"]) >= 2
+    assert (r["lost"], r["archived"], r["unseen"]) == (0, 0, 0) and r["guarantee"] == "exactly-once", r
+    assert all(d["group_settled_offsets"][p] >= 0 for p in d["group_settled_offsets"])
+    assert_all_gone(run_pids(result.run_dir))
+
+
+def test_a_poison_record_is_archived_after_exactly_the_delivery_limit(runs_dir):
+    result = run_scenario(make_config(**STREAM, faults="poison@key=7"))
+    r, events = result.report, read_events(result.run_dir)
+    assert result.drained, r
+    kills = [e for e in events if e["type"] == "poison-killed"]
+    # one record, delivered 1, 2, ... up to the limit, each delivery killing the consumer that got it
+    assert len({(e["partition"], e["offset"]) for e in kills}) == 1
+    assert [e["delivery_count"] for e in kills] == list(range(1, DELIVERY_LIMIT + 1))
+    archived = r["deliveries"]["archived"]
+    assert [(a["partition"], a["offset"], a["delivery_count"]) for a in archived] == [
+        (kills[0]["partition"], kills[0]["offset"], DELIVERY_LIMIT)]
+    assert r["archived"] == 1 and r["lost"] == 0 and r["acked"] == 3000, r
+    # the broker is done with it: the group's settled offset is beyond the archived record
+    assert r["deliveries"]["group_settled_offsets"][str(kills[0]["partition"])] > kills[0]["offset"]
+    assert_all_gone(run_pids(result.run_dir))
