@@ -451,7 +451,8 @@ def _parse_one(item: str, index: int) -> Fault:
     if not m:
         raise LabError(
             f"bad trigger {trigger!r} in fault {item!r}; valid: at=<seconds>s (e.g. at=5s), batch=<n> (e.g. batch=3)"
-            f" or, for {', '.join(k for k, s in FAULTS.items() if s.isr_trigger)}, isr=<n> (e.g. isr=1)"
+            f", for {', '.join(k for k, s in FAULTS.items() if s.isr_trigger)}, isr=<n> (e.g. isr=1)"
+            f" or, for {', '.join(k for k, s in FAULTS.items() if s.key_trigger)}, key=<n> (e.g. key=7)"
         )
     fault = Fault(kind=kind, index=index)
     if FAULTS[kind].key_trigger != bool(m.group(7)):
@@ -518,7 +519,7 @@ def plan_from_events(path) -> str:
     Presses and time triggers replay at the same second of the run; faults
     fired at a named point replay at the same point of the same batch; task
     failures at the same batch; a fault an ISR fired (``isr=N``) once the ISR
-    is that small again. ``lab run --faults-from`` uses this.
+    is that small again; a poison record's key poisons the same record again. ``lab run --faults-from`` uses this.
 
     Raises
     ------
@@ -544,6 +545,8 @@ def plan_from_events(path) -> str:
             f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])
         elif e["kind"] == "task-failure":
             f = Fault(e["kind"], batch=int(e["batch"]))
+        elif FAULTS[e["kind"]].key_trigger:  # a poison: the same key again
+            f = Fault(e["kind"], key=int(e["key"]), count=e.get("count"))
         elif e.get("isr_at_most") is not None:  # fired by an isr=N trigger: the same trigger again
             f = Fault(e["kind"], isr=int(e["isr_at_most"]), duration_s=float(e.get("duration_s") or 3.0))
         else:

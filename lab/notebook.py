@@ -4,7 +4,7 @@ A thin face: the runs are :mod:`lab.views.progress`'s over :mod:`lab.run.supervi
 the brokers :mod:`lab.run.kernel`'s, the figures :mod:`lab.views.plots`'s, the checked
 exercises :mod:`lab.lessons.solve`'s. A lesson that needs many names of one part
 reaches them through a namespace: ``nb.plots``, ``nb.matrix``, ``nb.replication``,
-``nb.flink_env``, ``nb.flink_view``, ``nb.storm_view``.
+``nb.flink_env``, ``nb.flink_view``, ``nb.storm_view``, ``nb.share_view``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdict
 from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
                            read_json, state_store)  # (the notebooks call them as nb.<name>)
 from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
-from lab.lessons.evidence import flink_checkpoints, output_readers, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
+from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
 from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult
@@ -31,6 +31,7 @@ from lab.sinks.files import naive_reader_outcome  # noqa: F401  (notebook 03)
 from lab.views import flink as flink_view  # noqa: F401  (notebook 08)
 from lab.views import storm as storm_view  # noqa: F401  (notebook 08)
 from lab.views import replication  # noqa: F401  (notebook 07)
+from lab.views import share as share_view  # noqa: F401  (notebook 09)
 
 def predict(scenarios, predictions=None, **kwargs):
     """:func:`lab.views.predict.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""

@@ -1,7 +1,7 @@
 """A share group's deliveries: how many times the broker gave each record, and which it archived.
 
 The share pipeline's consumers write one line per record they get
-(``share/deliveries-<consumer>-<pid>.jsonl``, :mod:`lab.share.consumer`): partition,
+(``share/deliveries-<consumer>-<pid>.jsonl``, :mod:`lab.pipelines.share_consumer`): partition,
 offset, the broker's delivery count, the event's sequence number and id, and its
 fate: ``written`` (its row went to the sink), ``held`` (its consumer was killed
 holding it, nothing written) or ``poison`` (it killed its consumer).

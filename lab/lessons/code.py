@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 #: The modules that hold lesson regions, by import name (a renamed module fails :func:`lessons` at once).
 LESSON_MODULES = ("lab.pipelines.structured", "lab.pipelines.structured_input", "lab.pipelines.receiver.pipeline",
                   "lab.pipelines.direct", "lab.pipelines.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
-                  "lab.run.producer", "lab.flink.job")
+                  "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer")
 
 
 def _module_file(module: str) -> str:
@@ -57,6 +57,8 @@ DOCS = {
     "structured-query": [("Structured Streaming guide: Fault Tolerance Semantics", "spark:streaming/getting-started.html#fault-tolerance-semantics"),
                          ("Structured Streaming guide: foreach and foreachBatch", "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch"),
                          ("Structured Streaming + Kafka Integration Guide", "spark:streaming/structured-streaming-kafka-integration.html")],
+    "share-consumer": [("Kafka: Share groups", "https://kafka.apache.org/44/documentation/#sharegroups"),
+                       ("KIP-932: Queues for Kafka", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-932%3A+Queues+for+Kafka")],
     "kafka-source": [("Structured Streaming + Kafka Integration Guide", "spark:streaming/structured-streaming-kafka-integration.html")],
     "transactional-sink": [("Structured Streaming guide: foreach and foreachBatch", "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch")],
     "stateful-query": [("Structured Streaming guide: Window Operations on Event Time", "spark:streaming/apis-on-dataframes-and-datasets.html#window-operations-on-event-time"),

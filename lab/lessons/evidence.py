@@ -326,6 +326,27 @@ def _restored_newest_before_crash(result) -> Finding:
     return Finding(got is not None and got == newest, shows, table)
 
 
+def share_held(result):
+    """Share pipeline: each record a killed consumer held, and what the group did with it (:func:`lab.views.share.held`)."""
+    from lab.views.share import held
+
+    return held(result)
+
+
+def _held_records_delivered_again(result) -> Finding:
+    """Holds when a consumer died holding records, and each came back with a higher delivery count, written once.
+
+    Two measures apart: the dead consumer's own ``consumer-killed`` event (what it held) and the other
+    consumers' delivery logs and the sink's rows (what became of it).
+    """
+    table = share_held(result)
+    again = table[table["deliveries in the end"].fillna(0) > table["delivery count then"]]
+    once = table[table["sink rows"] == 1]
+    shows = (f"the killed consumer held {len(table)} records, none written; {len(again)} of them were delivered "
+             f"again with a higher delivery count, and {len(once)} are in the sink exactly once")
+    return Finding(len(table) > 0 and len(again) == len(table) == len(once), shows, table)
+
+
 #: The checks an exercise's ``evidence`` names.
 CHECKS = {
     "direct-unfinished-plan": direct_unfinished_plan,
@@ -335,6 +356,7 @@ CHECKS = {
     "aborted-output-transaction": _aborted_output_transaction,
     "recovered-from-the-wal": _recovered_from_the_wal,
     "restored-newest-before-crash": _restored_newest_before_crash,
+    "held-records-delivered-again": _held_records_delivered_again,
 }
 
 

@@ -255,6 +255,34 @@ EXERCISES = (
              "it and aborted the dead job's open transaction; what the dead job wrote after that checkpoint was "
              "never committed, so a `read_committed` reader gets each event once.",
              evidence="restored-newest-before-crash", look="nb.flink_checkpoints(r)"),
+    Exercise("09.1", "09_queues_and_zombies", "Acknowledge first",
+             "The share group of section 1, but each consumer accepts and commits its records before it writes them "
+             "(`commit=\"before-output\"`), and the driver is killed right after a commit, before the write "
+             "(`driver-crash@batch=20:after-commit-before-output`). What will the sink hold?",
+             dict(pipeline="share", commit="before-output", rate=300,
+                  faults="driver-crash@batch=20:after-commit-before-output"), "loss",
+             "The records were accepted: the broker is done with them and never delivers them again, so the batch "
+             "that was never written is lost. A share group's acknowledgement is its commit: before the output it "
+             "makes at-most-once, as a consumer group's commit does."),
+    Exercise("09.2", "09_queues_and_zombies", "Three poison records",
+             "The poison run of section 2 with the first three records of key `k07` poison "
+             "(`faults=\"poison@key=7:count=3\"`). How many events are lost, and what does the report call the "
+             "three?",
+             dict(pipeline="share", commit="after-output", rate=300, faults="poison@key=7:count=3"), "no-loss",
+             "None is lost. Each of the three is delivered five times, each time killing a consumer, and then "
+             "archived: the report's `archived` is 3 and `deliveries.archived` lists them with delivery count 5. "
+             "Archived is the group's policy, not a loss: the broker says so by moving past them."),
+    Exercise("09.3", "09_queues_and_zombies", "Explain from the evidence: what the killed consumer held",
+             "The consumer crash of section 1 (`faults=\"consumer-crash@at=3s\"`). Open the records the killed "
+             "consumer held: `nb.share_held(r)` lists each with its delivery count when the consumer died, the "
+             "most deliveries it had in the end, which consumers wrote it and its rows in the sink. Why is nothing "
+             "of them duplicated?",
+             dict(pipeline="share", commit="after-output", rate=300, faults="consumer-crash@at=3s"), "exactly-once",
+             "The consumer was killed holding them, before it wrote any: nothing was acknowledged, so once its locks "
+             "ended the broker delivered each again (delivery count 2) to a live consumer, which wrote it once. A "
+             "share group redelivers per record, so only what a dead consumer had written without acknowledging "
+             "would come twice.",
+             evidence="held-records-delivered-again", look="nb.share_held(r)"),
 )
 
 

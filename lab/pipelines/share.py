@@ -24,7 +24,7 @@ Protocol (this driver)
    (``progress.json``): the run drains once the group has no record left that is not
    acknowledged or archived. (The group's start offset alone lags: measured, it stayed
    hundreds of records short with every record accepted and committed.)
-3. Start ``--consumers`` consumer processes (:mod:`lab.share.consumer`, protocol there),
+3. Start ``--consumers`` consumer processes (:mod:`lab.pipelines.share_consumer`, protocol there),
    in this driver's process group: a ``driver-crash`` is one ``killpg`` of all of them.
    A consumer that ends (a ``consumer-crash``, a poison record) is ``consumer-exit``, and
    a new one with its index starts :data:`RESTART_S` later.
@@ -33,7 +33,7 @@ Protocol (this driver)
 
 Delivery guarantee
 ------------------
-As :mod:`lab.share.consumer` says: at-least-once with ``--commit after-output`` or ``auto``,
+As :mod:`lab.pipelines.share_consumer` says: at-least-once with ``--commit after-output`` or ``auto``,
 at-most-once with ``before-output``; records archived after the delivery limit are
 counted apart (the audit's ``archived``). A zombie (``driver-pause`` with ``--on-pause
 replace``) holds no record once its locks end: its acknowledgements are refused
@@ -53,7 +53,7 @@ from lab.host import processes
 from lab.pipelines.driver import DriverContext
 from lab.share import settings as share_settings
 from lab.share.state import settled, state_reader
-from lab.share.consumer import last_batch, share_dir
+from lab.pipelines.share_consumer import last_batch, share_dir
 
 #: Seconds before a dead consumer's replacement starts (a supervisor's restart, as for drivers).
 RESTART_S = 0.5
@@ -95,7 +95,7 @@ class _Consumers:
     def _start(self, index: int) -> None:
         log = open(self.logs / f"consumer-{index}-{self.ctx.attempt}.log", "ab")
         self.procs[index] = subprocess.Popen(
-            [sys.executable, "-m", "lab.share.consumer", str(self.ctx.run_dir), str(index)],
+            [sys.executable, "-m", "lab.pipelines.share_consumer", str(self.ctx.run_dir), str(index)],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=processes.kill_when_parent_exits)
         log.close()
 

@@ -1,1 +1,1 @@
-"""Kafka's share groups (KIP-932): the share consumer the ``share`` pipeline runs, one JVM per consumer."""
+"""Kafka's share groups (KIP-932): the share group's settings and the reader of its state (a small Java class)."""

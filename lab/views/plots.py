@@ -71,7 +71,7 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
     return fig
 
 
-def _pauses(events: list[dict], last: float) -> list[tuple[float, float, str, str]]:
+def pause_spans(events: list[dict], last: float) -> list[tuple[float, float, str, str]]:
     """``(start, end, label, colour)`` of each driver-pause (its fault to its SIGCONT) and each zombie's life after it."""
     spans, paused, zombie = [], None, None
     for e in events:
@@ -149,7 +149,7 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
     last = events[-1]["t"] if events else t0
-    for x0, x1, label, color in _pauses(events, last):
+    for x0, x1, label, color in pause_spans(events, last):
         fig.add_vrect(x0=x0 - t0, x1=x1 - t0, fillcolor=color, opacity=0.25, line_width=0, layer="below")
         fig.add_annotation(x=(x0 + x1) / 2 - t0, y=ymax * 0.95, text=label, showarrow=False, font=dict(color="#8c510a"))
     for r in restarts.values():  # no pipeline work from the death to the first batch done

@@ -20,7 +20,8 @@ def row(result: RunResult) -> dict:
 
     ``lost`` is the final read's (:mod:`lab.audit.topic`): acknowledged sends the
     topic no longer holds. ``no live leader (s)``: the most time any partition of
-    the run had no live leader (:func:`lab.kafka.replication.leaderless_s`).
+    the run had no live leader (:func:`lab.kafka.replication.leaderless_s`). ``ELR``: eligible leader
+    replicas as the broker reported them at the run's start (``broker_features``), not as asked.
     """
     from lab.events import read_events
     from lab.audit.expectations import verdict
@@ -29,7 +30,9 @@ def row(result: RunResult) -> dict:
 
     s, topic = result.report["settings"], result.report["topic"]
     c = claim(s["acks"], s["min_insync"], s["unclean"])
-    return {"acks": s["acks"], "min.insync": s["min_insync"], "unclean": s["unclean"], "seed": result.config.seed,
+    elr = (result.report.get("broker_features") or {}).get("eligible.leader.replicas.version")
+    return {"acks": s["acks"], "min.insync": s["min_insync"], "unclean": s["unclean"],
+            "ELR": {1: "on", 0: "off"}.get(elr, "?" if elr is None else str(elr)), "seed": result.config.seed,
             "documented": c.expect, "acked": topic["acked"], "lost": topic["lost"],
             "failed sends": topic["failed_sends"], "failed, in topic": topic["failed_in_topic"],
             "unknown": topic["unknown_sends"], "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),

@@ -42,6 +42,9 @@ SMALL = {
                              STORM_EVENTS=3000, STORM_RATE=300,
                              PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
                                           "at-least-once barriers": "exactly-once"}),
+    # the notebook's own stream (10 s at 300/s): the faults must land while events arrive
+    "09_queues_and_zombies": dict(INTERACTIVE=False, EVENTS=3000, RATE=300, PAUSE_FOR=10,
+                                  PREDICTIONS={"share group, a poison record": "exactly-once"}),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
 MIN_PLOTS = {"08_other_engines": 4, "07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
@@ -463,5 +466,23 @@ def check_08(reports):
     assert trident["exactly_once"] == 3000 and trident["write_attempts"] > 3000, _counts(trident)  # the txid skipped
 
 
-MEASURED = {"08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
+def check_09(reports):
+    share = [r for r in reports if r["pipeline"] == "share"]
+    for r in reports:
+        assert r["acked"] == 3000 and r["drained"] and r["lost"] == 0, _counts(r)
+    crashed = _pick(share, faults="driver-crash@batch=20:after-output-before-commit")
+    assert crashed["restarts"] == 1 and crashed["duplicated"] > 0 and crashed["guarantee"] == "at-least-once", _counts(crashed)
+    plain = _pick(reports, pipeline="plain", faults="driver-crash@batch=20:after-output-before-commit")
+    assert plain["duplicated"] > 0 and plain["guarantee"] == "at-least-once", _counts(plain)
+    killed = _pick(share, faults="consumer-crash@at=3s")
+    d = killed["deliveries"]
+    assert killed["guarantee"] == "exactly-once" and d["held_by_killed_consumers"] > 0, _counts(killed)
+    assert min(int(n) for n in d["held_delivery_counts"]) >= 2, d
+    poisoned = _pick(share, faults="poison@key=7")
+    assert poisoned["archived"] == 1 and poisoned["deliveries"]["archived"][0]["delivery_count"] == 5, poisoned["deliveries"]
+    eos = _pick(reports, pipeline="kafka-eos")
+    assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
+
+
+MEASURED = {"09_queues_and_zombies": check_09, "08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
             "03_structured_streaming": check_03, "05_exactly_once_production": check_05}

@@ -14,7 +14,7 @@ from lab.errors import LabError
 
 #: The notebooks that run a pipeline and show its files (00 tours the lab, 04 reads results).
 PIPELINE_NOTEBOOKS = ("01_receiver_wal", "02_direct_kafka", "03_structured_streaming", "05_exactly_once_production",
-                      "06_stateful_streaming", "07_kafka_guarantees", "08_other_engines")
+                      "06_stateful_streaming", "07_kafka_guarantees", "08_other_engines", "09_queues_and_zombies")
 
 
 @pytest.mark.parametrize("notebook", PIPELINE_NOTEBOOKS)

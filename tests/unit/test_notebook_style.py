@@ -40,7 +40,7 @@ def test_notebook_house_style(path):
 
 #: The notebooks whose scenario cells take a recorded prediction (predict, then look).
 PREDICTING = {"01_receiver_wal", "02_direct_kafka", "03_structured_streaming", "05_exactly_once_production",
-              "06_stateful_streaming", "07_kafka_guarantees", "08_other_engines"}
+              "06_stateful_streaming", "07_kafka_guarantees", "08_other_engines", "09_queues_and_zombies"}
 
 
 def _code(path):

@@ -186,3 +186,13 @@ def test_scrub_paths_drops_the_checkout_and_the_home_directory_only_where_a_path
     home = str(Path.home())
     html = f"<p>/lab/notebooks/00.ipynb and {home}/.cache/lab/jars/x.jar, not /srv/lab/y</p>"
     assert scrub_paths(html, root) == "<p>notebooks/00.ipynb and ~/.cache/lab/jars/x.jar, not /srv/lab/y</p>"
+
+
+def test_page_09_shows_each_lesson():
+    """Queues and zombies: the held records delivered again, the poison archived, the fenced zombie."""
+    text = page_text("09_queues_and_zombies.html")
+    m = re.search(r"archived: (\d+) lost: (\d+)", text)
+    assert m and m.groups() == ("1", "0"), m and m.group(0)
+    assert "deliveries in the end" in text and "delivery_count" in text  # the held records' table, the archived one
+    # the zombies side by side (nb.compare): the fenced one wrote nothing a read_committed reader sees
+    assert re.search(r"kafka-eos, zombie exactly-once", text) and re.search(r"plain consumer, zombie at-least-once", text)

@@ -75,3 +75,14 @@ def test_the_group_is_settled_at_the_end_less_its_lag_never_below_its_start_offs
     m = {"start": {"0": 692, "1": 900}, "lag": {"0": 0, "1": 30}, "end": {"0": 842, "1": 1000}}
     assert settled(m) == {0: 842, 1: 970}
     assert settled({"start": {"0": 10}, "lag": {}, "end": {}}) == {0: 10}
+
+
+def test_a_poison_fault_replays_from_its_event(tmp_path):
+    import json
+
+    from lab.faults import plan_from_events
+
+    log = tmp_path / "events.jsonl"
+    log.write_text(json.dumps({"type": "fault", "kind": "poison", "index": 0, "batch": 0, "key": 7, "count": 3}) + "\n"
+                   + json.dumps({"type": "fault", "kind": "consumer-crash", "index": 1, "elapsed_s": 3.04}) + "\n")
+    assert plan_from_events(log) == "poison@key=7:count=3,consumer-crash@at=3s"

@@ -1,4 +1,4 @@
-"""One consumer of the share pipeline's group: ``python -m lab.share.consumer RUN_DIR INDEX``.
+"""One consumer of the share pipeline's group: ``python -m lab.pipelines.share_consumer RUN_DIR INDEX``.
 
 The share driver (:mod:`lab.pipelines.share`) starts ``--consumers`` of these, in its
 process group, and starts a new one when one dies. Each is a confluent-kafka
@@ -161,6 +161,7 @@ def run(ctx: DriverContext, index: int) -> None:
             ctx.events.write(ev.ACK_REFUSED, consumer=index, partitions=refused, attempt=ctx.attempt)
 
     try:
+        # lesson: share-consumer
         while not ctx.stopping:
             messages = [m for m in consumer.poll(POLL_S) if m.error() is None]
             if not messages:
@@ -194,7 +195,8 @@ def run(ctx: DriverContext, index: int) -> None:
                 fault = poison[row[1]]
                 note(records, ["written"] * bad + ["poison"] + ["held"] * (len(records) - bad - 1))
                 if crashes.first(f"poison-{fault.index}"):  # the plan's fault fires when it kills its first consumer
-                    ctx.events.write(ev.FAULT, index=fault.index, kind="poison", batch=batch, point=None, key=fault.key)
+                    ctx.events.write(ev.FAULT, index=fault.index, kind="poison", batch=batch, point=None, key=fault.key,
+                                     count=fault.count)
                 ctx.events.write(ev.POISON_KILLED, consumer=index, pid=os.getpid(), batch=batch, partition=p, offset=o,
                                  delivery_count=n, seq=row[1], key=messages[bad].key().decode())
                 _die()
@@ -203,6 +205,7 @@ def run(ctx: DriverContext, index: int) -> None:
             if explicit and cfg.commit == "after-output":
                 accept(messages)
             ctx.batch_done(batch, len(records), consumer=index)
+        # end lesson: share-consumer
     finally:
         # A clean stop: an implicit consumer's last records are accepted by the close.
         consumer.close()
@@ -213,7 +216,7 @@ def run(ctx: DriverContext, index: int) -> None:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m lab.share.consumer RUN_DIR INDEX", file=sys.stderr)
+        print("usage: python -m lab.pipelines.share_consumer RUN_DIR INDEX", file=sys.stderr)
         return 2
     ctx = DriverContext(argv[0])
     ctx.install_signal_handlers()
