@@ -14,6 +14,13 @@ an acknowledged write survives then:
   in the ISR set to be elected as leader as a last resort, even though doing so
   may result in data loss."
 
+Eligible leader replicas (KIP-966, ``eligible.leader.replicas.version``) change
+who may lead, not what was acknowledged: a replica removed from the ISR while the
+ISR was already below ``min.insync.replicas`` holds every acknowledged write and
+stays eligible for a clean election. So the claim on loss is the same with it on
+or off; with ``min.insync.replicas=2`` and unclean election off it decides whether
+the partition waits for its old leader.
+
 So, in this scenario, acknowledged writes are lost exactly when an out-of-sync
 follower may take over (unclean election on) and a write could be acknowledged
 by the leader alone (``acks=1``, or ``acks=all`` with ``min.insync.replicas=1``
@@ -34,7 +41,7 @@ class Claim:
     why: str
 
 
-def claim(acks: str, min_insync: int, unclean: str) -> Claim:
+def claim(acks: str, min_insync: int, unclean: str, elr: str | None = None) -> Claim:
     """The documented outcome of the follower-lag-then-leader-crash scenario for one setting.
 
     Parameters
@@ -45,6 +52,9 @@ def claim(acks: str, min_insync: int, unclean: str) -> Claim:
         The topic's ``min.insync.replicas``.
     unclean : str
         The topic's ``unclean.leader.election.enable`` as the lab writes it (``"on"`` or ``"off"``).
+    elr : str, optional
+        Eligible leader replicas as the run had them (``"on"``, ``"off"``; ``None``: unknown). Changes only the
+        reason given for ``min.insync.replicas=2`` with unclean election off.
     """
     acks = str(acks)
     alone = acks in ("0", "1") or int(min_insync) < 2
@@ -58,5 +68,9 @@ def claim(acks: str, min_insync: int, unclean: str) -> Claim:
     if unclean == "on":
         return Claim("acked-kept", f"{how}; once the followers fall behind, writes fail at the producer "
                                    "instead (NotEnoughReplicas), so what was acknowledged is on a follower too")
+    if elr == "on" and not alone:
+        return Claim("acked-kept", f"{how}; unclean election off, eligible leader replicas on: a follower that left "
+                                   "the ISR once it was below min.insync.replicas holds every acknowledged write and "
+                                   "may be elected cleanly (KIP-966), so the partition need not wait for its old leader")
     return Claim("acked-kept", f"{how}; unclean election off: no out-of-sync follower may lead, the partition "
                                "waits for the old leader to come back with its log (unavailable meanwhile)")

@@ -29,10 +29,13 @@ def row(result: RunResult) -> dict:
     from lab.kafka.replication import leaderless_s
 
     s, topic = result.report["settings"], result.report["topic"]
-    c = claim(s["acks"], s["min_insync"], s["unclean"])
-    elr = (result.report.get("broker_features") or {}).get("eligible.leader.replicas.version")
+    # A feature finalized at level 0 is not listed among a broker's finalized features: absent is off.
+    features = result.report.get("broker_features")
+    elr = features.get("eligible.leader.replicas.version", 0) if features else None
+    level = {1: "on", 0: "off"}.get(elr, "?" if elr is None else str(elr))
+    c = claim(s["acks"], s["min_insync"], s["unclean"], elr=level)
     return {"acks": s["acks"], "min.insync": s["min_insync"], "unclean": s["unclean"],
-            "ELR": {1: "on", 0: "off"}.get(elr, "?" if elr is None else str(elr)), "seed": result.config.seed,
+            "ELR": level, "seed": result.config.seed,
             "documented": c.expect, "acked": topic["acked"], "lost": topic["lost"],
             "failed sends": topic["failed_sends"], "failed, in topic": topic["failed_in_topic"],
             "unknown": topic["unknown_sends"], "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),

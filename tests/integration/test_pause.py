@@ -57,3 +57,16 @@ def test_a_paused_driver_that_nobody_replaces_goes_on_where_it_stopped(runs_dir)
     assert resume["zombie"] is False and resume["alive"] is True
     assert "driver-replaced" not in [e["type"] for e in events]
 
+
+
+def test_a_replaced_structured_driver_comes_back_and_spark_s_logs_refuse_it(runs_dir):
+    # Two drivers on one checkpoint, as a cluster manager that gave up on the first would leave them.
+    result = run_scenario(make_config(pipeline="structured", sink="append", events=3000, rate=300, on_pause="replace",
+                                      faults="driver-pause@batch=4:for=12s"))
+    r, events = result.report, read_events(result.run_dir)
+    assert result.drained and result.restarts == 1 and r["lost"] == 0, r
+    end = next(e for e in events if e["type"] == "zombie-end")
+    assert end["how"] == "exited" and end["code"] != 0  # it ended on its own, well before its 8 s were up
+    assert "CONCURRENT_STREAM_LOG_UPDATE" in (result.run_dir / "driver-1.log").read_text()
+    assert not [e for e in after(events, "driver-resume") if e["type"] == "batch-done" and e["attempt"] == 1]
+    assert_all_gone(run_pids(result.run_dir))

@@ -36,14 +36,16 @@ SMALL = {
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
     "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"]),
     # the faults as tests/integration/test_replication.py measured them; two cells of the grid
-    "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500, GRID=[["1", 1, "on"], ["all", 2, "on"]],
+    # the unclean row, and eligible leader replicas off and on with min.insync 2 and unclean off
+    "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500,
+                                GRID=[["1", 1, "on", "on"], ["all", 2, "off", "off"], ["all", 2, "off", "on"]],
                                 EOS_EVENTS=600, EOS_BATCH=100),
     "08_other_engines": dict(INTERACTIVE=False, EVENTS=4500, RATE=300, SLOW_EVENTS=8000, CRASH_BATCH=2,
                              STORM_EVENTS=3000, STORM_RATE=300,
                              PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
                                           "at-least-once barriers": "exactly-once"}),
     # the notebook's own stream (10 s at 300/s): the faults must land while events arrive
-    "09_queues_and_zombies": dict(INTERACTIVE=False, EVENTS=3000, RATE=300, PAUSE_FOR=10,
+    "09_queues_and_zombies": dict(INTERACTIVE=False, EVENTS=3000, RATE=300, PAUSE_FOR=10, SPARK_PAUSE_BATCH=4,
                                   PREDICTIONS={"share group, a poison record": "exactly-once"}),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
@@ -404,8 +406,12 @@ def check_07(reports):
     with open(Path(lossy["run_dir"]) / "topic_lost.csv") as f:
         lost = list(csv.DictReader(f))
     assert len(lost) == t["lost"] and {row["partition"] for row in lost} == {"0"}, t
-    safe = _pick(plain, acks="all", min_insync=2)
+    safe = _pick(plain, acks="all", min_insync=2, elr="on")
     assert safe["topic"]["lost"] == 0 and safe["topic"]["acked"] > 0 and safe["lost"] == 0, safe["topic"]
+    # the table's ELR column is the level the broker reported at each run's start (a level-0 feature is not listed)
+    off = _pick(plain, acks="all", min_insync=2, elr="off")
+    assert off["topic"]["lost"] == 0 and off["broker_features"].get("eligible.leader.replicas.version", 0) == 0, off
+    assert safe["broker_features"]["eligible.leader.replicas.version"] == 1
     # the price: sends refused (not enough replicas in sync) or never answered while the followers lagged
     assert safe["topic"]["failed_sends"] + safe["topic"]["unknown_sends"] > 0, safe["topic"]
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
@@ -467,6 +473,8 @@ def check_08(reports):
 
 
 def check_09(reports):
+    from pathlib import Path
+
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:
         assert r["acked"] == 3000 and r["drained"] and r["lost"] == 0, _counts(r)
@@ -482,6 +490,9 @@ def check_09(reports):
     assert poisoned["archived"] == 1 and poisoned["deliveries"]["archived"][0]["delivery_count"] == 5, poisoned["deliveries"]
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
+    spark = _pick(reports, pipeline="structured")
+    assert spark["restarts"] == 1 and spark["lost"] == 0, _counts(spark)
+    assert "CONCURRENT_STREAM_LOG_UPDATE" in (Path(spark["run_dir"]) / "driver-1.log").read_text()
 
 
 MEASURED = {"09_queues_and_zombies": check_09, "08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,

@@ -22,16 +22,16 @@ def test_a_pause_plan_reads_its_trigger_and_duration():
     assert parse_fault_plan("driver-pause@batch=2:for=15s")[0].to_text() == "driver-pause@batch=2:for=15s"
 
 
-@pytest.mark.parametrize("pipeline, mode", [("plain", "replace"), ("kafka-eos", "replace"), ("structured", "wait"),
-                                            ("flink", "wait")])
+@pytest.mark.parametrize("pipeline, mode", [("plain", "replace"), ("kafka-eos", "replace"), ("share", "replace"),
+                                            ("structured", "wait"), ("flink", "wait")])
 def test_on_pause_auto_is_stated_in_the_config(pipeline, mode):
     assert make_config(pipeline=pipeline).on_pause == mode
 
 
 @pytest.mark.parametrize("params, must_name", [
     (dict(pipeline="plain", on_pause="later"), ["on-pause 'later'", "auto, replace, wait"]),
-    (dict(pipeline="structured", on_pause="replace", faults="driver-pause@at=2s:for=9s"),
-     ["'structured'", "plain, kafka-eos", "--on-pause wait"]),
+    (dict(pipeline="direct", on_pause="replace", faults="driver-pause@at=2s:for=9s"),
+     ["'direct'", "plain, kafka-eos, share, structured", "--on-pause wait"]),
     (dict(pipeline="plain", faults="driver-pause@at=2s:for=2s"), ["for=2s", "n > 2"]),
 ])
 def test_a_pause_the_run_cannot_carry_out_is_one_line_before_it_starts(params, must_name):

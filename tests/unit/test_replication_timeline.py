@@ -122,3 +122,10 @@ def test_a_prediction_is_right_only_when_it_says_what_the_final_read_measured():
     lost, none = PREDICTIONS  # "none lost" contains the word "lost": the choice itself decides
     assert prediction_right(lost, 600) and not prediction_right(lost, 0)
     assert prediction_right(none, 0) and not prediction_right(none, 600)
+
+
+def test_eligible_leader_replicas_change_the_reason_not_the_claim():
+    off, on = claim("all", 2, "off", elr="off"), claim("all", 2, "off", elr="on")
+    assert off.expect == on.expect == "acked-kept"
+    assert "waits for the old leader" in off.why and "KIP-966" in on.why
+    assert claim("1", 1, "on", elr="on") == claim("1", 1, "on", elr="off")
