@@ -96,6 +96,9 @@ class FaultSpec:
         ``(label, tooltip)`` of the panel's button; ``None``: no button.
     panel_options : dict
         What a button press passes to :meth:`lab.run.supervisor.Run.inject`.
+    confirmed_by : str, optional
+        For a ``timeline`` fault the pipeline may find nothing to act on: the event type (with the fault's
+        ``index``) that says it did. Until then the run is not drained; never, and it ends ``fault-not-applied``.
     """
 
     name: str
@@ -110,6 +113,7 @@ class FaultSpec:
     requires: Callable | None = None
     button: tuple[str, str] | None = None
     panel_options: tuple = ()
+    confirmed_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,7 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               by="driver", pipelines=("storm",), needs_batch=True, options=("count",), requires=_needs_acked_storm),
     FaultSpec("consumer-crash", "SIGKILL to one share consumer holding acquired records, before it writes them; "
               "its driver starts another",
-              by="timeline", pipelines=("share",),
+              by="timeline", pipelines=("share",), confirmed_by=ev.CONSUMER_KILLED,
               button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
     FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
               "processes it, each time it is delivered (SIGKILL once the rows before it are written)",

@@ -71,8 +71,12 @@ def template_dir(version: str, properties_text: str, cache: str | Path | None = 
 
 
 def complete(template: Path) -> bool:
-    """Whether ``template`` holds every file a format writes (a partly cleaned cache is not a template)."""
-    return ((template / "meta.properties").is_file() and (template / "bootstrap.checkpoint").is_file()
+    """Whether ``template`` holds every file a format writes (a partly cleaned cache is not a template).
+
+    ``meta.properties`` and the metadata log's first checkpoint. Kafka 4.4.0's format writes no
+    ``bootstrap.checkpoint`` (4.1.1's did): its bootstrap records are in that checkpoint.
+    """
+    return ((template / "meta.properties").is_file()
             and any((template / "__cluster_metadata-0").glob("*.checkpoint")))
 
 

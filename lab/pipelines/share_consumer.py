@@ -15,7 +15,7 @@ for all consumers, ``share/batch``, under a lock):
    partition, offset, delivery count, sequence number, and its fate (``written``,
    ``held`` by a consumer that died, ``poison``).
 2. A ``consumer-crash`` fault (``fault`` on the timeline, written by the supervisor)
-   is claimed by the first consumer with records after it (``share/claims/<index>``,
+   is claimed by the first consumer with records after it (``share/claims/<index>-<time>``,
    created exclusively): it writes ``consumer-killed`` with the records it holds and
    SIGKILLs itself, before any output. The records stay acquired until the broker
    releases them (their lock ends, or their session: measured in the report).
@@ -95,7 +95,7 @@ class _Crashes:
     def __init__(self, ctx: DriverContext) -> None:
         self.ctx = ctx
         self.tail = ev.EventTail(ctx.run_dir)
-        self.due: list[int] = []
+        self.due: list[tuple[int, float]] = []
         self.claims = share_dir(ctx.run_dir) / "claims"
         self.claims.mkdir(exist_ok=True)
 
@@ -103,10 +103,10 @@ class _Crashes:
         """A crash fault this consumer now owns, or None."""
         for e in self.tail.read_new():
             if e.get("type") == ev.FAULT and e.get("kind") == "consumer-crash":
-                self.due.append(int(e.get("index", -1)))
+                self.due.append((int(e.get("index", -1)), e["t"]))
         while self.due:
-            index = self.due.pop(0)
-            if self.first(str(index)):
+            index, t = self.due.pop(0)
+            if self.first(f"{index}-{t}"):  # the time too: every panel press has index -1
                 return index
         return None
 

@@ -93,8 +93,8 @@ class EndWatch:
     def batchless_s(self, progress: dict, *, driver, faults, producer_done: bool, restart_pending: bool,
                     bootstrap: str, on_cluster: bool) -> float | None:
         """Seconds without a batch start when only batch- or ISR-triggered faults are left and none can come, else None."""
-        if (not faults.pending or faults.deferred or faults.broker_restart_at is not None or faults.node_restarts
-                or any(f.batch is None and f.isr is None for f in faults.pending) or restart_pending
+        if ((not faults.pending and not faults.awaiting) or faults.deferred or faults.broker_restart_at is not None
+                or faults.node_restarts or any(f.batch is None and f.isr is None for f in faults.pending) or restart_pending
                 or not producer_done):
             return None
         if driver.attempt not in self._started or any(a == driver.attempt for a, _ in self._open):

@@ -132,12 +132,15 @@ class FaultInjector:
         self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
         self.pending: list[Fault] = list(config.fault_plan)
         self.deferred: list[tuple[Fault, str, dict]] = []
+        # Fired, not yet carried out by the pipeline: a consumer-crash waits for a consumer with records.
+        self.awaiting: list[Fault] = []
         self.fired: list[dict] = []
 
     @property
     def busy(self) -> bool:
         """True while a planned fault has not fired yet or the broker is down (a run is not drained then)."""
-        return bool(self.pending or self.deferred or self.broker_restart_at is not None or self.node_restarts)
+        return bool(self.pending or self.deferred or self.awaiting or self.broker_restart_at is not None
+                    or self.node_restarts)
 
     def tick(self) -> None:
         """Fire the time-triggered faults that are due; restart a crashed broker when its time has come."""
@@ -179,6 +182,11 @@ class FaultInjector:
             due, self.deferred = self.deferred, []
             for fault, source, context in due:
                 self.apply(fault, source=source, **context)
+        elif kind in {FAULTS[f.kind].confirmed_by for f in self.awaiting}:
+            done = next((f for f in self.awaiting if f.index == event.get("index")
+                         and FAULTS[f.kind].confirmed_by == kind), None)
+            if done is not None:
+                self.awaiting.remove(done)
         elif kind == ev.FAULT and event.get("source") == "driver":
             # A fault the pipeline carries out itself (task-failure) is no longer pending once
             # it reports it; left in the plan, it would keep the run from ever draining.
@@ -214,6 +222,8 @@ class FaultInjector:
         if "deferred_at" in context:
             info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
         self.fired.append({**info, "source": source})
+        if FAULTS[fault.kind].confirmed_by:
+            self.awaiting.append(fault)
         return self.events.write(ev.FAULT, **info, by=source)
 
     def restart_broker_in(self, seconds: float) -> None:

@@ -34,7 +34,7 @@ from lab import events as ev
 from lab.spark import cluster
 from lab.run import injector
 from lab.run.pause import DriverPause
-from lab.faults import on_pause_mode
+from lab.faults import FAULTS, on_pause_mode
 from lab.kafka.tools import ELR_FEATURE
 from lab.kafka import tools as kafka_tools
 from lab.host import processes
@@ -527,6 +527,10 @@ class Run:
                               reason="no driver became ready again before the run ended")
         why = ("" if self._idle_end_s is None else
                f": every event had passed and no batch started for {self._idle_end_s:.0f} s")
+        for fault in self.faults.awaiting:  # fired, but the pipeline found nothing to act on (no consumer got records)
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
+                              reason=f"the pipeline never carried it out ({FAULTS[fault.kind].confirmed_by} never "
+                                     f"came) before the run ended{why}")
         for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
             self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
                               reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")

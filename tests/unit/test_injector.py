@@ -110,3 +110,15 @@ def test_a_press_is_checked_against_the_catalogue(monkeypatch):
     with pytest.raises(LabError, match="unknown fault kind 'meteor'"):
         inj.inject("meteor")
     assert inj.inject("driver-crash")["pid"] == 100 and timeline.of("fault")[0]["by"] == "ui"
+
+
+def test_a_consumer_crash_keeps_the_run_busy_until_a_consumer_carries_it_out(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    inj, timeline, driver = make("consumer-crash@at=3s", pipeline="share")
+    driver.now = 3.0
+    inj.tick()
+    assert timeline.of("fault") and inj.awaiting and inj.busy  # written at 3 s; no consumer had records yet
+    inj.on_event({"type": "consumer-killed", "index": 7})  # another fault's kill (a press) settles nothing here
+    assert inj.busy
+    inj.on_event({"type": "consumer-killed", "index": 0, "held": [[0, 1, 1]]})
+    assert not inj.awaiting and not inj.busy and driver.kills == []

@@ -21,7 +21,6 @@ def fake_format(target, calls=None, delay=0.0):
     staging = target.with_name(target.name + ".staging")
     (staging / "__cluster_metadata-0").mkdir(parents=True)
     (staging / "meta.properties").write_text(META)
-    (staging / "bootstrap.checkpoint").write_bytes(b"\x00\x01features")
     (staging / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").write_bytes(b"\x00voters")
     staging.rename(target)
 
@@ -35,7 +34,7 @@ def test_a_copy_has_its_own_cluster_id_and_the_template_s_other_bytes(tmp_path):
     assert "cluster.id=CLUSTER-A\n" in (a / "meta.properties").read_text()
     assert "cluster.id=CLUSTER-B\n" in (b / "meta.properties").read_text()
     assert "cluster.id=OLD\n" in (template / "meta.properties").read_text()  # the template is never changed
-    for name in ("bootstrap.checkpoint", "__cluster_metadata-0/00000000000000000000-0000000000.checkpoint"):
+    for name in ("__cluster_metadata-0/00000000000000000000-0000000000.checkpoint",):
         assert (a / name).read_bytes() == (template / name).read_bytes()
     assert "directory.id=B7jVW9S8TJu7pkpQNA7ZAQ" in (a / "meta.properties").read_text()
     assert sorted(p.name for p in a.parent.iterdir()) == ["kafka-data"]  # no staging left beside it

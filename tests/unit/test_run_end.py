@@ -39,7 +39,7 @@ def driver(attempt=1, started_at=1000.0):
 
 def faults(plan="driver-crash@batch=6:mid-output"):
     pending = list(parse_fault_plan(plan)) if plan else []
-    return SimpleNamespace(pending=pending, deferred=[], broker_restart_at=None, node_restarts={},
+    return SimpleNamespace(pending=pending, deferred=[], awaiting=[], broker_restart_at=None, node_restarts={},
                            busy=bool(pending))
 
 
@@ -141,3 +141,14 @@ def test_on_a_cluster_offsets_short_of_the_ledger_count_as_truncated_after_a_set
     assert w.drained(PAST, faults=up, on_cluster=True, **args)
     clock.now += 60
     assert not w.drained({"positions": {0: 9, 1: 10}, "attempt": 1}, faults=up, on_cluster=True, **args)
+
+
+def test_a_consumer_crash_no_consumer_carried_out_ends_the_run_like_a_batch_fault(clock):
+    w = watch()
+    batch(w, ev.BATCH_START, 0)
+    batch(w, ev.BATCH_DONE, 0)
+    clock.now += run_end.IDLE_END_S + 1
+    waiting = SimpleNamespace(pending=[], deferred=[], awaiting=list(parse_fault_plan("consumer-crash@at=3s")),
+                              broker_restart_at=None, node_restarts={}, busy=True)
+    assert idle(w, faults=waiting) == pytest.approx(run_end.IDLE_END_S + 1)
+    assert idle(w, faults=faults(None)) is None  # nothing left to wait for: the run drains instead
