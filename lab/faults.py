@@ -186,8 +186,9 @@ PAUSE_REPLACE_AFTER_S = 2.0
 PAUSE_REPLACE_BY_DEFAULT = ("plain", "kafka-eos", "share")
 #: Pipelines whose paused driver may be replaced (``--on-pause replace``): those, and Structured Streaming, whose
 #: two drivers then share one checkpoint, as two drivers do when a cluster manager gives up on one. Measured:
-#: the zombie, continued, fails at its next write to the checkpoint's logs (Spark's CONCURRENT_STREAM_LOG_UPDATE,
-#: "Multiple streaming jobs detected") and exits. The direct and receiver drivers keep their own logs in it.
+#: the second to write a batch's entry in the checkpoint's logs fails (Spark's CONCURRENT_STREAM_LOG_UPDATE,
+#: "Multiple streaming jobs detected") and its query dies: the zombie, or, when its replacement was still
+#: starting as it woke (a loaded machine), the replacement. The direct and receiver drivers keep logs of their own.
 PAUSE_REPLACE_PIPELINES = (*PAUSE_REPLACE_BY_DEFAULT, "structured")
 #: What the supervisor does while a driver is paused (``--on-pause``).
 ON_PAUSE = {

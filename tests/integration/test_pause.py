@@ -62,11 +62,18 @@ def test_a_paused_driver_that_nobody_replaces_goes_on_where_it_stopped(runs_dir)
 def test_a_replaced_structured_driver_comes_back_and_spark_s_logs_refuse_it(runs_dir):
     # Two drivers on one checkpoint, as a cluster manager that gave up on the first would leave them.
     result = run_scenario(make_config(pipeline="structured", sink="append", events=3000, rate=300, on_pause="replace",
-                                      faults="driver-pause@batch=4:for=12s"))
+                                      faults="driver-pause@batch=4:for=15s"))
     r, events = result.report, read_events(result.run_dir)
-    assert result.drained and result.restarts == 1 and r["lost"] == 0, r
+    assert result.drained and r["lost"] == 0, r
+    # The second to write a batch's entry in the checkpoint's log is refused and its query dies: the zombie,
+    # unless its replacement was still starting when it woke (a loaded machine), and then the replacement.
     end = next(e for e in events if e["type"] == "zombie-end")
-    assert end["how"] == "exited" and end["code"] != 0  # it ended on its own, well before its 8 s were up
-    assert "CONCURRENT_STREAM_LOG_UPDATE" in (result.run_dir / "driver-1.log").read_text()
-    assert not [e for e in after(events, "driver-resume") if e["type"] == "batch-done" and e["attempt"] == 1]
+    zombie_refused = "CONCURRENT_STREAM_LOG_UPDATE" in (result.run_dir / "driver-1.log").read_text()
+    replacement_refused = "CONCURRENT_STREAM_LOG_UPDATE" in (result.run_dir / "driver-2.log").read_text()
+    assert zombie_refused or replacement_refused
+    if zombie_refused:
+        assert end["how"] == "exited" and end["code"] != 0 and result.restarts == 1  # before its 8 s were up
+        assert not [e for e in after(events, "driver-resume") if e["type"] == "batch-done" and e["attempt"] == 1]
+    else:
+        assert result.restarts == 2  # the refused replacement, restarted
     assert_all_gone(run_pids(result.run_dir))

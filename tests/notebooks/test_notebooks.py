@@ -45,7 +45,7 @@ SMALL = {
                              PREDICTIONS={"aligned, exactly-once sink": "exactly-once",
                                           "at-least-once barriers": "exactly-once"}),
     # the notebook's own stream (10 s at 300/s): the faults must land while events arrive
-    "09_queues_and_zombies": dict(INTERACTIVE=False, EVENTS=3000, RATE=300, PAUSE_FOR=10, SPARK_PAUSE_BATCH=4,
+    "09_queues_and_zombies": dict(INTERACTIVE=False, EVENTS=3000, RATE=300, PAUSE_FOR=15, SPARK_PAUSE_BATCH=4,
                                   PREDICTIONS={"share group, a poison record": "exactly-once"}),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
@@ -490,9 +490,12 @@ def check_09(reports):
     assert poisoned["archived"] == 1 and poisoned["deliveries"]["archived"][0]["delivery_count"] == 5, poisoned["deliveries"]
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
+    # Two drivers on one checkpoint: the second to write a batch's log entry is refused, the zombie usually; on a
+    # loaded machine (CI) the replacement was still starting when the zombie woke, and it was the one refused.
     spark = _pick(reports, pipeline="structured")
-    assert spark["restarts"] == 1 and spark["lost"] == 0, _counts(spark)
-    assert "CONCURRENT_STREAM_LOG_UPDATE" in (Path(spark["run_dir"]) / "driver-1.log").read_text()
+    assert spark["restarts"] >= 1 and spark["lost"] == 0, _counts(spark)
+    refused = [p.name for p in Path(spark["run_dir"]).glob("driver-*.log") if "CONCURRENT_STREAM_LOG_UPDATE" in p.read_text()]
+    assert refused, "one of the two drivers on the checkpoint is refused by its log"
 
 
 MEASURED = {"09_queues_and_zombies": check_09, "08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
