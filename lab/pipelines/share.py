@@ -59,7 +59,7 @@ from lab.pipelines.share_consumer import last_batch, share_dir
 RESTART_S = 0.5
 #: Seconds stopping consumers get to acknowledge and close before they are killed.
 STOP_GRACE_S = 10.0
-#: Milliseconds between the state reader's looks at the group's start offsets.
+#: Milliseconds between the state reader's looks at the group's state.
 STATE_INTERVAL_MS = 1000
 
 

@@ -177,8 +177,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         from lab.share.state import group_state
 
         start = group_state(bootstrap, group_name(run_dir.name))
-        positions = {p: max(o, start.get(p, 0)) for p, o in positions.items()} | {
-            p: o for p, o in start.items() if p not in positions}
+        positions = {p: max(positions.get(p, 0), start.get(p, 0)) for p in positions.keys() | start.keys()}
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
@@ -219,8 +218,8 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
 def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False) -> Audit:
     """The audit a run's query calls for: per event, or for a stateful query :func:`lab.audit.window.audit_stateful`.
 
-    For the share pipeline ``positions`` are the group's start offsets, and events its broker archived are
-    counted apart (:mod:`lab.audit.deliveries`).
+    For the share pipeline ``positions`` are how far its group is settled (:func:`lab.share.state.settled`), and
+    events its broker archived are counted apart (:mod:`lab.audit.deliveries`).
     """
     if config.query == "passthrough":
         archived = None
