@@ -166,7 +166,19 @@ def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(run
     """A run stopped at its deadline whose driver does not stop in time: killed, recorded, nothing called lost."""
     from lab.run import supervisor
 
-    monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)  # the driver cannot finish its batch in time
+    from lab.run.driver_process import DriverProcess
+
+    monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)
+    # A hung driver: stopped (SIGSTOP) before its SIGTERM, it cannot stop by itself; a plain driver left running
+    # could exit on the SIGTERM before the supervisor first looks, and its stop would be graceful.
+    real_stop = DriverProcess.stop
+
+    def stop_hung(self, grace_s, limit_s):
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        return real_stop(self, grace_s, limit_s)
+
+    monkeypatch.setattr(DriverProcess, "stop", stop_hung)
     # The deadline counts from the last progress: this run is taken to make none, so it ends at 3 s.
     monkeypatch.setattr(supervisor.Run, "_progress_state", lambda self, progress: ())
     result = run_scenario(make_config(events=6000, rate=1000, deadline_s=3.0, commit="after-output"))
