@@ -159,7 +159,7 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
     settings = {**DEFAULTS.get(pipeline, {}), **{k: v for k, v in overrides.items() if v is not None}}
     topic = f"bench-{pipeline}"
     # Apache Kafka whatever LAB_BROKER says: Spark's reader needs it (Tansu's ListOffsets answers, see
-    # lab.pipelines.structured_input), and the run sees it as a Kafka of its own (kafka_bootstrap).
+    # lab.pipelines.structured.kafka_input), and the run sees it as a Kafka of its own (kafka_bootstrap).
     info = broker.start_embedded(runs_dir / f"broker-{pipeline}", product="kafka")
     try:
         cfg = make_config(pipeline=pipeline, events=events, rate=0, partitions=partitions, topic=topic,

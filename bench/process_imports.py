@@ -47,12 +47,15 @@ def driver_imports(tree: Path) -> str:
     RuntimeError
         When the tree's module has no top-level ``run`` (named with the file).
     """
-    path = tree / "lab" / "pipelines" / "structured.py"
+    path = tree / "lab" / "pipelines" / "structured" / "pipeline.py"
+    module = "lab.pipelines.structured.pipeline"
+    if not path.exists():  # a tree from before the structured pipeline became a folder
+        path, module = tree / "lab" / "pipelines" / "structured.py", "lab.pipelines.structured"
     run = next((n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run"), None)
     if run is None:
         raise RuntimeError(f"{path}: no function run() at the top of the module, so no driver imports to time")
     inside = [ast.unparse(n) for n in run.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    return "\n".join(["import lab.pipelines.driver, lab.registry, lab.pipelines.structured", *inside])
+    return "\n".join([f"import lab.pipelines.driver, lab.registry, {module}", *inside])
 
 
 #: What each process imports before its work, as code for a tree (each side of a pair times its own).

@@ -26,10 +26,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.faults import ON_PAUSE
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
+    from lab.spark import trigger as spark_trigger
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
     p.add_argument("--sink", default=None,
-                   help=f"one of: {', '.join(SINK_MODES)} (default append; kafka-eos: topic, its only sink)")
+                   help=f"one of: {', '.join(SINK_MODES)} (default append; kafka-eos: topic, its only sink; structured --trigger real-time: topic)")
     p.add_argument("--events", type=int, default=3000, help="events to produce (default 3000)")
     p.add_argument("--rate", type=float, default=1000.0, help="events/s; 0 = as fast as possible (default 1000)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
@@ -75,6 +76,10 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(SAMZA_STORE_CACHES)} (default off: every change to the changelog as it is made)")
     p.add_argument("--consumers", type=int, default=DEFAULT_CONSUMERS,
                    help=f"share pipeline's consumer processes, one share group (default {DEFAULT_CONSUMERS})")
+    p.add_argument("--trigger", default=spark_trigger.MICRO_BATCH,
+                   help=f"structured pipeline's trigger: {spark_trigger.MICRO_BATCH}, {spark_trigger.REAL_TIME} or "
+                        f"{spark_trigger.REAL_TIME}:<n>s (Spark's real-time mode, interval default "
+                        f"{spark_trigger.DEFAULT_REAL_TIME_S:g} s; writes --sink topic)")
     p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
                    f"(default broker: {ELR['broker']})")
     p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
@@ -182,6 +187,12 @@ def _print_table(report: dict) -> None:
         rows.insert(6, ("output read_uncommitted", f"{report['read_uncommitted_records']} records, "
                                                    f"{report['read_uncommitted_duplicated']} events more than once "
                                                    f"(+{report['read_uncommitted_extra_copies']} extra copies)"))
+        latency = report.get("latency")
+        if latency and latency["events"]:  # send to the output record's first copy (lab.audit.latency)
+            steady = (f"; sent after the first output: p50 {latency['steady_p50_ms']:.0f} ms, p95 "
+                      f"{latency['steady_p95_ms']:.0f} ms" if latency.get("steady_events") else "")
+            rows.insert(7, ("latency send to output", f"p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms, "
+                                                      f"max {latency['max_ms']:.0f} ms{steady}"))
     replays = report.get("flink_replays")
     if replays and replays["restarts"]:  # flink: what its restarts wrote again, predicted from the timeline
         rows.insert(4, ("rewritten after restore", f"{replays['predicted_extra_copies']} predicted (records past the "
@@ -221,7 +232,7 @@ def cmd_run(a) -> int:
         watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
         storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers, on_pause=a.on_pause,
-        elr=a.elr,
+        elr=a.elr, trigger=a.trigger,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.

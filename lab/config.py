@@ -34,12 +34,13 @@ from lab.flink import settings as flink_settings
 from lab.samza import settings as samza_settings
 from lab.share import settings as share_settings
 from lab.share.settings import DEFAULT_CONSUMERS
+from lab.spark import trigger as spark_trigger
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import ON_PAUSE, Fault, check_plan, on_pause_mode, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
+from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_OPTIONAL, TOPIC_SINK_PIPELINES,
                             TRANSACTIONAL_OUTPUT_PIPELINES)
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
@@ -69,7 +70,7 @@ def _default_interval(pipeline: str) -> float:
     return spec.default_interval_s if spec else DEFAULT_BATCH_INTERVAL_S
 
 
-#: Why ``--kafka-reader spark`` is refused with Tansu (here, and by the driver: :mod:`lab.pipelines.structured_input`).
+#: Why ``--kafka-reader spark`` is refused with Tansu (here, and by the driver: :mod:`lab.pipelines.structured.kafka_input`).
 SPARK_READER_NEEDS_KAFKA = (
     "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
     "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
@@ -226,6 +227,7 @@ class RunConfig:
     storm_mode: str = "acked"
     samza_store_cache: str = "off"
     consumers: int = DEFAULT_CONSUMERS
+    trigger: str = spark_trigger.MICRO_BATCH
     on_pause: str = "auto"
     elr: str = "broker"
     runs_dir: str = "runs"
@@ -337,9 +339,9 @@ class RunConfig:
         if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:
             raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
                            f"topic (<topic>.out); valid choices: {TOPIC_MODE}")
-        if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_PIPELINES:
+        if self.sink == TOPIC_MODE and self.pipeline not in (*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL):
             raise LabError(f"sink {TOPIC_MODE!r} is a pipeline's output topic; valid pipelines for it: "
-                           f"{', '.join(TOPIC_SINK_PIPELINES)}")
+                           f"{', '.join((*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL))}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.on_pause not in ON_PAUSE:
@@ -381,6 +383,7 @@ class RunConfig:
         storm_settings.check(self)
         samza_settings.check(self)
         share_settings.check(self)
+        spark_trigger.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
@@ -519,6 +522,14 @@ def make_config(**params) -> RunConfig:
         base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))
     if params.get("max_batch_records") is None:
         base["max_batch_records"] = default_max_batch(base.get("events", RunConfig.events))
+    trigger = spark_trigger.parse_trigger(base.get("trigger", RunConfig.trigger))
+    base["trigger"] = trigger.to_text()  # config.json states the interval
+    if trigger.real_time and params.get("sink") is None and spark_trigger.has_trigger(base.get("pipeline")):
+        base["sink"] = TOPIC_MODE  # the only sink the lab's real-time runs write
+    if (trigger.real_time and spark_trigger.has_trigger(base.get("pipeline")) and not params.get("spark_master")
+            and not os.environ.get("LAB_SPARK_MASTER")):
+        # A partition's task runs the whole batch: one slot each (lab.spark.trigger).
+        base["spark_master"] = spark_trigger.real_time_master(int(base.get("partitions", RunConfig.partitions)))
     config = RunConfig(**base, producer=ProducerSettings(**producer_params))
     if not config.name:
         config = replace(config, name=f"{config.pipeline}-{config.sink}")

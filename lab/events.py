@@ -70,6 +70,7 @@ BATCH_ERROR = "batch-error"              #: a batch failed inside the driver
 BATCH_LOST = "batch-lost"                #: (receiver) a batch whose blocks were gone after recovery
 OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named different positions at start
 QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
+CHECKPOINT_TEMP_REMOVED = "checkpoint-temp-removed"  #: (structured, Kafka sink) a killed driver's half-written log files removed
 STATE_PROGRESS = "state-progress"        #: (structured, stateful query) a batch's state: rows, bytes, rows dropped by the watermark
 EOS_INIT = "eos-init"                    #: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``producer_id``, ``epoch``, ``took_s``, ``same_id_as_attempt``
 CHANGELOG_RESTORE = "changelog-restore"  #: (kafka-eos key-count; samza, per task) the new store restored from the changelog: ``attempt``, ``records``, ``keys``, ``bytes``, ``took_s``, ``topic`` (samza: ``task``, ``partition``, ``counted``; ``records``, ``bytes`` null)

@@ -4,7 +4,7 @@ A thin face: the runs are :mod:`lab.views.progress`'s over :mod:`lab.run.supervi
 the brokers :mod:`lab.run.kernel`'s, the figures :mod:`lab.views.plots`'s, the checked
 exercises :mod:`lab.lessons.solve`'s. A lesson that needs many names of one part
 reaches them through a namespace: ``nb.plots``, ``nb.matrix``, ``nb.replication``,
-``nb.flink_env``, ``nb.flink_view``, ``nb.storm_view``, ``nb.share_view``.
+``nb.flink_env``, ``nb.flink_view``, ``nb.storm_view``, ``nb.share_view``, ``nb.trigger_view``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from lab import events as ev
 from lab.config import make_config
 from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdicts)
 from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
-                           read_json, state_store)  # (the notebooks call them as nb.<name>)
+                           read_json, spark_state, state_store)  # (the notebooks call them as nb.<name>)
 from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
 from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
@@ -32,6 +32,7 @@ from lab.views import flink as flink_view  # noqa: F401  (notebook 08)
 from lab.views import storm as storm_view  # noqa: F401  (notebook 08)
 from lab.views import replication  # noqa: F401  (notebook 07)
 from lab.views import share as share_view  # noqa: F401  (notebook 09)
+from lab.views import trigger as trigger_view  # noqa: F401  (notebook 03)
 
 def predict(scenarios, predictions=None, **kwargs):
     """:func:`lab.views.predict.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
@@ -111,10 +112,10 @@ def crash_story(result: RunResult) -> list[str]:
 def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
     """The Kafka reader a structured run used, and the options its driver passed to that source.
 
-    The same pure functions the driver calls (:data:`lab.pipelines.structured_input.READER_OPTIONS`),
+    The same pure functions the driver calls (:data:`lab.pipelines.structured.kafka_input.READER_OPTIONS`),
     given the run's own config and the bootstrap of its ``broker.json``: what really ran.
     """
-    from lab.pipelines.structured_input import READER_OPTIONS
+    from lab.pipelines.structured.kafka_input import READER_OPTIONS
 
     cfg = result.config
     reader = result.report.get("settings", {}).get("kafka_reader", cfg.kafka_reader)

@@ -68,7 +68,9 @@ def _direct_label(sink, s: dict, query: str) -> str:
 
 
 def _structured_label(sink, s: dict, query: str) -> str:
-    return f"structured{query}, {sink_words(sink)}"
+    trigger = s.get("trigger")
+    mode = [f"real-time {trigger.split(':', 1)[1]}"] if present(trigger) and str(trigger).startswith("real-time:") else []
+    return ", ".join([f"structured{query}", *mode, sink_words(sink)])
 
 
 def _kafka_eos_label(sink, s: dict, query: str) -> str:
@@ -258,13 +260,13 @@ PIPELINES: dict[str, PipelineSpec] = {
     ),
     "structured": PipelineSpec(
         name="structured",
-        module="lab.pipelines.structured",
+        module="lab.pipelines.structured.pipeline",
         waits_for_turn=True,
         summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
         engine="spark",
         label=_structured_label,
         watermarks=True,
-        options=("kafka_reader",),
+        options=("kafka_reader", "trigger"),
     ),
     "direct": PipelineSpec(
         name="direct",

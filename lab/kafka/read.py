@@ -30,7 +30,7 @@ chunk of records at once, into the columns :data:`COLUMNS` (Arrow's JSON
 reader parses the chunk in C++; on anything it cannot read, the chunk is
 parsed again record by record with :func:`event_fields`, so both give the
 same rows or the same error). Every path, Spark's own ``kafka`` reader
-included (:func:`lab.pipelines.structured_input.events_from_kafka_rows`),
+included (:func:`lab.pipelines.structured.kafka_input.events_from_kafka_rows`),
 fails on a record that is not a lab event with :data:`NOT_AN_EVENT`, naming
 its partition and offset.
 

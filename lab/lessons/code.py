@@ -19,9 +19,10 @@ from lab.errors import LabError, choices_error
 PACKAGE = Path(__file__).resolve().parent.parent
 
 #: The modules that hold lesson regions, by import name (a renamed module fails :func:`lessons` at once).
-LESSON_MODULES = ("lab.pipelines.structured", "lab.pipelines.structured_input", "lab.pipelines.receiver.pipeline",
+LESSON_MODULES = ("lab.pipelines.structured.pipeline", "lab.pipelines.structured.kafka_input", "lab.pipelines.receiver.pipeline",
                   "lab.pipelines.direct", "lab.pipelines.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
-                  "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer")
+                  "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer",
+                  "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader")
 
 
 def _module_file(module: str) -> str:

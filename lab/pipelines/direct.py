@@ -307,7 +307,7 @@ def run(ctx: DriverContext) -> None:
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
     store = OffsetStore(cfg.offsets, ctx)
-    from lab.pipelines.structured_input import resolve_reader
+    from lab.pipelines.structured.kafka_input import resolve_reader
 
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},

@@ -183,7 +183,12 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
         views = {}
         if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
+            from lab.audit.latency import topic_latency
+            from lab.audit.ledger import sends_frame
+
             views = sink.view_counts()
+            first_fault = next((e["t"] for e in read_events(run_dir) if e["type"] == ev.FAULT), None)
+            views["latency"] = topic_latency(sink, sends_frame(run_dir / LEDGER_FILE), first_fault)
             sink.save()
     audit.table.to_csv(run_dir / "audit.csv", index=False)
     dup = [c[0] for c in copies.values() if c[0] > 1]

@@ -29,7 +29,8 @@ SINK_MODES = {
     "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
     FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)",
     TOPIC_MODE: "a Kafka output topic, audited read_committed: kafka-eos writes it in transactions with the "
-                "consumed offsets, flink with its KafkaSink, samza with its producer (kafka-eos, flink and samza only)",
+                "consumed offsets, flink with its KafkaSink, samza with its producer, structured with Spark's "
+                "Kafka sink (at-least-once; kafka-eos, flink, samza and structured only)",
 }
 #: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by kafka-eos, flink and samza.
 DATABASE_MODES = tuple(m for m in SINK_MODES if m not in (FILES_MODE, TOPIC_MODE))
@@ -39,6 +40,9 @@ FILES_SINK_PIPELINES = ("structured",)
 TRANSACTIONAL_OUTPUT_PIPELINES = ("kafka-eos", "flink")
 #: Pipelines whose sink is an output topic (:mod:`lab.sinks.topic`), and the only sink they write.
 TOPIC_SINK_PIPELINES = (*TRANSACTIONAL_OUTPUT_PIPELINES, "samza")
+#: Pipelines that may write an output topic beside their other sinks (structured: Spark's Kafka sink, which
+#: real-time mode needs).
+TOPIC_SINK_OPTIONAL = ("structured",)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)

@@ -94,8 +94,10 @@ def view_counts(ids, prefix: str) -> dict[str, int]:
             f"{prefix}_extra_copies": int(sum(n - 1 for n in dup))}
 
 
-def read_view(bootstrap: str, topic: str, isolation_level: str, timeout_s: float = 60.0) -> tuple[np.ndarray, np.ndarray]:
-    """Every record of ``topic`` a reader at ``isolation_level`` gets: aligned ``seq`` (int64) and ``event_id`` arrays.
+def read_view(bootstrap: str, topic: str, isolation_level: str,
+              timeout_s: float = 60.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every record of ``topic`` a reader at ``isolation_level`` gets: aligned ``seq`` (int64), ``event_id`` and
+    ``timestamp`` (int64, the record's Kafka timestamp in ms: CreateTime, when the sink's producer sent it) arrays.
 
     Raises
     ------
@@ -109,6 +111,7 @@ def read_view(bootstrap: str, topic: str, isolation_level: str, timeout_s: float
     c = kafka_tools.bulk_consumer(bootstrap, isolation_level, allow_auto_create_topics=False)
     seqs: list[int] = []
     ids: list[str] = []
+    times: list[int] = []
     try:
         tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
         if tps:
@@ -116,9 +119,10 @@ def read_view(bootstrap: str, topic: str, isolation_level: str, timeout_s: float
                 seq, eid = event_key(r.value)
                 seqs.append(seq)
                 ids.append(eid)
+                times.append(r.timestamp)
     finally:
         c.close()
-    return np.array(seqs, dtype=np.int64), np.array(ids, dtype=object)
+    return np.array(seqs, dtype=np.int64), np.array(ids, dtype=object), np.array(times, dtype=np.int64)
 
 
 class TopicSink:
@@ -133,7 +137,7 @@ class TopicSink:
         self.spec = spec
         self.run_dir = Path(spec.path)
         self.timeout_s = timeout_s
-        self._views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._views: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
     def topic(self) -> str:
@@ -145,14 +149,22 @@ class TopicSink:
         From the final audit's :data:`SNAPSHOT_FILE` once it exists (the run's broker may be gone
         by then), else from the topic; empty before the broker runs.
         """
+        return self._view(isolation_level)[:2]
+
+    def timestamps(self, isolation_level: str = "read_committed") -> np.ndarray:
+        """The records' Kafka timestamps (ms), aligned with :meth:`view` (empty for a snapshot saved without them)."""
+        return self._view(isolation_level)[2]
+
+    def _view(self, isolation_level: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if isolation_level not in self._views and (self.run_dir / SNAPSHOT_FILE).exists():
             saved = json.loads((self.run_dir / SNAPSHOT_FILE).read_text())["views"]
-            self._views = {level: (np.array(v["seq"], dtype=np.int64), np.array(v["event_id"], dtype=object))
+            self._views = {level: (np.array(v["seq"], dtype=np.int64), np.array(v["event_id"], dtype=object),
+                                   np.array(v.get("timestamp", []), dtype=np.int64))
                            for level, v in saved.items()}
         if isolation_level not in self._views:
             broker = self.run_dir / "broker.json"
             if not broker.exists():  # opened before the broker runs (the supervisor checks every sink at start)
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
             bootstrap = json.loads(broker.read_text())["bootstrap"]
             self._views[isolation_level] = read_view(bootstrap, self.topic, isolation_level, self.timeout_s)
         return self._views[isolation_level]
@@ -182,7 +194,8 @@ class TopicSink:
 
     def save(self) -> Path:
         """Write both views to :data:`SNAPSHOT_FILE`: what later reads of the finished run's sink get."""
-        views = {level: {"seq": self.view(level)[0].tolist(), "event_id": self.view(level)[1].tolist()}
+        views = {level: {"seq": self.view(level)[0].tolist(), "event_id": self.view(level)[1].tolist(),
+                         "timestamp": self.timestamps(level).tolist()}
                  for level in ISOLATION_LEVELS}
         path = self.run_dir / SNAPSHOT_FILE
         tmp = path.with_suffix(".tmp")

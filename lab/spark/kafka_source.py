@@ -3,7 +3,7 @@
 The structured pipeline reads the embedded broker with it (Spark's own
 connector, ``spark-sql-kafka-0-10``, can be fetched from Maven Central, but
 cannot plan a partition's last records against Tansu's offset answers, see
-:mod:`lab.pipelines.structured_input`), and it is a readable example of
+:mod:`lab.pipelines.structured.kafka_input`), and it is a readable example of
 what such a connector does: kafka-python inside Spark tasks, offsets as
 JSON, admission control. Spark's Python workers load it by this module
 name, :mod:`lab.spark.kafka_source`. Register the source once per session, then

@@ -431,3 +431,13 @@ def start_sql_python_workers(spark, modules=TASK_MODULES) -> None:
     """
     n = max(1, spark.sparkContext.defaultParallelism)
     spark.range(0, n, 1, n).mapInArrow(partial(_import_modules_arrow, tuple(modules)), "ok boolean").collect()
+
+
+def query_ended(query) -> bool:
+    """Whether a streaming query has stopped; raises the query's own error when it stopped with one."""
+    if query.isActive:
+        return False
+    error = query.exception()
+    if error is not None:
+        raise error
+    return True

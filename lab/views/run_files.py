@@ -105,14 +105,14 @@ def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
         ``batchTimestampMs``, ``conf``); ``sources`` (each further line parsed:
         one per source, in the source's own offset format); ``end_offsets``
         (``{partition: offset}``, read by the pipeline's own rule,
-        :meth:`lab.pipelines.structured.Checkpoint.end_offsets`).
+        :meth:`lab.pipelines.structured.pipeline.Checkpoint.end_offsets`).
 
     Raises
     ------
     FileNotFoundError
         When the batch was never logged.
     """
-    from lab.pipelines.structured import Checkpoint
+    from lab.pipelines.structured.pipeline import Checkpoint
 
     checkpoint = Checkpoint(Path(run_dir) / "checkpoint")
     path = checkpoint.path / "offsets" / str(batch)
@@ -130,3 +130,61 @@ def file_sink_readers(result):
     from lab.sinks.spec import FILES_DIR
 
     return pd.DataFrame(reader_views(result.run_dir / FILES_DIR)).set_index("reader")
+
+
+#: Seconds Spark's state reader gets (a local session starts in 2-5 s, measured; the reads take about 3 s more).
+STATE_READER_TIMEOUT_S = 180.0
+
+
+def spark_state(run_dir: Path | str, batches):
+    """A run's state as Spark's own reader sees it at ``batches``: a summary table and the change feed's.
+
+    Runs :mod:`lab.spark.state_reader` in its own process (a local Spark session, ``format("statestore")``),
+    then places beside each batch's state the events the ledger holds below that batch's end offsets (its
+    offset-log entry): what a window count owes once the batch is counted once.
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame, list)
+        Per batch: ``state rows``, ``counts in the state``, ``events up to its end offsets``, ``runs of the batch``
+        (its ``batch-start`` events); the change feed per batch and change type; ``state-metadata``'s operators.
+
+    Raises
+    ------
+    RuntimeError
+        When the reader fails (Spark's error in one line) or takes longer than :data:`STATE_READER_TIMEOUT_S`.
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    import pandas as pd
+
+    from lab.audit.ledger import sends_frame
+    from lab.events import read_events
+    from lab.pipelines.structured.pipeline import Checkpoint
+
+    run_dir = Path(run_dir)
+    batches = sorted(int(b) for b in batches)
+    with tempfile.TemporaryDirectory(prefix="lab-state-") as work:
+        out = Path(work) / "state.json"
+        done = subprocess.run([sys.executable, "-m", "lab.spark.state_reader", str(run_dir / "checkpoint"), str(out),
+                               "--batches", ",".join(map(str, batches))],
+                              capture_output=True, text=True, timeout=STATE_READER_TIMEOUT_S)
+        if done.returncode != 0:
+            errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+            raise RuntimeError(errors[-1] if errors else f"the state reader exited {done.returncode}")
+        state = json.loads(out.read_text())
+    checkpoint = Checkpoint(run_dir / "checkpoint")
+    sends = sends_frame(run_dir / "ledger.sqlite")
+    acked = sends[sends["status"] == "acked"]
+    starts = [e for e in read_events(run_dir) if e["type"] == ev.BATCH_START]
+    rows = []
+    for b in batches:
+        ends = checkpoint.end_offsets(b) or {}
+        owed = int(sum(int(o) < ends.get(int(p), 0) for p, o in zip(acked["partition"], acked["kafka_offset"])))
+        s = state["batches"][str(b)]
+        rows.append({"batch": b, "state rows": s["rows"], "counts in the state": s["counted"],
+                     "events up to its end offsets": owed, "runs of the batch": sum(e["batch"] == b for e in starts)})
+    changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
+    return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]

@@ -20,7 +20,7 @@ PROBE = r"""
 import datetime, json, sys
 from lab.errors import LabError
 from lab.spark.kafka_source import SCHEMA
-from lab.pipelines import structured_input as si
+from lab.pipelines.structured import kafka_input as si
 from lab.spark.session import spark_session
 
 spark = spark_session("local[1]", sys.argv[1], "probe")

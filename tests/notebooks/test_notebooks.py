@@ -29,7 +29,9 @@ SMALL = {
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
     # the transactional sink under crashes is measured by tests/integration/test_structured.py
     "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["files"],
-                                    PREDICTIONS={"append": "at-least-once", "files": "exactly-once"}),
+                                    RT_INTERVALS=[2, 5, 10], RT_EVENTS=6000, RT_RATE=500, RT_CRASH_AT=10,
+                                    PREDICTIONS={"append": "at-least-once", "files": "exactly-once",
+                                                 "real-time 10s": "at-least-once"}),
     # the committed default matrix, the page learners compare with (a wrong row's marking: test_a_wrong_row_is_flagged)
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "docs" / "reference" / "matrix.csv")),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
@@ -284,8 +286,21 @@ def check_03(reports):
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
     assert files["exactly_once"] == files["acked"] == 1500 and spark_view["extra copies"] == 0, _counts(files)
     assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
-    # the killed attempt's other tasks finished their files first (lab.pipelines.structured.files_passthrough)
+    # the killed attempt's other tasks finished their files first (lab.pipelines.structured.pipeline.files_passthrough)
     assert naive_view["extra copies"] > 0, naive_view
+    # Real-time mode: what the crash wrote twice is what the producer had sent past the last commit, less the
+    # records still on their way at the kill (at most 2 s of them at 500/s); nothing lost, latency reported.
+    from types import SimpleNamespace
+
+    from lab.views.trigger import crash_window
+
+    for interval in (2, 5, 10):
+        rt = _pick(reports, trigger=f"real-time:{interval}s")
+        window = crash_window(SimpleNamespace(run_dir=Path(rt["run_dir"])))
+        assert rt["lost"] == 0 and rt["unseen"] == 0 and rt["latency"]["events"] == 6000, _counts(rt)
+        assert window["past_commit"] - 1000 <= rt["duplicated"] <= window["past_commit"], (window, _counts(rt))
+    micro = _pick(reports, trigger="micro-batch", sink="topic")
+    assert micro["lost"] == 0 and micro["latency"]["events"] == 6000, _counts(micro)
     # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
     # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
     settings = append["settings"]
@@ -361,6 +376,14 @@ def check_06(reports):
     for r in (idem, txn):  # the state is exactly once, and these sinks keep it so
         assert r["windows"] == r["windows_exact"] > 0 and r["late_dropped"] == 0 and r["restarts"] == 1, r
         assert r["drained"] and r["windows_over"] == r["windows_under"] == 0 and r["guarantee"] == "exactly-once", r
+    # Spark's own state reader on the append run: batch 3 ran twice, its state counts each event once.
+    from lab.views.run_files import spark_state
+
+    append = _pick(window, sink="append", faults="driver-crash@batch=3:after-output-before-commit")
+    state, changes, operators = spark_state(append["run_dir"], [2, 3, 4])
+    assert state.loc[3, "runs of the batch"] == 2 and operators[0]["operatorName"] == "stateStoreSave", state
+    assert (state["counts in the state"] == state["events up to its end offsets"]).all(), state
+    assert set(changes["batch"]) == {2, 3, 4} and (changes["rows"] > 0).all(), changes
     run_dir = Path(idem["run_dir"])
     assert [(f["point"], f["batch"]) for f in idem["faults_fired"]] == [("mid-output", 3)]
     # The same verdict without the auditor: every (window, key) of the ledger, counted by the sink with SQL

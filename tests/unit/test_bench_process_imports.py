@@ -28,14 +28,15 @@ def test_the_driver_imports_are_those_its_run_function_makes_before_the_session(
     root = Path(__file__).resolve().parents[2]
     code = driver_imports(root)
     assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.pipelines.driver")
-    # run() imports these at its top (lab/pipelines/structured.py); the bench must time the same statements
-    assert "from lab.pipelines.structured_input import kafka_event_stream, resolve_reader" in code
+    # run() imports these at its top (lab/pipelines/structured/pipeline.py); the bench must time the same statements
+    assert "from lab.pipelines.structured.kafka_input import kafka_event_stream, resolve_reader" in code
     assert "from lab.spark.session import " in code and "spark_session" in code
     assert "spark_session(" not in code, "only import statements, nothing that starts the session"
 
 
 def test_a_tree_without_the_run_function_is_named_in_the_error(tmp_path):
     (tmp_path / "lab" / "pipelines").mkdir(parents=True)
-    (tmp_path / "lab" / "pipelines" / "structured.py").write_text("def main():\n    import os\n")
-    with pytest.raises(RuntimeError, match="structured.py: no function run"):
+    (tmp_path / "lab" / "pipelines" / "structured").mkdir(parents=True)
+    (tmp_path / "lab" / "pipelines" / "structured" / "pipeline.py").write_text("def main():\n    import os\n")
+    with pytest.raises(RuntimeError, match="pipeline.py: no function run"):
         driver_imports(tmp_path)

@@ -91,7 +91,8 @@ def test_topic_sink_audits_read_committed_and_counts_aborted_copies_as_attempts(
     def fake_read_view(bootstrap, topic, isolation_level, timeout_s):
         asked.append((bootstrap, topic, isolation_level))
         seqs = views[isolation_level]
-        return np.array(seqs, dtype=np.int64), np.array([ids[s] for s in seqs], dtype=object)
+        return (np.array(seqs, dtype=np.int64), np.array([ids[s] for s in seqs], dtype=object),
+                np.zeros(len(seqs), dtype=np.int64))
 
     monkeypatch.setattr(topic_sink, "read_view", fake_read_view)
     ledger = LedgerView(seq=np.arange(6, dtype=np.int64), event_id=np.array(ids, dtype=object),
@@ -113,7 +114,8 @@ def test_the_final_audits_snapshot_is_the_finished_runs_sink(tmp_path, monkeypat
     (tmp_path / "broker.json").write_text(json.dumps({"bootstrap": "127.0.0.1:9"}))
     views = {"read_committed": ([3, 4], ["e3", "e4"]), "read_uncommitted": ([3, 3, 4], ["e3", "e3", "e4"])}
     monkeypatch.setattr(topic_sink, "read_view", lambda b, t, level, timeout_s: (
-        np.array(views[level][0], dtype=np.int64), np.array(views[level][1], dtype=object)))
+        np.array(views[level][0], dtype=np.int64), np.array(views[level][1], dtype=object),
+        np.array([1000 + s for s in views[level][0]], dtype=np.int64)))
     spec = sink_spec_for_run("topic", tmp_path, None)
     with topic_sink.TopicSink(spec) as sink:
         assert sink.save() == tmp_path / topic_sink.SNAPSHOT_FILE
@@ -125,3 +127,4 @@ def test_the_final_audits_snapshot_is_the_finished_runs_sink(tmp_path, monkeypat
     with topic_sink.TopicSink(spec) as sink:
         assert sink.event_counts() == [("e3", 1), ("e4", 1)] and sink.attempt_seqs().tolist() == [3, 3, 4]
         assert sink.totals() == {"stored_rows": 2, "write_attempts": 3, "window_rows": 0}
+        assert sink.timestamps().tolist() == [1003, 1004]  # the records' timestamps are kept for the latency

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lab.spark.kafka_source import ISOLATION_LEVELS, _Options
-from lab.pipelines.structured import Checkpoint
+from lab.pipelines.structured.pipeline import Checkpoint
 
 
 def test_isolation_level_is_checked_and_named():
@@ -68,7 +68,7 @@ class _RecordingStream:
 def test_both_readers_are_given_the_same_range_limit_and_isolation(monkeypatch):
     from types import SimpleNamespace
 
-    from lab.pipelines import structured_input
+    from lab.pipelines.structured import kafka_input as structured_input
 
     seen = {}
     for reader in ("labkafka", "spark"):

@@ -2,7 +2,7 @@
 
 The query reads the topic with :mod:`lab.spark.kafka_source`, or with Spark's own
 ``kafka`` format when its connector is on the classpath (``--kafka-reader``,
-:mod:`lab.pipelines.structured_input`; admission control either way:
+:mod:`lab.pipelines.structured.kafka_input`; admission control either way:
 ``max_batch_records`` offsets per micro-batch), runs on a processing-time
 trigger of ``batch_interval_s``, and keeps its offset and commit logs in
 ``<run_dir>/checkpoint``. A restarted driver recovers from that checkpoint:
@@ -18,6 +18,9 @@ Output
     partition of its rows, not by the Spark partition index, because Spark's
     Kafka connector does not keep the index order between a batch's first
     run and its replay.
+``topic``
+    Spark's Kafka sink into ``<topic>.out``, the only output of real-time
+    mode (``--trigger real-time``): :mod:`lab.pipelines.structured.kafka_sink`.
 ``files``
     Spark's own Parquet file sink (the ``FileStreamSink`` that
     ``writeStream.format("parquet")`` creates), called from ``foreachBatch``
@@ -42,6 +45,7 @@ Receipt is exactly once (replayable ranges + offset log). End to end:
 ``idempotent``     exactly-once state (upsert on the event id).
 ``transactional``  exactly-once: a part whose batch key is committed is skipped.
 ``files``          exactly-once: the metadata log decides what is committed.
+``topic``          at-least-once: a batch run again sends its records again.
 
 Named points (a ``driver-crash@batch=N:<point>`` blocks there until the
 supervisor kills the driver's process group):
@@ -96,7 +100,8 @@ from lab.events import read_events
 from lab.kafka.read import rows_of_arrow
 from lab.pipelines.tasks import midway_hook
 from lab.sinks.reader import open_sink
-from lab.sinks.spec import FILES_MODE, SinkSpec
+from lab.sinks.spec import FILES_MODE, TOPIC_MODE, SinkSpec
+from lab.spark.trigger import MIN_REAL_TIME_S, REAL_TIME_MIN_CONF, parse_trigger
 
 #: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
 STOP_WAIT_S = 15.0
@@ -292,21 +297,40 @@ def run(ctx: DriverContext) -> None:
     from lab.spark.kafka_source import register
     from lab.config import STATE_STORES
     from lab.pipelines import stateful
-    from lab.pipelines.structured_input import kafka_event_stream, resolve_reader
-    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
-                           start_sql_python_workers, warm_up, with_task_retries)
+    from lab.pipelines.structured.kafka_input import kafka_event_stream, resolve_reader
+    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, query_ended, skip_accumulator_wait,
+                                   spark_session, start_sql_python_workers, warm_up, with_task_retries)
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
     # Spark otherwise resolves the host name and may pick a public interface for its services.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
+    extra = {"spark.task.maxFailures": str(TASK_ATTEMPTS), "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))}
+    if parse_trigger(cfg.trigger).real_time:
+        # Spark refuses intervals below 5 s by default (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL); the lab
+        # allows its own floor, so that a sweep of intervals fits in a lesson.
+        extra[REAL_TIME_MIN_CONF] = f"{int(MIN_REAL_TIME_S * 1000)}ms"
+    else:
+        # Real-time mode refuses any state store provider set for the session (STREAMING_REAL_TIME_MODE.
+        # SQL_CONFIGURATION_NOT_SUPPORTED, measured on 4.3.0); its queries here are stateless.
+        extra[stateful.STATE_STORE_CONF] = STATE_STORES[cfg.state_store]
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
-                          extra={"spark.task.maxFailures": str(TASK_ATTEMPTS),
-                                 "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000)),
-                                 stateful.STATE_STORE_CONF: STATE_STORES[cfg.state_store]},
+                          extra=extra,
                           kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
+    if spec.mode == TOPIC_MODE:
+        # Spark's Kafka sink runs no Python in its tasks: no workers to start.
+        from lab.pipelines.structured.kafka_sink import run_query
+
+        try:
+            ctx.await_turn()
+            ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
+            run_query(ctx, spark, checkpoint, reader)
+        finally:
+            skip_accumulator_wait(spark.sparkContext)
+            spark.stop()
+        return
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
     warm = warm_up(ctx, start_sql_python_workers, spark, SQL_TASK_MODULES)
@@ -404,12 +428,7 @@ def run(ctx: DriverContext) -> None:
     committed = checkpoint.last_committed()
     states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None
     try:
-        while not ctx.stopping:
-            if not query.isActive:
-                error = query.exception()
-                if error is not None:
-                    raise error
-                break
+        while not ctx.stopping and not query_ended(query):
             committed = _report_commits(ctx, checkpoint, log, committed)
             if states is not None and committed >= 0 and committed not in states.seen:
                 # Spark posts a batch's progress just after its commit: asked for only until it has come.

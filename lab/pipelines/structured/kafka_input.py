@@ -137,6 +137,23 @@ def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partition
     # end lesson: kafka-source
 
 
+def kafka_record_stream(spark, bootstrap: str, topic: str, partitions: int, max_batch_records: int | None,
+                        isolation_level: str):
+    """The streaming DataFrame of ``topic``'s records as they are (``key``, ``value``, ``partition``), through Spark's
+    ``kafka`` format with :func:`spark_kafka_options`: what Spark's Kafka sink copies to the output topic.
+
+    ``max_batch_records`` None: no ``maxOffsetsPerTrigger`` (real-time mode, whose batches end by time).
+    The ``partition`` column sends each record to the output topic's partition of the same number.
+    """
+    options = spark_kafka_options(bootstrap, topic, partitions, max_batch_records or 0, isolation_level)
+    if max_batch_records is None:
+        del options["maxOffsetsPerTrigger"]
+    stream = spark.readStream.format("kafka")
+    for key, value in options.items():
+        stream = stream.option(key, value)
+    return stream.load().select("key", "value", "partition")
+
+
 def labkafka_options(bootstrap: str, topic: str, partitions: int, max_batch_records: int,
                      isolation_level: str) -> dict:
     """The options the ``labkafka`` reader passes to the lab's source (:mod:`lab.spark.kafka_source` documents each)."""

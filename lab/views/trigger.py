@@ -1,0 +1,85 @@
+"""Notebook 03's view of real-time mode: what a crash wrote twice, and the latency, against the trigger's interval.
+
+Reads finished runs (their timeline, checkpoint, ledger and report) and writes nothing. Figures are
+:class:`plotly.graph_objects.Figure`; tables pandas DataFrames.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab import events as ev
+from lab.audit.ledger import sends_frame
+from lab.events import read_events
+from lab.pipelines.structured.pipeline import Checkpoint
+from lab.spark.trigger import parse_trigger
+
+
+def crash_window(result) -> dict | None:
+    """Where a run's first driver crash fell against the checkpoint: ``None`` without a crash.
+
+    ``since_commit_s``: seconds from the last commit-log entry Spark wrote before the kill (or from the
+    query's start when none) to the kill. ``past_commit``: events the producer had sent by then at offsets
+    past that commit's end offsets: what the restarted query reads again, and, for a sink that writes each
+    record as it comes, what was written before the kill and is written twice.
+    """
+    events = read_events(result.run_dir)
+    kill = next((e for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
+    if kill is None:
+        return None
+    commits = result.run_dir / "checkpoint" / "commits"
+    written = sorted((f.stat().st_mtime, int(f.name)) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
+    before = [(t, b) for t, b in written if t < kill["t"]]
+    ends: dict[int, int] = {}
+    if before:
+        ends = Checkpoint(result.run_dir / "checkpoint").end_offsets(before[-1][1]) or {}
+    query = next((e["t"] for e in events if e["type"] == ev.DRIVER_PHASE and e.get("phase") == "query"), kill["t"])
+    sends = sends_frame(result.run_dir / "ledger.sqlite")
+    sent = sends[(sends["status"] == "acked") & (sends["sent_at"] < kill["t"])]
+    past = sum(int(o) >= ends.get(int(p), 0) for p, o in zip(sent["partition"], sent["kafka_offset"]))
+    return {"since_commit_s": round(kill["t"] - (before[-1][0] if before else query), 2),
+            "commits_before": len(before), "past_commit": past}
+
+
+def sweep_table(results: dict):
+    """One row per run: its trigger, what the crash wrote twice and what lay past the last commit, the latency."""
+    import pandas as pd
+
+    rows = []
+    for label, r in results.items():
+        trigger = parse_trigger(r.config.trigger)
+        window = crash_window(r) or {}
+        lat = r.report.get("latency") or {}
+        rows.append({"run": label, "trigger": trigger.to_text(),
+                     "interval (s)": trigger.interval_s if trigger.real_time else r.config.batch_interval_s,
+                     "duplicated": r.audit.duplicated, "past the last commit at the crash": window.get("past_commit"),
+                     "seconds since that commit": window.get("since_commit_s"),
+                     "latency p50 (ms)": lat.get("steady_p50_ms"), "latency p95 (ms)": lat.get("steady_p95_ms"),
+                     "lost": r.audit.lost})
+    return pd.DataFrame(rows).set_index("run")
+
+
+def sweep_figure(table, rate: float, title: str = "Real-time mode: the interval sets the duplicates, not the latency") -> go.Figure:
+    """Two panels from :func:`sweep_table`: events written twice (and the interval's bound, ``rate`` x interval)
+    per run, and the steady-state latency per run (log scale)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("events written twice after the crash",
+                                                        "latency, send to output (events sent after the first output)"))
+    x = [f"{run}" for run in table.index]
+    fig.add_trace(go.Bar(x=x, y=table["duplicated"], name="duplicated (audit)", text=table["duplicated"],
+                         textposition="outside", marker_color="#d62728"), 1, 1)
+    fig.add_trace(go.Scatter(x=x, y=table["past the last commit at the crash"], mode="markers", name="sent past the last commit",
+                             marker=dict(symbol="diamond", size=11, color="#1f77b4")), 1, 1)
+    real = table["trigger"].str.startswith("real-time")
+    fig.add_trace(go.Scatter(x=[x[i] for i in range(len(x)) if real.iloc[i]],
+                             y=[rate * v for v, rt in zip(table["interval (s)"], real) if rt], mode="markers",
+                             name="rate x interval", marker=dict(symbol="line-ew-open", size=26, color="#7f7f7f")), 1, 1)
+    for col, color in (("latency p50 (ms)", "#2ca02c"), ("latency p95 (ms)", "#98df8a")):
+        fig.add_trace(go.Bar(x=x, y=table[col], name=col.replace(" (ms)", ""), marker_color=color,
+                             text=[None if v != v or v is None else f"{v:.0f}" for v in table[col]],
+                             textposition="outside"), 1, 2)
+    fig.update_yaxes(title_text="events", row=1, col=1)
+    fig.update_yaxes(title_text="ms", type="log", row=1, col=2)
+    fig.update_layout(title=title, template="plotly_white", height=420, barmode="group",
+                      legend=dict(orientation="h", y=-0.2))
+    return fig
