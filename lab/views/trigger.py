@@ -13,6 +13,8 @@ from lab import events as ev
 from lab.audit.ledger import sends_frame
 from lab.events import read_events
 from lab.pipelines.structured.pipeline import Checkpoint
+from lab.sinks.spec import SinkSpec
+from lab.sinks.topic import TopicSink
 from lab.spark.trigger import parse_trigger
 
 
@@ -21,8 +23,10 @@ def crash_window(result) -> dict | None:
 
     ``since_commit_s``: seconds from the last commit-log entry Spark wrote before the kill (or from the
     query's start when none) to the kill. ``past_commit``: events the producer had sent by then at offsets
-    past that commit's end offsets: what the restarted query reads again, and, for a sink that writes each
-    record as it comes, what was written before the kill and is written twice.
+    past that commit's end offsets: what the restarted query reads again. ``written_before_kill``: those of
+    them whose first copy in the output topic is older than the kill (its Kafka timestamp; the ``fault``
+    event is written after the kill): what the replay writes a second time. A query that keeps up writes
+    nearly all of ``past_commit`` before the kill; one still catching up after its start writes fewer.
     """
     events = read_events(result.run_dir)
     kill = next((e for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
@@ -37,9 +41,13 @@ def crash_window(result) -> dict | None:
     query = next((e["t"] for e in events if e["type"] == ev.DRIVER_PHASE and e.get("phase") == "query"), kill["t"])
     sends = sends_frame(result.run_dir / "ledger.sqlite")
     sent = sends[(sends["status"] == "acked") & (sends["sent_at"] < kill["t"])]
-    past = sum(int(o) >= ends.get(int(p), 0) for p, o in zip(sent["partition"], sent["kafka_offset"]))
+    past_ids = {eid for eid, p, o in zip(sent["event_id"], sent["partition"], sent["kafka_offset"])
+                if int(o) >= ends.get(int(p), 0)}
+    with TopicSink(SinkSpec.load(result.run_dir)) as sink:
+        ids, times = sink.view("read_committed")[1], sink.timestamps("read_committed")
+    written = {eid for eid, ts in zip(ids, times) if ts < kill["t"] * 1000 and eid in past_ids}
     return {"since_commit_s": round(kill["t"] - (before[-1][0] if before else query), 2),
-            "commits_before": len(before), "past_commit": past}
+            "commits_before": len(before), "past_commit": len(past_ids), "written_before_kill": len(written)}
 
 
 def sweep_table(results: dict):
@@ -54,6 +62,7 @@ def sweep_table(results: dict):
         rows.append({"run": label, "trigger": trigger.to_text(),
                      "interval (s)": trigger.interval_s if trigger.real_time else r.config.batch_interval_s,
                      "duplicated": r.audit.duplicated, "past the last commit at the crash": window.get("past_commit"),
+                     "of them written before the kill": window.get("written_before_kill"),
                      "seconds since that commit": window.get("since_commit_s"),
                      "latency p50 (ms)": lat.get("steady_p50_ms"), "latency p95 (ms)": lat.get("steady_p95_ms"),
                      "lost": r.audit.lost})
@@ -70,6 +79,8 @@ def sweep_figure(table, rate: float, title: str = "Real-time mode: the interval 
                          textposition="outside", marker_color="#d62728"), 1, 1)
     fig.add_trace(go.Scatter(x=x, y=table["past the last commit at the crash"], mode="markers", name="sent past the last commit",
                              marker=dict(symbol="diamond", size=11, color="#1f77b4")), 1, 1)
+    fig.add_trace(go.Scatter(x=x, y=table["of them written before the kill"], mode="markers",
+                             name="of them written before the kill", marker=dict(symbol="x", size=10, color="#000000")), 1, 1)
     real = table["trigger"].str.startswith("real-time")
     fig.add_trace(go.Scatter(x=[x[i] for i in range(len(x)) if real.iloc[i]],
                              y=[rate * v for v, rt in zip(table["interval (s)"], real) if rt], mode="markers",
