@@ -29,9 +29,9 @@ def lab_env(tmp_path_factory, session_broker):
 
 @pytest.fixture(scope="module")
 def crash_mid_batch(lab_env):
-    """A crash 12 s in: the query runs its first real-time batch (5 s) or a later one. (At 8 s, with a suite
+    """A crash 15 s in, the producer still sending: the query runs a real-time batch (5 s) with output. (At 8 s, with a suite
     beside it, the query had started 1.7 s before the kill and written nothing yet.)"""
-    return run_scenario(make_config(**{**COMMON, "events": 8000}, trigger="real-time", faults="driver-crash@at=12s"))
+    return run_scenario(make_config(**{**COMMON, "events": 9000}, trigger="real-time", faults="driver-crash@at=15s"))
 
 
 def committed_ends(run_dir, attempt: int) -> dict[int, int]:
