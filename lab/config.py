@@ -40,7 +40,7 @@ from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import ON_PAUSE, Fault, check_plan, on_pause_mode, parse_fault_plan
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_OPTIONAL, TOPIC_SINK_PIPELINES,
+from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES, TOPIC_SINK_WRITERS,
                             TRANSACTIONAL_OUTPUT_PIPELINES)
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
@@ -339,9 +339,9 @@ class RunConfig:
         if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:
             raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
                            f"topic (<topic>.out); valid choices: {TOPIC_MODE}")
-        if self.sink == TOPIC_MODE and self.pipeline not in (*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL):
+        if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_WRITERS:
             raise LabError(f"sink {TOPIC_MODE!r} is a pipeline's output topic; valid pipelines for it: "
-                           f"{', '.join((*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL))}")
+                           f"{', '.join(TOPIC_SINK_WRITERS)}")
         if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
             raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
         if self.on_pause not in ON_PAUSE:

@@ -116,7 +116,7 @@ def structured_unfinished_batch(result) -> Finding:
     Its records are its end offsets less those of the batch before (from the
     offset log). Holds as :func:`direct_unfinished_plan` does.
     """
-    from lab.pipelines.structured.pipeline import Checkpoint
+    from lab.pipelines.structured.checkpoint import Checkpoint
 
     checkpoint = Checkpoint(Path(result.run_dir) / "checkpoint")
     rows = []

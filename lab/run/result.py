@@ -33,7 +33,8 @@ from lab import events as ev
 from lab.kafka import tools as kafka_tools
 from lab.events import read_events
 from lab.audit.auditor import Audit, audit_run
-from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, place_acks
+from lab.audit.latency import topic_latency
+from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
 from lab.sinks.reader import open_sink
 from lab.audit.topic import audit_topic
@@ -178,16 +179,14 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
 
         start = group_state(bootstrap, group_name(run_dir.name))
         positions = {p: max(positions.get(p, 0), start.get(p, 0)) for p in positions.keys() | start.keys()}
+    events = read_events(run_dir)  # the finished run's timeline, read once for every part below
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
     with open_sink(run_dir) as sink:
         audit = audit_of_run(run_dir, config, sink, positions, final=True)
         views = {}
         if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
-            from lab.audit.latency import topic_latency
-            from lab.audit.ledger import sends_frame
-
             views = sink.view_counts()
-            first_fault = next((e["t"] for e in read_events(run_dir) if e["type"] == ev.FAULT), None)
+            first_fault = next((e["t"] for e in events if e["type"] == ev.FAULT), None)
             views["latency"] = topic_latency(sink, sends_frame(run_dir / LEDGER_FILE), first_fault)
             sink.save()
     audit.table.to_csv(run_dir / "audit.csv", index=False)
@@ -201,19 +200,19 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         from lab.audit.flink_replay import replay_report
         from lab.sinks.topic import output_topic
 
-        source["flink_replays"] = replay_report(run_dir, read_events(run_dir), bootstrap, output_topic(config.topic),
+        source["flink_replays"] = replay_report(run_dir, events, bootstrap, output_topic(config.topic),
                                                 config.partitions)
     if config.query == "key-count":  # the driver's changelog-backed counts per key (lab.sinks.changelog)
         from lab.sinks.changelog import changelog_report
 
-        source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, read_events(run_dir))
+        source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, events)
     if PIPELINES[config.pipeline].share_group:
         from lab.audit.deliveries import delivery_report, delivery_table, read_deliveries
         from lab.share.settings import DELIVERY_LIMIT
 
         archived = audit.table.loc[audit.table["status"] == "archived", "seq"].tolist()
         source["deliveries"] = delivery_report(delivery_table(read_deliveries(run_dir)), DELIVERY_LIMIT, start,
-                                               read_events(run_dir), archived)
+                                               events, archived)
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_event_ids(run_dir / LEDGER_FILE) if eid in everything)

@@ -43,6 +43,8 @@ TOPIC_SINK_PIPELINES = (*TRANSACTIONAL_OUTPUT_PIPELINES, "samza")
 #: Pipelines that may write an output topic beside their other sinks (structured: Spark's Kafka sink, which
 #: real-time mode needs).
 TOPIC_SINK_OPTIONAL = ("structured",)
+#: Every pipeline that can write an output topic.
+TOPIC_SINK_WRITERS = (*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)

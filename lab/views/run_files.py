@@ -105,14 +105,14 @@ def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
         ``batchTimestampMs``, ``conf``); ``sources`` (each further line parsed:
         one per source, in the source's own offset format); ``end_offsets``
         (``{partition: offset}``, read by the pipeline's own rule,
-        :meth:`lab.pipelines.structured.pipeline.Checkpoint.end_offsets`).
+        :meth:`lab.pipelines.structured.checkpoint.Checkpoint.end_offsets`).
 
     Raises
     ------
     FileNotFoundError
         When the batch was never logged.
     """
-    from lab.pipelines.structured.pipeline import Checkpoint
+    from lab.pipelines.structured.checkpoint import Checkpoint
 
     checkpoint = Checkpoint(Path(run_dir) / "checkpoint")
     path = checkpoint.path / "offsets" / str(batch)
@@ -162,7 +162,7 @@ def spark_state(run_dir: Path | str, batches):
 
     from lab.audit.ledger import sends_frame
     from lab.events import read_events
-    from lab.pipelines.structured.pipeline import Checkpoint
+    from lab.pipelines.structured.checkpoint import Checkpoint
 
     run_dir = Path(run_dir)
     batches = sorted(int(b) for b in batches)

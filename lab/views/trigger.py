@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from lab import events as ev
 from lab.audit.ledger import sends_frame
 from lab.events import read_events
-from lab.pipelines.structured.pipeline import Checkpoint
+from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.sinks.spec import SinkSpec
 from lab.sinks.topic import TopicSink
 from lab.spark.trigger import parse_trigger

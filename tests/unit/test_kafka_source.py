@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lab.spark.kafka_source import ISOLATION_LEVELS, _Options
-from lab.pipelines.structured.pipeline import Checkpoint
+from lab.pipelines.structured.checkpoint import Checkpoint
 
 
 def test_isolation_level_is_checked_and_named():

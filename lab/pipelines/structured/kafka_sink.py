@@ -33,7 +33,6 @@ restarts the driver, recovery is by the checkpoint). SIGTERM stops the query
 
 from __future__ import annotations
 
-import json
 import time
 
 from lab import events as ev
@@ -49,15 +48,6 @@ POLL_S = 0.1
 #: one producer; a batch run again is another producer); ``linger.ms=0``: a record goes out as it comes, so the
 #: latency measured is the pipeline's, not a batching delay's (Kafka 4's clients default to 5 ms).
 PRODUCER_OPTIONS = {"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "0"}
-
-
-def batch_started_ms(checkpoint, batch: int) -> int | None:
-    """``batchTimestampMs`` of ``batch``'s offset-log entry: when Spark began it (None if not logged)."""
-    try:
-        lines = [l for l in (checkpoint.path / "offsets" / str(batch)).read_text().splitlines() if l.strip()]
-        return int(json.loads(lines[1])["batchTimestampMs"])
-    except (FileNotFoundError, IndexError, KeyError, ValueError):
-        return None
 
 
 def remove_unfinished_log_files(checkpoint_dir) -> list[str]:
@@ -85,12 +75,9 @@ def report_commits(ctx: DriverContext, checkpoint, committed: int, first_start: 
     """``batch-start``, ``batch-done`` and progress for every batch committed after ``committed``; the newest."""
     latest = checkpoint.last_committed()
     for batch in range(committed + 1, latest + 1):
-        end = checkpoint.end_offsets(batch) or {}
-        start = checkpoint.end_offsets(batch - 1) if batch > 0 else None
-        start = start if start is not None else (first_start or {})
-        ranges = {p: (start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)}
+        ranges = checkpoint.ranges(batch, first_start or {})
         rows = sum(e - s for s, e in ranges.values())
-        began = batch_started_ms(checkpoint, batch)
+        began = checkpoint.batch_timestamp_ms(batch)
         ctx.batch_start(batch, ranges, rows, **({"began": began / 1000} if began is not None else {}),
                         from_checkpoint=True)
         ctx.batch_done(batch, rows=rows)

@@ -88,16 +88,15 @@ flight (or after :data:`STOP_WAIT_S`), then the session.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-from pathlib import Path
 
 from lab import events as ev
 from lab.pipelines.driver import DriverContext
 from lab.events import read_events
 from lab.kafka.read import rows_of_arrow
+from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.pipelines.tasks import midway_hook
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import FILES_MODE, TOPIC_MODE, SinkSpec
@@ -107,68 +106,6 @@ from lab.spark.trigger import MIN_REAL_TIME_S, REAL_TIME_MIN_CONF, parse_trigger
 STOP_WAIT_S = 15.0
 #: Seconds between looks at the checkpoint's commit log.
 POLL_S = 0.1
-
-# -- the checkpoint ----------------------------------------------------------
-class Checkpoint:
-    """Read-only view of a query's offset and commit logs.
-
-    A batch whose offset-log entry has no commit-log entry is the one a
-    restarted query runs again (same id, same offsets). Missing logs read as
-    "nothing yet" (``-1`` / ``None``), never as an error.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def _ids(self, log: str) -> list[int]:
-        d = self.path / log
-        if not d.is_dir():
-            return []
-        return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit())
-
-    def last_committed(self) -> int:
-        """The newest batch id with a commit-log entry (-1 when none)."""
-        ids = self._ids("commits")
-        return ids[-1] if ids else -1
-
-    def end_offsets(self, batch: int) -> dict[int, int] | None:
-        """The source's end offsets of ``batch`` from the offset log (``None`` if not logged)."""
-        f = self.path / "offsets" / str(batch)
-        try:
-            lines = [l for l in f.read_text().splitlines() if l.strip()]
-        except FileNotFoundError:
-            return None
-        # Line 1 is the version, line 2 the batch metadata, then one line per source.
-        return _partition_offsets(json.loads(lines[2]))
-
-    def initial_offsets(self) -> dict[int, int] | None:
-        """Where batch 0 began, as Spark's Kafka source recorded it (``None`` for the labkafka reader, or before).
-
-        The source resolves its starting offsets once, before batch 0, and keeps
-        them in ``sources/0/0`` (a NUL byte, ``v1``, then ``{"<topic>":
-        {"<partition>": offset}}``), so that a rerun of batch 0 begins where the
-        first run did. Read here instead of asking the broker: that look-up took
-        0.26-0.56 s of a new driver's first batch (measured).
-        """
-        try:
-            text = (self.path / "sources" / "0" / "0").read_bytes().lstrip(b"\0").decode()
-        except (FileNotFoundError, UnicodeDecodeError):
-            return None
-        lines = [line for line in text.splitlines() if line.strip()]
-        try:
-            offsets = _partition_offsets(json.loads(lines[1])) if len(lines) == 2 and lines[0] == "v1" else None
-        except (ValueError, TypeError, AttributeError):
-            return None  # another source's file (labkafka's data source writes none there)
-        return offsets if offsets and min(offsets.values()) >= 0 else None
-
-
-def _partition_offsets(offsets: dict) -> dict[int, int]:
-    """``{partition: offset}`` of an offset-log source line: labkafka's ``{"<partition>": offset}``, or Spark's
-    Kafka source's ``{"<topic>": {"<partition>": offset}}``."""
-    if offsets and all(isinstance(v, dict) for v in offsets.values()):
-        offsets = {p: o for per_topic in offsets.values() for p, o in per_topic.items()}
-    return {int(p): int(o) for p, o in offsets.items()}
-
 
 # -- tasks -------------------------------------------------------------------
 def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
@@ -319,21 +256,11 @@ def run(ctx: DriverContext) -> None:
                           extra=extra,
                           kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
     reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
-    if spec.mode == TOPIC_MODE:
-        # Spark's Kafka sink runs no Python in its tasks: no workers to start.
-        from lab.pipelines.structured.kafka_sink import run_query
-
-        try:
-            ctx.await_turn()
-            ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
-            run_query(ctx, spark, checkpoint, reader)
-        finally:
-            skip_accumulator_wait(spark.sparkContext)
-            spark.stop()
-        return
+    to_topic = spec.mode == TOPIC_MODE
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
-    warm = warm_up(ctx, start_sql_python_workers, spark, SQL_TASK_MODULES)
+    # Spark's Kafka sink runs no Python in its tasks: none to start.
+    warm = None if to_topic else warm_up(ctx, start_sql_python_workers, spark, SQL_TASK_MODULES)
     if reader == "labkafka":
         # Only then: registering starts Spark's look-up of Python data sources, a Python process of its
         # own (measured: 1.2 s, on the start's critical path), which format("kafka") does not need.
@@ -341,20 +268,25 @@ def run(ctx: DriverContext) -> None:
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
     ctx.await_turn()
     ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
+    if to_topic:
+        from lab.pipelines.structured.kafka_sink import run_query
+
+        try:
+            run_query(ctx, spark, checkpoint, reader)
+        finally:
+            skip_accumulator_wait(spark.sparkContext)
+            spark.stop()
+        return
     file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
     log = _BatchLog()
     first_start: dict[int, int] | None = None
 
     def batch_ranges(batch: int) -> dict[int, tuple[int, int]]:
         nonlocal first_start
-        end = checkpoint.end_offsets(batch) or {}
-        start = checkpoint.end_offsets(batch - 1) if batch > 0 else None
-        if start is None:
+        if first_start is None and checkpoint.end_offsets(batch - 1) is None:
             # Batch 0 starts at the source's initial offset (earliest): Spark's record of it, else the broker's.
-            if first_start is None:
-                first_start = checkpoint.initial_offsets() or earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions)
-            start = first_start
-        return {p: (start.get(p, 0), e) for p, e in end.items() if e > start.get(p, 0)}
+            first_start = checkpoint.initial_offsets() or earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions)
+        return checkpoint.ranges(batch, first_start or {})
 
     def process(batch_df, batch_id) -> None:
         batch = int(batch_id)
