@@ -58,8 +58,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                                                   "(key-count: kafka-eos and samza; default passthrough, samza key-count)")
     p.add_argument("--window", type=float, default=10.0, help="window-count: tumbling window in seconds of event time (default 10)")
     p.add_argument("--watermark", type=float, default=10.0,
-                   help="window-count and dedupe: watermark delay in seconds of event time (default 10)")
-    p.add_argument("--state-store", default="hdfs", help=f"Spark's state store provider: {', '.join(STATE_STORES)} (default hdfs)")
+                   help="window-count, dedupe, session-count: watermark delay in seconds of event time (default 10)")
+    p.add_argument("--session-gap", type=float, default=None,
+                   help="session-count: seconds of event time without an event that end a key's session (default 0.5)")
+    p.add_argument("--state-store", default=None, help=f"Spark's state store provider: {', '.join(STATE_STORES)} "
+                                                        "(default hdfs; session-count: rocksdb)")
     p.add_argument("--late-fraction", type=float, default=0.0,
                    help="fraction of events the producer stamps with an old event time (default 0)")
     p.add_argument("--late-by", type=float, default=60.0, help="how many seconds old those late events are (default 60)")
@@ -68,6 +71,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flink-delivery", default="auto", help=f"flink pipeline's KafkaSink guarantee: "
                    f"{', '.join(FLINK_DELIVERIES)} (default auto: at-least-once with --checkpointing at-least-once, "
                    "else exactly-once)")
+    p.add_argument("--backlog", action="store_true", default=None,
+                   help="the pipeline's driver gets its turn once the producer is done: it reads every event as a "
+                        "backlog, as a consumer catching up after an outage")
     p.add_argument("--slow-sink", action="store_true", default=None,
                    help="flink pipeline: the KafkaSink sends one record per request, so back-pressure builds up")
     p.add_argument("--storm-mode", default="acked", help=f"storm pipeline's delivery: {', '.join(STORM_MODES)} "
@@ -229,8 +235,8 @@ def cmd_run(a) -> int:
         offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         spark_ui=a.spark_ui,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
-        watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
-        checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
+        session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
+        checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink, backlog=a.backlog,
         storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers, on_pause=a.on_pause,
         elr=a.elr, trigger=a.trigger,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",

@@ -39,9 +39,9 @@ from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
 from lab.faults import ON_PAUSE, Fault, check_plan, on_pause_mode, parse_fault_plan
-from lab.registry import DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES, TOPIC_SINK_WRITERS,
-                            TRANSACTIONAL_OUTPUT_PIPELINES)
+from lab.registry import COUNT_QUERIES, DEFAULT_BATCH_INTERVAL_S, PIPELINES
+from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
+                            TOPIC_SINK_WRITERS, TRANSACTIONAL_OUTPUT_PIPELINES)
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
 MIN_BATCH_INTERVAL_S = 0.2
@@ -112,10 +112,12 @@ QUERIES = {
                     "receiver: running counts per key with updateStateByKey",
     "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
     "key-count": "kafka-eos, samza: running counts per key, a local store and its compacted changelog (Samza's)",
+    "session-count": "events per key and session (a gap of --session-gap seconds of event time ends one), with "
+                     "transformWithStateInPandas: a state and an event-time timer per key (rocksdb state store)",
 }
 #: Pipelines that run each stateful query.
 QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",),
-                   "key-count": ("kafka-eos", "samza")}
+                   "key-count": ("kafka-eos", "samza"), "session-count": ("structured",)}
 #: Spark's state store providers (``--state-store``).
 STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
@@ -217,6 +219,7 @@ class RunConfig:
     replication: int = 1
     query: str = "passthrough"
     window_s: float = 10.0
+    session_gap_s: float = 0.5
     watermark_s: float = 10.0
     state_store: str = "hdfs"
     late_fraction: float = 0.0
@@ -224,6 +227,7 @@ class RunConfig:
     checkpointing: str = "aligned"
     flink_delivery: str = "auto"
     slow_sink: bool = False
+    backlog: bool = False
     storm_mode: str = "acked"
     samza_store_cache: str = "off"
     consumers: int = DEFAULT_CONSUMERS
@@ -282,6 +286,7 @@ class RunConfig:
             **self.query_settings,
             **self.replication_settings,
             **({"elr": self.elr} if self.elr != "broker" else {}),
+            **({"backlog": True} if self.backlog else {}),
             # What a pause leads to decides what it costs; stated only when one is planned.
             **({"on_pause": self.on_pause} if any(f.kind == "driver-pause" for f in self.fault_plan) else {}),
         }
@@ -311,6 +316,8 @@ class RunConfig:
                 return out
             out.update(window_s=self.window_s if self.query == "window-count" else None,
                        watermark_s=self.watermark_s, state_store=self.state_store)
+            if self.query == "session-count":
+                out.update(session_gap_s=self.session_gap_s)
         if self.late_fraction:
             out.update(late_fraction=self.late_fraction, late_by_s=self.late_by_s)
         return out
@@ -378,15 +385,19 @@ class RunConfig:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
             raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
+        spark_trigger.check(self)  # first: a real-time run's refusal names the trigger, not the sink it implies
         self._validate_query()
         flink_settings.check(self)
         storm_settings.check(self)
         samza_settings.check(self)
         share_settings.check(self)
-        spark_trigger.check(self)
         self._validate_replication()
         if self.replication not in (1, 2):
             raise LabError(f"replication must be 1 or 2, got {self.replication}")
+        if self.backlog and PIPELINES[self.pipeline].ready_when_running:
+            raise LabError(f"--backlog: the {self.pipeline} pipeline's producer starts once its job runs, so its "
+                           "driver cannot wait for the producer; valid with: "
+                           + ", ".join(n for n, p in PIPELINES.items() if not p.ready_when_running))
         if self.events < 1:
             raise LabError(f"events must be >= 1, got {self.events}")
         if self.rate < 0:
@@ -445,11 +456,26 @@ class RunConfig:
         pipelines = QUERY_PIPELINES.get(self.query)
         if pipelines is not None and self.pipeline not in pipelines:
             raise LabError(f"--query {self.query} runs on the {', '.join(pipelines)} pipeline, not {self.pipeline!r}")
-        if self.query == "window-count" and self.sink == "files":
-            raise LabError("--query window-count writes counts to a database sink: use --sink append, idempotent "
+        if self.query in ("dedupe", *COUNT_QUERIES) and self.sink == TOPIC_MODE:
+            # Spark's Kafka sink copies each record as it is (lab.pipelines.structured.kafka_sink).
+            raise LabError(f"--sink topic runs --query passthrough, not {self.query!r}: use --sink append, "
+                           "idempotent or transactional")
+        if self.query in COUNT_QUERIES and self.sink == "files":
+            raise LabError(f"--query {self.query} writes counts to a database sink: use --sink append, idempotent "
                            "or transactional, not files")
         if self.state_store not in STATE_STORES:
             raise choices_error("state store", self.state_store, STATE_STORES)
+        if self.query == "session-count":
+            if self.state_store != "rocksdb":
+                # Spark: transformWithState "is only supported with RocksDBStateStoreProvider".
+                raise LabError(f"--query session-count keeps its state in the rocksdb state store, not "
+                               f"{self.state_store!r}: leave --state-store out or give rocksdb")
+            if self.late_fraction:
+                # Late events reach a key out of event-time order; the ledger's sessions assume its order.
+                raise LabError("--query session-count runs without --late-fraction (its sessions follow each key's "
+                               "events in event-time order)")
+            if not self.session_gap_s >= 0.001:
+                raise LabError(f"--session-gap must be >= 0.001 s, got {self.session_gap_s:g}")
         if not self.window_s >= 0.001 or not self.watermark_s >= 0:
             raise LabError(f"window must be >= 0.001 s and watermark >= 0 s, got {self.window_s:g} and {self.watermark_s:g}")
         if not 0 <= self.late_fraction <= 1:
@@ -516,6 +542,8 @@ def make_config(**params) -> RunConfig:
     spec = PIPELINES.get(base.get("pipeline"))
     if params.get("query") is None and spec is not None and spec.queries:
         base["query"] = spec.queries[0]  # it runs only these: --query need not be given
+    if params.get("state_store") is None and base.get("query") == "session-count":
+        base["state_store"] = "rocksdb"  # the only provider transformWithState runs on
     if params.get("sink") is None and spec is not None and spec.engine == "storm":
         base["sink"] = storm_settings.default_sink(base.get("storm_mode", RunConfig.storm_mode))
     if params.get("batch_interval_s") is None:

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 from lab.faults import faults_for, points_for
 
+#: The stateful queries whose sink holds counts (``lab.sinks.spec.WindowRow``: a session in place of a window for
+#: session-count), audited per window or session and key (lab.audit.window).
+COUNT_QUERIES = ("window-count", "session-count")
 #: The batch interval when none is given, for every pipeline but flink. Spark's pipelines cap a batch's
 #: records (``max_batch_records``), so the interval sets how fast a backlog drains: with batches of 500 once a
 #: second, a run at 500 events/s never catches up on what a restart left (measured, the 3,000-event structured

@@ -26,7 +26,15 @@ checkpoint's offset log; Spark 3.4+ uses the previous batch's watermark for
 late rows and the current one for eviction, SPARK-40925). A row is late when
 
 * ``window-count``: the end of its window ``<=`` that watermark;
-* ``dedupe``: its event time ``<=`` that watermark.
+* ``dedupe`` and ``session-count``: its event time ``<=`` that watermark.
+
+Sessions
+--------
+``--query session-count`` is audited the same way with sessions for windows:
+the ledger's on-time events of each key split where two event times are more
+than ``--session-gap`` apart (:func:`session_of`),
+each ``(session start, key)`` owed its events; the sink's rows carry the same
+start.
 
 The pure core is :func:`late_mask` and :func:`window_audit_core`; the rest
 reads a run's files.
@@ -44,7 +52,7 @@ import pandas as pd
 
 from lab import events as ev
 from lab.audit.ledger import acked_event_times
-from lab.registry import PIPELINES
+from lab.registry import COUNT_QUERIES, PIPELINES
 
 if TYPE_CHECKING:
     from lab.audit.auditor import Audit
@@ -109,13 +117,13 @@ def late_mask(event_time_ms: np.ndarray, batch: np.ndarray, watermarks: dict[int
     prev = np.array([watermarks.get(int(b) - 1, 0) if b >= 0 else 0 for b in batch], dtype=np.int64)
     if query == "window-count":
         moment = event_time_ms - event_time_ms % window_ms + window_ms  # the window's end
-    else:
+    else:  # dedupe and session-count: Spark filters the input rows by their own event time
         moment = event_time_ms
     return (batch >= 0) & (prev > 0) & (moment <= prev)
 
 
 def window_audit_core(events: EventTimes, late: np.ndarray, seen: np.ndarray, measured: list[tuple],
-                      window_ms: int) -> WindowAudit:
+                      window_ms: int, sessions: tuple[np.ndarray, np.ndarray] | None = None) -> WindowAudit:
     """Compare expected and measured counts per (window, key).
 
     Parameters
@@ -131,9 +139,15 @@ def window_audit_core(events: EventTimes, late: np.ndarray, seen: np.ndarray, me
         The sink's counts (:meth:`lab.sinks.database.Sink.window_counts`).
     window_ms : int
         0: one window for the whole run (running counts per key).
+    sessions : tuple of int arrays, optional
+        ``(start, end)`` of each event's session (``session-count``), in place
+        of tumbling windows; only the owed events' entries are read.
     """
     owed = seen & ~late
-    starts = events.event_time_ms - events.event_time_ms % window_ms if window_ms else np.zeros_like(events.seq)
+    if sessions is not None:
+        starts = sessions[0]
+    else:
+        starts = events.event_time_ms - events.event_time_ms % window_ms if window_ms else np.zeros_like(events.seq)
     expected = (pd.DataFrame({"window_start": starts[owed], "key": events.key[owed]})
                 .groupby(["window_start", "key"]).size().rename("expected"))
     got = pd.DataFrame(measured, columns=["window_start", "window_end", "key", "measured"]) \
@@ -143,7 +157,13 @@ def window_audit_core(events: EventTimes, late: np.ndarray, seen: np.ndarray, me
                       .groupby(["window_start", "key"]).size().rename("late"))
     table = table.merge(late_by_window.reset_index(), on=["window_start", "key"], how="outer").fillna(0)
     table = table.astype({"expected": np.int64, "measured": np.int64, "late": np.int64})
-    table["window_end"] = table["window_start"] + window_ms
+    if sessions is not None:
+        ends = pd.DataFrame({"window_start": starts[owed], "key": events.key[owed], "window_end": sessions[1][owed]}) \
+            .groupby(["window_start", "key"])["window_end"].max()
+        table = table.merge(ends.reset_index(), on=["window_start", "key"], how="left")
+        table["window_end"] = table["window_end"].fillna(table["window_start"]).astype(np.int64)
+    else:
+        table["window_end"] = table["window_start"] + window_ms
     diff = table["measured"] - table["expected"]
     table["status"] = np.where(diff > 0, "over", np.where(diff < 0, "under", "exact"))
     table = table.sort_values(["window_start", "key"]).reset_index(drop=True)
@@ -191,7 +211,7 @@ def watermarks(checkpoint: Path) -> dict[int, int]:
 
 def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict]) -> np.ndarray:
     """The late mask of a run's acknowledged events (all ``False`` for a query without a watermark)."""
-    if config.query not in ("window-count", "dedupe") or not PIPELINES[config.pipeline].watermarks:
+    if config.query not in ("window-count", "dedupe", "session-count") or not PIPELINES[config.pipeline].watermarks:
         return np.zeros(len(events.seq), dtype=bool)
     batch = batch_of(events.partition, events.kafka_offset, batch_ranges(timeline))
     return late_mask(events.event_time_ms, batch, watermarks(Path(run_dir) / "checkpoint"), config.query,
@@ -205,11 +225,75 @@ def window_ms_of(config) -> int:
     return max(1, int(round(config.window_s * 1000)))
 
 
+def session_of(keys: np.ndarray, times: np.ndarray, gap_ms: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's session: ``(start, end)`` per event, aligned with the input.
+
+    A key's events in event-time order; one more than ``gap_ms`` after the
+    previous starts a new session (Spark's ``session_window`` rule, and
+    :func:`lab.pipelines.structured.sessions.advance`'s). ``end`` is the
+    session's last event time plus ``gap_ms``, as the pipeline writes
+    ``window_end``.
+    """
+    n = len(times)
+    starts = np.zeros(n, dtype=np.int64)
+    ends = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return starts, ends
+    order = np.lexsort((times, keys.astype(str)))
+    k, t = keys[order].astype(str), times[order].astype(np.int64)
+    new = np.ones(n, dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (t[1:] - t[:-1] > gap_ms)
+    session = np.cumsum(new) - 1
+    first = t[new]
+    last = np.maximum.reduceat(t, np.flatnonzero(new))
+    starts[order] = first[session]
+    ends[order] = last[session] + gap_ms
+    return starts, ends
+
+
+def session_state_check(state_sessions: list, events: EventTimes, upto: np.ndarray, gap_ms: int) -> pd.DataFrame:
+    """Each key of a ``session-count`` state snapshot against the ledger's last session of that key.
+
+    Parameters
+    ----------
+    state_sessions : list of ``[key, start, last, count]``
+        The state as one batch committed it (:mod:`lab.spark.state_reader`'s ``sessions``).
+    events : EventTimes
+        The acknowledged sends.
+    upto : bool array
+        The events that batch had read (below its end offsets).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per key in the state: ``state_start``, ``state_count``, the ledger's ``ledger_start`` and
+        ``ledger_count`` for the key's last session among ``upto``, and ``exact`` when both agree.
+    """
+    starts, _ = session_of(events.key[upto], events.event_time_ms[upto], gap_ms)
+    ledger = (pd.DataFrame({"key": events.key[upto], "start": starts}).groupby(["key", "start"]).size()
+              .rename("count").reset_index().sort_values(["key", "start"]).groupby("key").last())
+    state = pd.DataFrame(state_sessions, columns=["key", "state_start", "state_last", "state_count"]).set_index("key")
+    table = state[["state_start", "state_count"]].join(
+        ledger.rename(columns={"start": "ledger_start", "count": "ledger_count"}), how="left")
+    table = table.fillna(-1).astype(np.int64)
+    table["exact"] = (table["state_start"] == table["ledger_start"]) & (table["state_count"] == table["ledger_count"])
+    return table.reset_index()
+
+
+def ledger_sessions(events: EventTimes, owed: np.ndarray, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's session ``(start, end)`` among the ``owed`` events (the rest: zeros, never read)."""
+    starts = np.zeros(len(events.seq), dtype=np.int64)
+    ends = np.zeros(len(events.seq), dtype=np.int64)
+    s, e = session_of(events.key[owed], events.event_time_ms[owed], int(round(gap_s * 1000)))
+    starts[owed], ends[owed] = s, e
+    return starts, ends
+
+
 def audit_stateful(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False) -> Audit:
     """Audit a run of a stateful query from its ledger, timeline, checkpoint and open sink.
 
     ``dedupe``: the per-event audit, with the events behind the watermark as
-    ``late_dropped``. ``window-count``: the window audit, in an
+    ``late_dropped``. ``window-count`` and ``session-count``: the window audit, in an
     :class:`lab.audit.auditor.Audit` (see its docstring for what its fields then
     hold). ``positions``: the next offset per partition the pipeline has
     passed (events at or beyond it are unseen).
@@ -221,12 +305,15 @@ def audit_stateful(run_dir: Path, config, sink, positions: dict[int, int], final
     ledger_path = Path(run_dir) / LEDGER_FILE
     events = read_event_times(ledger_path)
     late = late_events(run_dir, config, events, read_events(run_dir))
-    if config.query != "window-count":
+    if config.query not in COUNT_QUERIES:
         return audit_run(ledger_path, sink, positions, final=final, late=late)
     position = np.array([positions.get(int(p), 0) for p in events.partition], dtype=np.int64)
     seen = (events.kafka_offset >= 0) & (events.kafka_offset < position)
     measured = sink.window_counts()
-    w = window_audit_core(events, late, seen, measured, window_ms_of(config))
+    sessions = None
+    if config.query == "session-count":
+        sessions = ledger_sessions(events, seen & ~late, config.session_gap_s)
+    w = window_audit_core(events, late, seen, measured, window_ms_of(config), sessions)
     other = read_ledger(ledger_path)
     stored = len(measured)
     return Audit(

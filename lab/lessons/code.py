@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).resolve().parent.parent
 LESSON_MODULES = ("lab.pipelines.structured.pipeline", "lab.pipelines.structured.kafka_input", "lab.pipelines.receiver.pipeline",
                   "lab.pipelines.direct", "lab.pipelines.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
                   "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer",
-                  "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader")
+                  "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader",
+                  "lab.pipelines.structured.sessions")
 
 
 def _module_file(module: str) -> str:
@@ -64,6 +65,8 @@ DOCS = {
     "transactional-sink": [("Structured Streaming guide: foreach and foreachBatch", "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch")],
     "stateful-query": [("Structured Streaming guide: Window Operations on Event Time", "spark:streaming/apis-on-dataframes-and-datasets.html#window-operations-on-event-time"),
                        ("Structured Streaming guide: Streaming Deduplication", "spark:streaming/apis-on-dataframes-and-datasets.html#streaming-deduplication")],
+    "session-count": [("Structured Streaming guide: transformWithState", "spark:streaming/structured-streaming-transform-with-state.html"),
+                      ("Structured Streaming guide: State Data Source", "spark:streaming/structured-streaming-state-data-source.html")],
     "producer-settings": [("Kafka producer configs: enable.idempotence, acks, transactional.id", "https://kafka.apache.org/documentation/#producerconfigs"),
                           ("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging")],
     "kafka-eos": [("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging"),

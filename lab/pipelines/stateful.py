@@ -1,4 +1,4 @@
-"""The ``structured`` pipeline's stateful queries (``--query window-count|dedupe``).
+"""The ``structured`` pipeline's stateful queries (``--query window-count|dedupe|session-count``).
 
 Both read the event time the producer stamped (``event_time_ms``) as the
 column ``event_ts`` and declare a watermark of ``--watermark`` seconds on it,
@@ -25,6 +25,12 @@ the batch before it and computes the same result again.
     ``dropDuplicatesWithinWatermark(["event_id"])`` before the sink: copies of
     an event (a producer retry after a lost acknowledgement, without
     idempotence) are dropped by the engine, whatever the sink does.
+``session-count``
+    ``transformWithStateInPandas`` with a processor that keeps each key's
+    open session and an event-time timer
+    (:mod:`lab.pipelines.structured.sessions`); its rows carry their own
+    change (``delta``) and are written as ``window-count``'s are, a session
+    in place of a window.
 
 Delivery guarantee
 ------------------
@@ -56,10 +62,25 @@ WINDOW_COLUMNS = ("window_start", "window_end", "key", "count")
 WINDOW_PART_SCHEMA = "part int, rows long, counted long, outcome string"
 #: Spark's state store providers, by ``--state-store``.
 STATE_STORE_CONF = "spark.sql.streaming.stateStore.providerClass"
+#: RocksDB's changelog files: ``session-count`` sets it (see :func:`session_conf`).
+CHANGELOG_CONF = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
-def stateful_query(source, query: str, window_s: float, watermark_s: float):
+def session_conf(query: str) -> dict[str, str]:
+    """The session settings a query needs beyond its state store provider.
+
+    ``session-count`` writes RocksDB's changelog (``N.changelog`` beside the
+    ``N.zip`` snapshots): Spark's change feed (``readChangeFeed``) reads a
+    RocksDB store's changes from those files only. Measured without them:
+    ``CANNOT_READ_STREAMING_STATE_FILE`` (``3.changelog does not exist``).
+    """
+    return {CHANGELOG_CONF: "true"} if query == "session-count" else {}
+
+
+def stateful_query(source, query: str, window_s: float, watermark_s: float, gap_ms: int = 0):
     """The query's output DataFrame and its output mode, from the event stream ``source``.
+
+    ``gap_ms``: ``session-count``'s session gap.
 
     Raises
     ------
@@ -73,6 +94,10 @@ def stateful_query(source, query: str, window_s: float, watermark_s: float):
              .withWatermark("event_ts", f"{int(round(watermark_s * 1000))} milliseconds"))
     if query == "dedupe":
         return timed.dropDuplicatesWithinWatermark(["event_id"]).drop("event_ts"), "append"
+    if query == "session-count":
+        from lab.pipelines.structured.sessions import session_query
+
+        return session_query(timed, gap_ms), "update"
     if query == "window-count":
         counts = timed.groupBy(F.window("event_ts", f"{int(round(window_s * 1000))} milliseconds"), "key").count()
         return counts.select(F.unix_millis("window.start").alias("window_start"),
@@ -98,11 +123,12 @@ def previous_counts(spark, checkpoint: str, batch: int) -> dict[tuple[int, str],
     return {(int(r["s"]), r["k"]): int(r["c"]) for r in rows}
 
 
-def window_writer(ctx: DriverContext, batch: int, fail_once: bool, previous: dict[tuple[int, str], int]):
-    """The ``mapInArrow`` function that writes one Spark partition of ``window-count``'s counts.
+def window_writer(ctx: DriverContext, batch: int, fail_once: bool, previous: dict[tuple[int, str], int] | None):
+    """The ``mapInArrow`` function that writes one Spark partition of ``window-count``'s or ``session-count``'s counts.
 
     Each row goes to the sink as ``(window_start, window_end, key, count,
-    delta)`` with ``delta = count - previous[(window_start, key)]``.
+    delta)`` with ``delta = count - previous[(window_start, key)]``; with
+    ``previous`` None the rows bring their own ``delta`` column (``session-count``).
     Delivery guarantee: the sink mode's per batch key
     ``batch-<batch>-part-<partition>``. On failure the task raises; Spark
     retries it, and an append sink then holds the changes the failed attempt
@@ -117,6 +143,9 @@ def window_writer(ctx: DriverContext, batch: int, fail_once: bool, previous: dic
         rows = []
         for b in batches:
             cols = b.to_pydict()
+            if previous is None:
+                rows.extend(zip(*(cols[c] for c in (*WINDOW_COLUMNS, "delta"))))
+                continue
             for start, end, key, count in zip(*(cols[c] for c in WINDOW_COLUMNS)):
                 rows.append((start, end, key, count, count - previous.get((start, key), 0)))
         hook = midway_hook(ctx, batch, fail_once)

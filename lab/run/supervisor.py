@@ -204,7 +204,8 @@ class Run:
                                              EventLog(self.run_dir, "producer"))
             if not PIPELINES[cfg.pipeline].ready_when_running:  # else at the first driver-ready (registry)
                 self._start_producer()
-            self._start_driver()
+            if not cfg.backlog:  # else at producer-done: its JVM, session and workers are up meanwhile (standby)
+                self._start_driver()
             self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
             self._thread.start()
         except BaseException:
@@ -485,6 +486,8 @@ class Run:
             self._times.setdefault("first_batch_s", self.elapsed())
         elif kind == ev.PRODUCER_DONE:
             self._times["producer_s"] = self.elapsed()
+            if self.config.backlog and self._driver.proc is None:
+                self._start_driver()
         elif kind == ev.DRIVER_READY:
             self._start_producer()  # once; for a pipeline ready when its job runs, this is the producer's start
             self._ready_attempt = max(self._ready_attempt, int(event.get("attempt", 1)))

@@ -10,6 +10,9 @@ and writes one JSON file:
 ``operators``  ``state-metadata``'s rows: each stateful operator, its partitions, and the batches it has state for.
 ``batches``    per batch asked for, the state as that batch committed it (``batchId``): its rows
                (window, key) and the sum of their counts (``window-count``; ``null`` for another query).
+               ``session-count`` (``transformWithStateInPandas``): the state variable ``session`` (Spark's
+               reader needs its name, ``stateVarName``, taken from ``state-metadata``), its rows, and
+               ``sessions``, each key's open session ``[key, start, last, count]``.
 ``changes``    the change feed (``readChangeFeed``) from the first batch asked for to the last: per batch and
                change type, the rows changed.
 
@@ -24,9 +27,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
+
+
+def value_state_var(operators: list[dict]) -> str | None:
+    """The first value state variable of a ``transformWithState`` operator in ``state-metadata``'s rows, else None.
+
+    Spark's reader reads such an operator one state variable at a time and refuses to guess which.
+    """
+    for op in operators:
+        try:
+            props = json.loads(op.get("operatorProperties") or "{}")
+        except ValueError:
+            continue
+        for var in props.get("stateVariables") or []:
+            if var.get("stateVariableType") == "ValueState":
+                return var["stateName"]
+    return None
 
 
 def read_state(spark, checkpoint: str, batches: list[int]) -> dict:
@@ -34,24 +54,50 @@ def read_state(spark, checkpoint: str, batches: list[int]) -> dict:
     from pyspark.sql import functions as F
 
     operators = [r.asDict() for r in spark.read.format("state-metadata").load(checkpoint).collect()]
+    var = value_state_var(operators)
+
+    def reader():
+        r = spark.read.format("statestore")
+        return r.option("stateVarName", var) if var else r
+
     out_batches = {}
     for batch in batches:
         # lesson: state-reader
-        state = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
+        state = reader().option("batchId", batch).load(checkpoint)
         # end lesson: state-reader
         counted = "count" in state.schema["value"].dataType.fieldNames()
         row = state.agg(F.count("*").alias("rows"),
                         (F.sum("value.count") if counted else F.lit(None)).alias("counted")).collect()[0]
-        out_batches[str(batch)] = {"rows": int(row["rows"]), "counted": None if row["counted"] is None else int(row["counted"])}
+        entry = {"rows": int(row["rows"]), "counted": None if row["counted"] is None else int(row["counted"])}
+        if var:
+            entry["state_var"] = var
+            entry["sessions"] = [[r["k"], int(r["s"]), int(r["l"]), int(r["c"])] for r in state.select(
+                F.col("key.key").alias("k"), F.col("value.start").alias("s"), F.col("value.last").alias("l"),
+                F.col("value.count").alias("c")).orderBy("k").collect()]
+        out_batches[str(batch)] = entry
     changes = []
     if len(batches) > 1:
-        feed = (spark.read.format("statestore").option("readChangeFeed", "true")
+        feed = (reader().option("readChangeFeed", "true")
                 .option("changeStartBatchId", min(batches)).option("changeEndBatchId", max(batches)).load(checkpoint))
         changes = [{"batch": int(r["batch_id"]), "change_type": r["change_type"], "rows": int(r["rows"])}
                    for r in feed.groupBy("batch_id", "change_type").agg(F.count("*").alias("rows"))
                    .orderBy("batch_id", "change_type").collect()]
     return {"operators": [{k: v for k, v in op.items() if k != "operatorProperties"} for op in operators],
             "batches": out_batches, "changes": changes}
+
+
+def spark_error_line(text: str) -> str:
+    """The line of a Spark error that names it (``[ERROR_CLASS] ...``), else its first line.
+
+    A Java exception reaches Python as a ``Py4JJavaError`` whose first line only says which call failed
+    ("An error occurred while calling o187.collectToPython.").
+    """
+    lines = text.splitlines() or [""]
+    for line in lines:
+        m = re.search(r"\[[A-Z][A-Z0-9_.]+\]", line)
+        if m:
+            return line[m.start():].strip()
+    return lines[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = read_state(spark, str(Path(a.checkpoint).resolve()), batches)
         except Exception as e:  # Spark's error, in one line
-            print(f"error: {str(e).splitlines()[0][:400]}", file=sys.stderr)
+            print(f"error: {spark_error_line(str(e))[:400]}", file=sys.stderr)
             return 1
         finally:
             spark.stop()

@@ -147,7 +147,10 @@ def spark_state(run_dir: Path | str, batches):
     -------
     (pandas.DataFrame, pandas.DataFrame, list)
         Per batch: ``state rows``, ``counts in the state``, ``events up to its end offsets``, ``runs of the batch``
-        (its ``batch-start`` events); the change feed per batch and change type; ``state-metadata``'s operators.
+        (its ``batch-start`` events), and for ``session-count`` ``sessions as in the ledger``: the state's keys
+        whose open session is the ledger's last session of the key up to that batch
+        (:func:`lab.audit.window.session_state_check`); the change feed per batch and change type;
+        ``state-metadata``'s operators.
 
     Raises
     ------
@@ -160,7 +163,10 @@ def spark_state(run_dir: Path | str, batches):
 
     import pandas as pd
 
-    from lab.audit.ledger import sends_frame
+    import numpy as np
+
+    from lab.audit.ledger import LEDGER_FILE
+    from lab.audit.window import read_event_times, session_state_check
     from lab.events import read_events
     from lab.pipelines.structured.checkpoint import Checkpoint
 
@@ -176,15 +182,19 @@ def spark_state(run_dir: Path | str, batches):
             raise RuntimeError(errors[-1] if errors else f"the state reader exited {done.returncode}")
         state = json.loads(out.read_text())
     checkpoint = Checkpoint(run_dir / "checkpoint")
-    sends = sends_frame(run_dir / "ledger.sqlite")
-    acked = sends[sends["status"] == "acked"]
+    events = read_event_times(run_dir / LEDGER_FILE)
+    gap_ms = int(round(float(read_json(run_dir / "config.json").get("session_gap_s", 0)) * 1000))
     starts = [e for e in read_events(run_dir) if e["type"] == ev.BATCH_START]
     rows = []
     for b in batches:
         ends = checkpoint.end_offsets(b) or {}
-        owed = int(sum(int(o) < ends.get(int(p), 0) for p, o in zip(acked["partition"], acked["kafka_offset"])))
+        limit = np.array([ends.get(int(p), 0) for p in events.partition], dtype=np.int64)
+        upto = (events.kafka_offset >= 0) & (events.kafka_offset < limit)
         s = state["batches"][str(b)]
-        rows.append({"batch": b, "state rows": s["rows"], "counts in the state": s["counted"],
-                     "events up to its end offsets": owed, "runs of the batch": sum(e["batch"] == b for e in starts)})
+        row = {"batch": b, "state rows": s["rows"], "counts in the state": s["counted"],
+               "events up to its end offsets": int(upto.sum()), "runs of the batch": sum(e["batch"] == b for e in starts)}
+        if "sessions" in s:
+            row["sessions as in the ledger"] = int(session_state_check(s["sessions"], events, upto, gap_ms)["exact"].sum())
+        rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]

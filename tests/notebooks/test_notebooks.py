@@ -410,6 +410,19 @@ def check_06(reports):
     assert all(measured[w] >= n for w, n in expected.items())
     late = _pick(window, late_fraction=0.05)
     assert late["late_dropped"] > 0 and late["lost"] == 0 and late["windows"] == late["windows_exact"], late
+    # Section 7: transformWithStateInPandas. The append sink's sessions are over by the events of the replayed batch
+    # (from the ledger, by the batch's offsets); Spark's reader finds each key's session in the state as the ledger
+    # has it, the replayed batch's state included.
+    from tests.integration.test_sessions import batch_events, owed_sessions
+
+    [session] = [r for r in reports if r["settings"]["query"] == "session-count"]
+    run_dir = Path(session["run_dir"])
+    events = ledger_events(run_dir)
+    assert session["drained"] and session["restarts"] == 1 and session["undercount"] == 0, session
+    assert session["overcount"] == batch_events(run_dir, events, 3) > 0 and session["windows"] == len(owed_sessions(events))
+    state, changes, operators = spark_state(run_dir, [2, 3, 4])
+    assert operators[0]["operatorName"] == "transformWithStateInPandasExec" and state.loc[3, "runs of the batch"] == 2
+    assert (state["sessions as in the ledger"] == state["state rows"]).all(), state
     lossy = [r for r in reports if r["settings"]["query"] in ("passthrough", "dedupe")]
     plain, dedupe = _pick(lossy, query="passthrough"), _pick(lossy, query="dedupe")
     assert plain["source_duplicates"] > 0 and plain["duplicated"] > 0, _counts(plain)

@@ -1,2 +1,3 @@
 """The structured pipeline: the query and its micro-batch sinks (``pipeline``), its Kafka input (``kafka_input``),
-and Spark's Kafka sink in micro-batches or real-time mode (``kafka_sink``)."""
+Spark's Kafka sink in micro-batches or real-time mode (``kafka_sink``), its logs read back (``checkpoint``), and
+``session-count``'s transformWithState processor (``sessions``)."""

@@ -30,9 +30,9 @@ Output
 
 Stateful queries
 ----------------
-``--query window-count`` and ``--query dedupe`` put a stateful operator
+``--query window-count``, ``dedupe`` and ``session-count`` put a stateful operator
 between the source and ``foreachBatch``: :mod:`lab.pipelines.stateful`
-builds them and writes ``window-count``'s counts; the named points, the
+builds them and writes the counts of ``window-count`` and ``session-count``; the named points, the
 checkpoint and recovery are the ones below. A stateful query also writes
 ``state-progress`` per batch (Spark's own figures for its state store).
 
@@ -98,6 +98,7 @@ from lab.events import read_events
 from lab.kafka.read import rows_of_arrow
 from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.pipelines.tasks import midway_hook
+from lab.registry import COUNT_QUERIES
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import FILES_MODE, TOPIC_MODE, SinkSpec
 from lab.spark.trigger import MIN_REAL_TIME_S, REAL_TIME_MIN_CONF, parse_trigger
@@ -252,6 +253,7 @@ def run(ctx: DriverContext) -> None:
         # Real-time mode refuses any state store provider set for the session (STREAMING_REAL_TIME_MODE.
         # SQL_CONFIGURATION_NOT_SUPPORTED, measured on 4.3.0); its queries here are stateless.
         extra[stateful.STATE_STORE_CONF] = STATE_STORES[cfg.state_store]
+        extra.update(stateful.session_conf(cfg.query))
     spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra=extra,
                           kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
@@ -316,8 +318,9 @@ def run(ctx: DriverContext) -> None:
                 out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, spec.path, len(ranges) - 1), data.schema)
                 file_sink.addBatch(batch, out._jdf)
                 parts = None
-            elif cfg.query == "window-count":
-                previous = stateful.previous_counts(spark, str(checkpoint.path), batch)
+            elif cfg.query in COUNT_QUERIES:
+                previous = (None if cfg.query == "session-count"  # its rows carry their change
+                            else stateful.previous_counts(spark, str(checkpoint.path), batch))
                 parts = data.mapInArrow(stateful.window_writer(ctx, batch, fail_once, previous),
                                         stateful.WINDOW_PART_SCHEMA).collect()
                 counted = sum(p["counted"] for p in parts)
@@ -346,7 +349,8 @@ def run(ctx: DriverContext) -> None:
                                 cfg.isolation_level)
     output_mode = "append"
     if cfg.query != "passthrough":
-        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.window_s, cfg.watermark_s)
+        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.window_s, cfg.watermark_s,
+                                                      gap_ms=int(round(cfg.session_gap_s * 1000)))
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
              .queryName(f"lab_structured_{cfg.sink}")
