@@ -211,7 +211,7 @@ def watermarks(checkpoint: Path) -> dict[int, int]:
 
 def late_events(run_dir: Path, config, events: EventTimes, timeline: list[dict]) -> np.ndarray:
     """The late mask of a run's acknowledged events (all ``False`` for a query without a watermark)."""
-    if config.query not in ("window-count", "dedupe", "session-count") or not PIPELINES[config.pipeline].watermarks:
+    if config.query not in ("dedupe", *COUNT_QUERIES) or not PIPELINES[config.pipeline].watermarks:
         return np.zeros(len(events.seq), dtype=bool)
     batch = batch_of(events.partition, events.kafka_offset, batch_ranges(timeline))
     return late_mask(events.event_time_ms, batch, watermarks(Path(run_dir) / "checkpoint"), config.query,
