@@ -258,9 +258,9 @@ EXERCISES = (
     Exercise("09.1", "09_queues_and_zombies", "Acknowledge first",
              "The share group of section 1, but each consumer accepts and commits its records before it writes them "
              "(`commit=\"before-output\"`), and the driver is killed right after a commit, before the write "
-             "(`driver-crash@batch=20:after-commit-before-output`). What will the sink hold?",
+             "(`driver-crash@batch=2:after-commit-before-output`). What will the sink hold?",
              dict(pipeline="share", commit="before-output", rate=300,
-                  faults="driver-crash@batch=20:after-commit-before-output"), "loss",
+                  faults="driver-crash@batch=2:after-commit-before-output"), "loss",
              "The records were accepted: the broker is done with them and never delivers them again, so the batch "
              "that was never written is lost. A share group's acknowledgement is its commit: before the output it "
              "makes at-most-once, as a consumer group's commit does."),

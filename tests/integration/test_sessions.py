@@ -99,7 +99,10 @@ def test_the_idempotent_sink_keeps_each_session_exact_through_a_kill_mid_output_
     timeline = read_events(run_dir)
     produced = next(e["t"] for e in timeline if e["type"] == "producer-done")
     assert next(e["t"] for e in timeline if e["type"] == "driver-start") >= produced
-    assert next(e["rows"] for e in timeline if e["type"] == "batch-start") == COMMON["max_batch_records"]
+    # Spark splits maxOffsetsPerTrigger across partitions by their backlog and rounds each share down (measured:
+    # 248 of 250 over 3 partitions), so a full batch is the limit less at most one record per partition.
+    first_rows = next(e["rows"] for e in timeline if e["type"] == "batch-start")
+    assert COMMON["max_batch_records"] - result.config.partitions <= first_rows <= COMMON["max_batch_records"]
     owed = owed_sessions(ledger_events(run_dir))
     assert sink_counts(run_dir, "idempotent") == dict(owed)
     assert r["guarantee"] == "exactly-once" and r["windows"] == r["windows_exact"] == len(owed)
