@@ -511,6 +511,8 @@ def check_08(reports):
 def check_09(reports):
     from pathlib import Path
 
+    from lab.pipelines.structured.checkpoint import refused_by_checkpoint
+
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:
         assert r["acked"] == 3000 and r["drained"] and r["lost"] == 0, _counts(r)
@@ -530,7 +532,7 @@ def check_09(reports):
     # loaded machine (CI) the replacement was still starting when the zombie woke, and it was the one refused.
     spark = _pick(reports, pipeline="structured")
     assert spark["restarts"] >= 1 and spark["lost"] == 0, _counts(spark)
-    refused = [p.name for p in Path(spark["run_dir"]).glob("driver-*.log") if "CONCURRENT_STREAM_LOG_UPDATE" in p.read_text()]
+    refused = [p.name for p in Path(spark["run_dir"]).glob("driver-*.log") if refused_by_checkpoint(p.read_text())]
     assert refused, "one of the two drivers on the checkpoint is refused by its log"
 
 
