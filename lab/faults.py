@@ -187,7 +187,8 @@ PAUSE_REPLACE_BY_DEFAULT = ("plain", "kafka-eos", "share")
 #: Pipelines whose paused driver may be replaced (``--on-pause replace``): those, and Structured Streaming, whose
 #: two drivers then share one checkpoint, as two drivers do when a cluster manager gives up on one. Measured:
 #: the second to write a batch's entry in the checkpoint's logs fails (Spark's CONCURRENT_STREAM_LOG_UPDATE,
-#: "Multiple streaming jobs detected") and its query dies: the zombie, or, when its replacement was still
+#: "Multiple streaming jobs detected", or, when both write the entry at once, "Multiple streaming queries are
+#: concurrently using") and its query dies: the zombie, or, when its replacement was still
 #: starting as it woke (a loaded machine), the replacement. The direct and receiver drivers keep logs of their own.
 PAUSE_REPLACE_PIPELINES = (*PAUSE_REPLACE_BY_DEFAULT, "structured")
 #: What the supervisor does while a driver is paused (``--on-pause``).

@@ -511,7 +511,7 @@ def check_08(reports):
 def check_09(reports):
     from pathlib import Path
 
-    from lab.pipelines.structured.checkpoint import refused_by_checkpoint
+    from tests.integration.test_pause import refused_by_checkpoint
 
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:

@@ -12,16 +12,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-#: What Spark writes in the driver's log when a second query on one checkpoint is refused: the error class when
-#: the batch's log entry was already there, or (measured on 4.3.0, the two racing on one entry) the message of the
-#: ``SparkConcurrentModificationException`` its rename raised.
-CONCURRENT_WRITE_MARKS = ("CONCURRENT_STREAM_LOG_UPDATE", "Multiple streaming queries are concurrently using")
-
-
-def refused_by_checkpoint(log_text: str) -> bool:
-    """Whether a driver's log says its query was refused for writing a checkpoint log entry a second query wrote."""
-    return any(mark in log_text for mark in CONCURRENT_WRITE_MARKS)
-
 class Checkpoint:
     """Read-only view of a query's offset and commit logs.
 
