@@ -77,19 +77,19 @@ def sink_rows_of_batch(run_dir, batch: int) -> int:
 def resumed_from(timeline, attempt: int) -> dict[int, int]:
     """Where the receiver's consumer of ``attempt`` resumed (its first connection).
 
-    A run may drain before that receiver connects (with acks on receipt the first receiver may have
-    committed every event before the crash): the feeder then holds the connection, as the driver is
-    stopping, and never feeds it. Its position is then the group's committed offsets, which its
-    disconnect records.
+    A run may drain before that receiver is fed (with acks on receipt the first receiver may have
+    committed every event before the crash): once the driver is stopping, the feeder feeds no new
+    connection. It holds one that comes after the stop began; one accepted in the same tick as the stop
+    (``held`` false, measured once in CI on a loaded machine) is left unfed as well. Either way it was
+    handed nothing, and its position is the group's committed offsets, which its disconnect records.
     """
     events = [e for n, e in timeline if n == attempt]
     feed = next((e for e in events if e["type"] == "receiver-feed"), None)
     if feed is not None:
         return {int(p): o for p, o in feed["resume_from"].items()}
-    drained = next(e["t"] for _, e in timeline if e["type"] == "drained")
     connect = next(e for e in events if e["type"] == "receiver-connect")
-    assert connect["held"] and connect["t"] > drained, "a receiver connected before the run drained is fed"
     disconnect = next(e for e in events if e["type"] == "receiver-disconnect" and e["epoch"] == connect["epoch"])
+    assert disconnect["handed_over"] == 0, "a receiver that was handed records was fed: its feed event is missing"
     return {int(p): o for p, o in disconnect["committed"].items()}
 
 
