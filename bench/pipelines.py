@@ -19,7 +19,10 @@ on the same broker:
 * **the raw producer**: the same events (same keys, same JSON values) sent with
   the lab's producer settings (the ledgered producer's own ``KafkaProducer``)
   and no ledger (``raw_produce_per_s``), beside the ledgered producer's rate
-  in the run (``ledgered_produce_per_s``; goal ``producer_ratio`` >= 0.8).
+  in the run (``ledgered_produce_per_s``; goal ``producer_ratio`` >= 0.8);
+* **Spark's steps alone** (structured with Spark's reader): ``bench/spark_stages.py`` over the run's topic,
+  the reader, the JSON parse and the hop to Python each as one batch job (``spark_stages``), and the
+  pipeline's time per record split by step (``time_shares``, :func:`time_shares`): where the time goes.
 
 The pipeline's rate is taken from its own timeline. ``steady_records_per_s``:
 the rows of every batch after the first, over the span from the second
@@ -191,6 +194,34 @@ def sink_alone(mode: str, events: int, batch: int) -> float:
     return events / took
 
 
+def spark_stages(bootstrap: str, topic: str, partitions: int, master: str, timeout_s: float = 900.0) -> dict:
+    """``bench/spark_stages.py`` over the run's topic, in its own process: each step's records/s in Spark."""
+    import subprocess
+
+    cmd = [sys.executable, str(ROOT / "bench" / "spark_stages.py"), "--bootstrap", bootstrap, "--topic", topic,
+           "--partitions", str(partitions), "--master", master]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"spark_stages.py failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_shares(steady: float, stages: dict, sink_rate: float) -> dict:
+    """The pipeline's time per record split by step, as fractions of it (a step's time per record is 1 / its rate).
+
+    The stages are cumulative (``parse`` includes ``read``), so each step's share is what it adds; the sink's is
+    the sink alone's; ``rest`` is what none of them accounts for (micro-batch planning, offset and commit logs,
+    tasks waiting for one another). Rough where steps overlap on the 2 cores.
+    """
+    rate = {name: s["records_per_s"] for name, s in stages.items()}
+    read = steady / rate["read"]
+    parse = steady / rate["parse"] - read
+    to_python = steady / rate["to_python"] - steady / rate["parse"]
+    sink = steady / sink_rate
+    return {k: round(v, 3) for k, v in {"read": read, "parse": parse, "to_python": to_python, "sink": sink,
+                                        "rest": 1 - steady / rate["to_python"] - sink}.items()}
+
+
 def producer_rate(run_dir: Path) -> float:
     """The ledgered producer's records/s in a run: its acknowledged sends over ``producer-start`` to ``producer-done``."""
     from lab.events import read_events
@@ -245,6 +276,11 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         raw_topic = f"{topic}.raw-producer"
         kafka_tools.create_topic(info.bootstrap, raw_topic, partitions)
         raw_producer = raw_produce(result.config, info.bootstrap, raw_topic)
+        stages = None
+        if pipeline == "structured" and result.report["settings"].get("kafka_reader") == "spark":
+            # Where the time goes: Spark's reader, the JSON parse and the hop to Python, each alone.
+            stages = spark_stages(info.bootstrap, topic, partitions,
+                                  result.report["settings"].get("spark_master") or "local[2]")
     finally:
         broker.stop_embedded(info)
     ledgered = producer_rate(result.run_dir)
@@ -269,6 +305,8 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         "sink_alone_per_s": round(sink_rate),
         # The sink is the limit when the pipeline's steady rate comes within a fifth of what the sink alone takes.
         "sink_is_the_limit": bool(steady and steady >= 0.8 * sink_rate),
+        "spark_stages": stages,
+        "time_shares": time_shares(steady, stages["stages"], sink_rate) if stages and steady else None,
         "ledgered_produce_per_s": round(ledgered),
         "raw_produce_per_s": round(raw_producer),
         "producer_ratio": round(ledgered / raw_producer, 3),
@@ -409,6 +447,10 @@ def main(argv=None) -> int:
                       f"({r['ratio_steady_plain']}); sink alone {r['sink_alone_per_s']:,}/s; producer "
                       f"{r['ledgered_produce_per_s']:,}/s ledgered vs {r['raw_produce_per_s']:,}/s raw: "
                       f"{r['producer_ratio']}", flush=True)
+                if r["time_shares"]:
+                    stages = ", ".join(f"{k} {v['records_per_s']:,}/s" for k, v in r["spark_stages"]["stages"].items())
+                    print(f"  Spark's steps alone: {stages}; shares of the pipeline's time: {r['time_shares']}",
+                          flush=True)
             by_ratio = sorted(runs, key=lambda x: x["ratio_steady"] or 0)
             r = by_ratio[(len(by_ratio) - 1) // 2]
             r = {**r, "runs": [{k: x[k] for k in ("kafka_reader", "ratio_steady", "steady_records_per_s", "records_per_s",
