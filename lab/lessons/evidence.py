@@ -261,10 +261,10 @@ def _batch_times(line: _Timeline) -> list[tuple[int, int]]:
     return sorted({e["time"]: e["batch"] for e in line.batch_starts() if e.get("time") is not None}.items())
 
 
-def _segment_files(result) -> list[tuple[Path, float]]:
-    """The WAL's segment files and their last writes (epoch ms), by name."""
+def _segment_files(result) -> list[tuple[Path, int, float]]:
+    """The WAL's segment files, their sizes and their last writes (epoch ms), by name."""
     files = sorted((Path(result.run_dir) / "checkpoint" / "receivedData").glob("*/log-*"))
-    return [(f, f.stat().st_mtime * 1000) for f in files]
+    return [(f, st.st_size, st.st_mtime * 1000) for f, st in ((f, f.stat()) for f in files)]
 
 
 def _batches_of(written_ms: float, times: list[tuple[int, int]], interval_ms: float, slack_ms: float = 0) -> list[int]:
@@ -273,16 +273,16 @@ def _batches_of(written_ms: float, times: list[tuple[int, int]], interval_ms: fl
     return [b for i, (t, b) in enumerate(times) if (i == 0 or t - interval_ms < written_ms) and written_ms <= t + slack_ms]
 
 
-def _wal_segments(result, line: _Timeline):
+def _wal_segments(result, line: _Timeline, files=None):
     import pandas as pd
 
     interval_ms = result.config.batch_interval_s * 1000
     times = _batch_times(line)
     recovered = set(_recovered(line))
     rows = []
-    for f, written_ms in _segment_files(result):
+    for f, size, written_ms in _segment_files(result) if files is None else files:
         batch = next(iter(_batches_of(written_ms, times, interval_ms)), None)
-        rows.append({"segment": f"{f.parent.name}/{f.name}", "bytes": f.stat().st_size,
+        rows.append({"segment": f"{f.parent.name}/{f.name}", "bytes": size,
                      "written at (s)": line.at(written_ms / 1000), "written": line.side(written_ms / 1000),
                      "batch": batch, "recovered": batch in recovered})
     return pd.DataFrame(rows, columns=["segment", "bytes", "written at (s)", "written", "batch", "recovered"])
@@ -295,11 +295,12 @@ def _recovered_from_the_wal(result) -> Finding:
     A segment written up to :data:`WAL_SLACK_MS` after a batch's time counts for that batch too (an allocation
     the loaded machine ran late)."""
     line = _timeline(Path(result.run_dir))
-    segments = _wal_segments(result, line)
+    files = _segment_files(result)
+    segments = _wal_segments(result, line, files)
     recovered = _recovered(line)
     interval_ms = result.config.batch_interval_s * 1000
     times = _batch_times(line)
-    held = {b for _, w in _segment_files(result) if line.side(w / 1000) == "before the crash"
+    held = {b for _, _, w in files if line.side(w / 1000) == "before the crash"
             for b in _batches_of(w, times, interval_ms, WAL_SLACK_MS)}
     covered = [b for b in recovered if b in held]
     shows = (f"the restarted driver recovered batches {recovered or 'none'}; WAL segments written before the crash "
