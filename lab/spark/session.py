@@ -67,6 +67,17 @@ def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuni
     return " ".join(opts)
 
 
+def driver_addresses() -> tuple[str, str]:
+    """``(bind, advertised)``: where the driver's own servers listen, and the name executors reach them by.
+
+    ``127.0.0.1`` for both unless ``LAB_SPARK_DRIVER_HOST`` names the driver's address for executors in other
+    containers or machines (docker-compose's ``jupyter``): then every address of the driver's own host, and that
+    name. Spark's RPC (:func:`session_conf`) and the receiver's feeder (:mod:`lab.pipelines.receiver.feed`) follow it.
+    """
+    host = os.environ.get("LAB_SPARK_DRIVER_HOST")
+    return ("0.0.0.0", host) if host else ("127.0.0.1", "127.0.0.1")
+
+
 def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | None = None,
                  kafka_connector: bool = False, archive_at_exit: Path | None = None,
                  ui: bool = False, worker_imports: tuple[str, ...] = ()) -> dict[str, str]:
@@ -90,8 +101,6 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.sql.warehouse.dir": str(run_dir / "spark-warehouse"),
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
         "spark.sql.streaming.checkpointLocation": str(run_dir / "checkpoint"),
         "spark.python.worker.reuse": "true",
         "spark.pyspark.python": sys.executable,
@@ -114,12 +123,9 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         conf["spark.port.maxRetries"] = str(UI_PORT_RETRIES)
         # A kill link would fail a job or stage outside the fault plan, unrecorded in the timeline.
         conf["spark.ui.killEnabled"] = "false"
-    driver_host = os.environ.get("LAB_SPARK_DRIVER_HOST")
-    if driver_host:
-        # A driver inside a container with executors in other containers (docker-compose): they
-        # reach it by its service name, so it must listen on the container's network too.
-        conf["spark.driver.host"] = driver_host
-        conf["spark.driver.bindAddress"] = "0.0.0.0"
+    # A driver inside a container with executors in other containers (docker-compose): they
+    # reach it by its service name, so it must listen on the container's network too.
+    conf["spark.driver.bindAddress"], conf["spark.driver.host"] = driver_addresses()
     from lab.host import jars
 
     if not jars.missing(SPARK_KAFKA_JARS):

@@ -4,7 +4,8 @@ Spark's own receiver for the ``receiver`` pipeline is ``socketTextStream``:
 it connects to a TCP port, stores every line it reads into blocks and reports
 the blocks to the driver. Spark has no Kafka receiver any more, so the Kafka
 side of the receiver lives here: a :class:`Feeder` thread inside the driver
-process listens on ``127.0.0.1:<port>``, reads the topic with a kafka-python
+process listens on ``127.0.0.1:<port>`` (every address of its host when
+executors are elsewhere: :func:`lab.spark.session.driver_addresses`), reads the topic with a kafka-python
 consumer (assigned partitions; offsets committed to the run's group id
 without joining it, see :mod:`lab.kafka.tools`) and writes one line per
 record to whichever receiver is connected::
@@ -140,7 +141,7 @@ class Feeder(threading.Thread):
     group_id : str
         The group the offsets are committed to (never joined).
     port : int
-        Port on 127.0.0.1 (0: any free one; see :attr:`port` after
+        Port on ``host`` (0: any free one; see :attr:`port` after
         :meth:`start_listening`). A recovered StreamingContext connects to
         the port its checkpoint names, so a restarted driver reuses it.
     ack : {"auto", "stored"}
@@ -154,6 +155,9 @@ class Feeder(threading.Thread):
         the feeder hands over no faster (see the module docstring, "Pacing").
     isolation_level : {"read_uncommitted", "read_committed"}
         ``read_committed`` for a transactional producer: only committed events are handed over.
+    host : str
+        The address to listen on: ``127.0.0.1``, or ``0.0.0.0`` when the receiver runs in another
+        container (:func:`lab.spark.session.driver_addresses`).
 
     Notes
     -----
@@ -165,7 +169,8 @@ class Feeder(threading.Thread):
     """
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, group_id: str, port: int, ack: str,
-                 events, on_commit, rate: float | None = None, isolation_level: str = "read_uncommitted") -> None:
+                 events, on_commit, rate: float | None = None, isolation_level: str = "read_uncommitted",
+                 host: str = "127.0.0.1") -> None:
         super().__init__(name="lab-receiver-feeder", daemon=True)
         if ack not in ("auto", "stored"):
             raise LabError(f"unknown receiver ack mode {ack!r}; valid: auto, stored")
@@ -173,6 +178,7 @@ class Feeder(threading.Thread):
         self.topic = topic
         self.partitions = partitions
         self.group_id = group_id
+        self.host = host
         self.port = port
         self.ack = ack
         self.events = events
@@ -211,7 +217,7 @@ class Feeder(threading.Thread):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind(("127.0.0.1", self.port))
+                s.bind((self.host, self.port))
             except OSError as e:
                 s.close()
                 last = e
@@ -222,7 +228,7 @@ class Feeder(threading.Thread):
             self._server = s
             self.port = s.getsockname()[1]
             return self.port
-        raise LabError(f"the receiver feeder cannot listen on 127.0.0.1:{self.port}: {last}")
+        raise LabError(f"the receiver feeder cannot listen on {self.host}:{self.port}: {last}")
 
     def batch_allocated(self, batch_time_ms: int, records: int) -> None:
         """Spark allocated batch ``batch_time_ms`` with ``records`` records of the stream (thread-safe)."""

@@ -415,7 +415,7 @@ def run(ctx: DriverContext) -> None:
     from pyspark import StorageLevel
     from pyspark.streaming import StreamingContext
 
-    from lab.spark.session import skip_accumulator_wait, spark_session
+    from lab.spark.session import driver_addresses, skip_accumulator_wait, spark_session
 
     cfg = ctx.config
     spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
@@ -426,9 +426,12 @@ def run(ctx: DriverContext) -> None:
     ctx.await_turn()
     feeder_holder: dict = {}
     book = BatchBook(ctx)
+    # The receiver runs on an executor: in the compose stack that is another container, which reaches the
+    # feeder by the driver's name (measured: on 127.0.0.1 it was refused at every restart until the deadline).
+    bind, advertised = driver_addresses()
     feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.ack,
                     ctx.events, on_commit=lambda c: feeder_holder["runtime"].on_commit(c), rate=max_rate(cfg),
-                    isolation_level=cfg.isolation_level)
+                    isolation_level=cfg.isolation_level, host=bind)
     port = feeder.start_listening()
     (ctx.run_dir / PORT_FILE).write_text(json.dumps({"port": port}))
     runtime = _Runtime(ctx, feeder, book)
@@ -441,7 +444,7 @@ def run(ctx: DriverContext) -> None:
 
     def create() -> StreamingContext:
         ssc = StreamingContext(sc, cfg.batch_interval_s)
-        lines = ssc.socketTextStream("127.0.0.1", port, storage)
+        lines = ssc.socketTextStream(advertised, port, storage)
         if cfg.query == "window-count":
             from lab.pipelines.stateful import with_running_counts
 
