@@ -145,6 +145,20 @@ def test_postgresql_sink(runs_dir, postgres_url, monkeypatch):
     assert len(rows) == 1200 and sum(n for _, n in rows) == a.stored_rows == 1200
 
 
+def test_postgresql_sink_in_a_sql_ascii_database(runs_dir, postgres_url, monkeypatch):
+    """A database made without a UTF-8 locale is SQL_ASCII, whose text psycopg hands back as bytes unless the
+    connection asks for UTF-8: the sink's rows must still match the ledger's event ids (measured without it:
+    every event audited lost)."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS ascii")
+        conn.execute("CREATE DATABASE ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    monkeypatch.setenv("LAB_SINK_URL", postgres_url.rsplit("/", 1)[0] + "/ascii")
+    a = run_scenario(make_config(events=500, rate=0, sink="idempotent")).audit
+    assert (a.acked, a.exactly_once, a.lost, a.unseen) == (500, 500, 0, 0)
+
+
 def test_second_crash_while_the_driver_restarts_waits_for_the_next_driver(runs_dir):
     """A crash due while no driver runs is deferred to the next driver, never logged against the dead one."""
     # A 1 s restart delay: the second crash falls due while no driver runs.
