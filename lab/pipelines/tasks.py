@@ -47,7 +47,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from lab.spark.executors import is_executor
+from lab.spark.executors import is_executor, take_kill_order, this_host
 from lab import events as ev
 
 if TYPE_CHECKING:
@@ -86,10 +86,11 @@ def await_executor_kill(ctx: DriverContext, batch: int) -> None:
     jvm = executor_jvm()
     if jvm is None:
         return
-    ctx.events.write(ev.EXECUTOR_TARGET, pid=jvm.pid, batch=batch, worker_pid=os.getpid())
+    ctx.events.write(ev.EXECUTOR_TARGET, pid=jvm.pid, batch=batch, worker_pid=os.getpid(), host=this_host())
     deadline = time.monotonic() + EXECUTOR_KILL_WAIT_S
     while time.monotonic() < deadline:
         try:
+            take_kill_order(ctx.run_dir, jvm)
             gone = not psutil.pid_exists(jvm.pid) or jvm.status() == psutil.STATUS_ZOMBIE
         except psutil.NoSuchProcess:
             gone = True

@@ -1,11 +1,24 @@
 """Spark's executor JVMs: how the lab tells one from any other process (by its main class on the command line).
 
 Read by the fault injector (``executor-crash``), the cluster's leak checks and the tasks' own hooks.
+
+An executor in another container or on another machine (the compose stack's workers) is not in any
+process tree the supervisor can see. Its kill is ordered through the run directory, which the driver
+and the executors share: the supervisor writes :data:`KILL_ORDER_FILE` naming the executor by host and
+PID (:func:`order_kill`), the waiting task on that executor takes the order and SIGKILLs its own executor
+JVM (:func:`take_kill_order`). The kill is as real as a local one; only who sends the signal differs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import time
 from pathlib import Path
+
+#: The supervisor's order to kill an executor it cannot reach (``{"host": ..., "pid": ...}``), in the run directory.
+KILL_ORDER_FILE = "executor-kill.json"
 
 #: What an executor JVM's command line contains (Spark's executor main class).
 EXECUTOR_MAIN_CLASS = "CoarseGrainedExecutorBackend"
@@ -79,3 +92,44 @@ def executor_pids(runs_dir: str | Path) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+def this_host() -> str:
+    """The name an ``executor-target`` event gives for where its executor runs."""
+    return socket.gethostname()
+
+
+def order_kill(run_dir: Path, host: str, pid: int, wait_s: float = 10.0) -> int | None:
+    """Order the task waiting on executor ``pid`` at ``host`` to SIGKILL its executor JVM.
+
+    Returns ``pid`` once the task took the order (it removes the file just before the kill), or
+    ``None`` when no task took it within ``wait_s`` (the order is then withdrawn).
+    """
+    order = Path(run_dir) / KILL_ORDER_FILE
+    tmp = order.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"host": host, "pid": pid}))
+    os.replace(tmp, order)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not order.exists():
+            return pid
+        time.sleep(0.02)
+    order.unlink(missing_ok=True)
+    return None
+
+
+def take_kill_order(run_dir: Path, jvm) -> bool:
+    """Whether the supervisor ordered ``jvm`` (this task's executor, a ``psutil.Process``) killed; if so, kill it.
+
+    Called by the waiting task. The order is removed before the SIGKILL, so the supervisor knows it was taken.
+    """
+    order = Path(run_dir) / KILL_ORDER_FILE
+    try:
+        target = json.loads(order.read_text())
+    except (OSError, ValueError):
+        return False
+    if target.get("host") != this_host() or target.get("pid") != jvm.pid:
+        return False
+    order.unlink(missing_ok=True)
+    jvm.kill()
+    return True
