@@ -70,12 +70,15 @@ RUN set -eux; \
 # for the lab's user: nothing at run time rewrites it (should its .verified.json not match the
 # files' inodes at run time, each check hashes the jars instead: 10 MB for the connector).
 # LAB_MAVEN_REPO: a Maven 2 repository to fetch from instead of Maven Central (empty: Central).
+# Then the flink pipeline's own environment (PyFlink 2.2.0 pins what the lab's venv cannot share; lab/flink/env.py),
+# as `make flink` makes it, into the same cache: without it notebook 08's Flink runs stop at their first cell.
 ARG LAB_MAVEN_REPO
 ENV LAB_CACHE_DIR=/opt/lab/cache
 RUN set -eux; \
     test -s /etc/ssl/certs/ca-certificates.crt \
       || { echo "no CA bundle at /etc/ssl/certs/ca-certificates.crt (package ca-certificates)" >&2; exit 1; }; \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt /opt/lab/venv/bin/lab fetch --route https; \
+    /opt/lab/venv/bin/python -m lab.flink.env; \
     chmod -R a+rX "${LAB_CACHE_DIR}"
 
 # The user, and the directories compose mounts: runs/ (checkpoints, WAL, sink files, shared

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -117,8 +118,12 @@ def environment(service: dict) -> dict:
 
 
 def command(service: dict) -> list[str]:
+    """The service's command; of ``sh -c "...; exec <command>"``, the command the shell becomes."""
     cmd = service.get("command") or []
-    return cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
+    cmd = cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
+    if cmd[:2] == ["sh", "-c"]:
+        cmd = shlex.split(cmd[2].rsplit("exec ", 1)[-1])
+    return cmd
 
 
 def option(cmd: list[str], flag: str) -> str | None:
@@ -769,7 +774,7 @@ def test_the_proxy_healthcheck_runs(tmp_path):
     from lab.host import processes
 
     svc = services()[PROXY]
-    test = svc["healthcheck"]["test"]
+    test = ["CMD", *shlex.split(svc["healthcheck"]["test"][1])]  # CMD-SHELL: test_both_compose_tools_read_it_alike
     assert test[:3] == ["CMD", "python", "-c"], f"{rel(COMPOSE)} service {PROXY}: healthcheck {test}"
     control = option(command(svc), "--control")
     p, ready = start_proxy(tmp_path, "--upstream", "127.0.0.1:9")
@@ -783,6 +788,39 @@ def test_the_proxy_healthcheck_runs(tmp_path):
         assert r.returncode != 0, "the healthcheck passes without a proxy"
     finally:
         processes.stop_process(p)
+
+
+def test_both_compose_tools_read_it_alike():
+    """What podman-compose 1.0.3 (Debian 12's, with which `make test-stack` runs this file) reads otherwise than
+    Docker Compose, measured there: a health check as a ``CMD`` list becomes ``/bin/sh -c python -c ...``, a bare
+    ``python`` that passes whatever the service's state; ``${VAR:-}`` (an empty default) is left as written, set or
+    not, so JupyterLab's token was the text ``${LAB_JUPYTER_TOKEN:-}``."""
+    problems = []
+    for name, svc in services().items():
+        test = (svc.get("healthcheck") or {}).get("test")
+        if isinstance(test, list) and test[:1] != ["CMD-SHELL"]:
+            problems.append(f"service {name}: healthcheck {test[:2]}...: write it as CMD-SHELL")
+    problems += [f"{found}: an empty default; give a value or pass the variable through (`NAME:` in environment)"
+                 for found in sorted(set(re.findall(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-\}", json.dumps(compose(raw=True)))))]
+    assert not problems, f"{rel(COMPOSE)}: " + "; ".join(problems)
+
+
+def test_jupyterlab_takes_its_token_from_lab_jupyter_token():
+    """Passed through from the host when set; the command hands it to Jupyter as JUPYTER_TOKEN, which Jupyter
+    ignores when empty (it makes a random token then), so an unset variable never means "no token"."""
+    svc = services()["jupyter"]
+    assert "LAB_JUPYTER_TOKEN" in environment(svc) and environment(svc)["LAB_JUPYTER_TOKEN"] is None, (
+        f"{rel(COMPOSE)} service jupyter: LAB_JUPYTER_TOKEN is not passed through from the host")
+    shell = svc["command"][2].replace("$$", "$")
+    assert svc["command"][:2] == ["sh", "-c"] and 'export JUPYTER_TOKEN="$LAB_JUPYTER_TOKEN";' in shell, svc["command"]
+    assert "IdentityProvider.token" not in shell and "ServerApp.token" not in shell, "an empty token there turns auth off"
+
+
+def test_the_maven_repository_default_is_the_labs():
+    from lab.host.jars import CENTRAL
+
+    args = compose()["x-lab-image"]["build"]["args"]
+    assert args["LAB_MAVEN_REPO"] == CENTRAL, f"{rel(COMPOSE)}: LAB_MAVEN_REPO defaults to {args['LAB_MAVEN_REPO']!r}"
 
 
 def _named_mounts(svc: dict, named: set[str]) -> dict[str, str]:
