@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
 
-.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast reference lab bench bench-matrix doctor clean
+.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast test-stack reference lab bench bench-matrix doctor clean
 
 venv: $(STAMP)
 
@@ -91,6 +91,13 @@ test: preflight venv flink fetch lint
 
 test-fast: venv lint
 	$(PYTEST) -q tests/unit
+
+# docker-compose.yml for real, with podman (docs/docker.md): the images it names built from Debian's archive
+# (stand-ins for the official ones; cached, rebuilt when their recipe changes), the stack up and healthy, a driver
+# crash and executor crashes audited by `lab run` inside it, notebook 05 by papermill, then all of it taken down.
+test-stack: venv fetch
+	@tests/stack/preflight.sh
+	$(BIN)/python tests/stack/run.py
 
 # The pinned linter (ruff, pyproject.toml's [tool.ruff]) over the code and its tests and benchmarks.
 lint: venv

@@ -1,0 +1,336 @@
+"""``make test-stack``: docker-compose.yml brought up with podman-compose, crash scenarios audited inside it.
+
+Steps: the images (:mod:`tests.stack.images`), ``podman-compose up -d`` of the compose file as users
+have it, every health check waited for, then in the JupyterLab container ``lab run`` with executor and
+driver crashes on the stack's Spark cluster and a Flink crash, ``lab run`` on the host against the
+stack's published Kafka and PostgreSQL, JupyterLab's published port with its token, notebook 05 by
+papermill; then ``podman-compose down -v`` and a check that no container, network, volume or process
+is left. Every outcome is checked as the host's tests check it (``tests/integration/test_cluster.py``,
+``flink_checks``, notebook 05's ``check_05``). Exit status 0 only when every step held; each failed
+check is one line on stderr.
+
+Podman runs here with runc, cgroupfs and explicit ulimits (a containers.conf of its own, through
+``CONTAINERS_CONF``): podman's defaults (crun, systemd, raised ulimits) are refused on these machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.flink_checks import check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once  # noqa: E402
+from tests.notebooks.test_notebooks import SMALL, check_05  # noqa: E402
+
+PROJECT = os.environ.get("LAB_STACK_PROJECT", "labstack")
+COMPOSE = ROOT / "docker-compose.yml"
+LABEL = f"io.podman.compose.project={PROJECT}"
+HEALTH_TIMEOUT_S = 600
+JUPYTER = f"{PROJECT}_jupyter_1"
+#: The published ports, as docker-compose.yml publishes them on the host's 127.0.0.1.
+HOST_KAFKA, HOST_SINK_URL, HOST_JUPYTER = "127.0.0.1:9092", "postgresql://lab:lab@127.0.0.1:5432/lab", "127.0.0.1:8888"
+
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
+init_path = "/usr/bin/catatonit"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+COMMON = ["--events", "2000", "--rate", "500", "--max-batch", "300", "--deadline", "240", "--json"]
+
+
+def _append_rewrites_what_the_killed_task_wrote(r: dict, events: list[dict]) -> bool:
+    # The append sink commits the first half of the task's rows before the task waits for its kill
+    # (lab.sinks.database); the rerun writes all of them: the duplicates are that half, exactly.
+    first = next(e for e in events if e["type"] == "batch-start" and e["batch"] == r["fired"]["batch"])
+    lo, hi = first["ranges"]["0"]
+    return r["duplicated"] == (hi - lo) // 2
+
+
+def _executor_killed_in_a_worker(r: dict, events: list[dict]) -> bool:
+    target = [e for e in events if e["type"] == "executor-target"]
+    return bool(target) and r["fired"]["pid"] == target[-1]["pid"] and target[-1]["host"].startswith("spark-worker-")
+
+
+# The scenarios in the JupyterLab container: (name, lab run arguments, check of the report and the timeline).
+# Beyond every run's check (drained, 2000 acknowledged, none lost or unseen): what tests/integration/test_cluster.py
+# asserts of the same scenario on `lab cluster`, and for the append sink the exact count it predicts.
+SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], bool]]] = [
+    ("executor crash, direct, transactional sink",
+     ["--pipeline", "direct", "--offsets", "sink", "--sink", "transactional", "--faults", "executor-crash@batch=2"],
+     lambda r, ev: _executor_killed_in_a_worker(r, ev) and (r["exactly_once"], r["duplicated"]) == (2000, 0)),
+    ("executor crash, direct, append sink",
+     ["--pipeline", "direct", "--offsets", "checkpoint", "--sink", "append", "--faults", "executor-crash@batch=1"],
+     lambda r, ev: _executor_killed_in_a_worker(r, ev) and _append_rewrites_what_the_killed_task_wrote(r, ev)),
+    ("driver crash, structured, idempotent sink",
+     ["--pipeline", "structured", "--sink", "idempotent", "--faults", "driver-crash@batch=2:after-output-before-commit"],
+     lambda r, ev: r["exactly_once"] == 2000 and r["restarts"] == 1),
+    ("driver crash, receiver with its WAL, mid-output",
+     ["--pipeline", "receiver", "--wal", "on", "--ack", "stored", "--faults", "driver-crash@batch=2:mid-output"],
+     lambda r, ev: r["restarts"] == 1 and r["duplicated"] > 0),
+    ("driver crash, flink, aligned checkpoints, mid-output",
+     ["--pipeline", "flink", "--faults", "driver-crash@batch=2:mid-output"],
+     lambda r, ev: r["restarts"] == 1 and _holds(check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once, r)),
+]
+#: On the host, through the published ports: Kafka's HOST listener and PostgreSQL (docs/docker.md).
+HOST_SCENARIO = ("driver crash, plain, on the host against the stack's Kafka and PostgreSQL",
+                 ["--pipeline", "plain", "--sink", "idempotent", "--faults", "driver-crash@at=3s"],
+                 lambda r, ev: r["exactly_once"] == 2000 and r["restarts"] == 1
+                 and r["settings"]["sink_backend"] == "postgresql")
+
+NB05 = "05_exactly_once_production"
+
+failures: list[str] = []
+
+
+def _holds(check: Callable[[dict], None], r: dict) -> bool:
+    try:
+        check(r)
+    except AssertionError as e:
+        say(f"  {check.__name__}: {e}")
+        return False
+    return True
+
+
+def say(line: str) -> None:
+    print(f"[stack {time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+def fail(line: str) -> None:
+    failures.append(line)
+    print(f"FAILED: {line}", file=sys.stderr, flush=True)
+
+
+def podman(*args: str, check: bool = True, capture: bool = True, timeout: float | None = None):
+    return subprocess.run(["podman", *args], check=check, capture_output=capture, text=True, timeout=timeout)
+
+
+# podman's complaints, once per container, that it cannot give its health checks systemd timers (wait_healthy
+# runs them instead), and that there is no syslog; podman-compose's look for each volume before it makes it.
+NOISE = ("unable to get systemd connection", "failed to connect to syslog", "inspecting object: no such volume")
+
+def compose(*args: str, env: dict | None = None) -> None:
+    done = subprocess.run(["podman-compose", "-p", PROJECT, "-f", str(COMPOSE), *args], cwd=ROOT,
+                          env={**os.environ, **(env or {})},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in done.stderr.splitlines():
+        if not any(n in line for n in NOISE):
+            print(line, file=sys.stderr)
+    if done.returncode:
+        raise SystemExit(f"podman-compose {' '.join(args)} exited {done.returncode}")
+
+
+def containers(all_: bool = True) -> list[str]:
+    out = podman("ps", *(["-a"] if all_ else []), "--filter", f"label={LABEL}", "--format", "{{.Names}}").stdout
+    return sorted(out.split())
+
+
+def leftovers() -> list[str]:
+    """What of the project is still there: containers, networks, volumes, its processes."""
+    left = [f"container {c}" for c in containers()]
+    left += [f"network {n}" for n in podman("network", "ls", "--format", "{{.Name}}").stdout.split()
+             if n.startswith(PROJECT)]
+    left += [f"volume {v}" for v in podman("volume", "ls", "--format", "{{.Name}}").stdout.split()
+             if v.startswith(PROJECT)]
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    left += [f"process {line.strip()[:120]}" for line in ps if "conmon" in line and PROJECT in line]
+    if not podman("ps", "-aq").stdout.split():  # podman's DNS server outlives no network of containers
+        left += [f"process {line.strip()[:120]}" for line in ps if "aardvark-dns" in line]
+    return left
+
+
+def wait_healthy() -> bool:
+    """Run every container's health check until all pass (podman 4.3 runs them from systemd timers,
+    which these machines do not have, so the check is run here, as a timer would)."""
+    names = containers()
+    healthy: dict[str, float] = {}
+    t0 = time.monotonic()
+    last = 0.0
+    while time.monotonic() - t0 < HEALTH_TIMEOUT_S:
+        for name in names:
+            if name in healthy:
+                continue
+            # `up -d` has started every container when it returns (podman-compose 1.0.3 does not wait for health):
+            # one that is not running now failed to start (still `created`) or has exited.
+            state = podman("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
+            if state != "running":
+                logs = podman("logs", "--tail", "20", name, check=False)
+                fail(f"{name} is {state} before it was healthy; its log's end:\n{logs.stdout}{logs.stderr}")
+                return False
+            if podman("healthcheck", "run", name, check=False, timeout=60).returncode == 0:
+                healthy[name] = time.monotonic() - t0
+                say(f"  {name} healthy after {healthy[name]:.0f} s")
+        if len(healthy) == len(names):
+            return True
+        if time.monotonic() - last > 30:
+            last = time.monotonic()
+            say(f"  waiting for {sorted(set(names) - set(healthy))}")
+        time.sleep(3)
+    fail(f"not healthy within {HEALTH_TIMEOUT_S} s: {sorted(set(names) - set(healthy))}")
+    return False
+
+
+def summary(out: dict, wall_s: float) -> dict:
+    return dict(acked=out["acked"], exactly_once=out["exactly_once"], duplicated=out["duplicated"], lost=out["lost"],
+                unseen=out["unseen"], restarts=out.get("restarts"), drained=out.get("drained"),
+                fired=(out.get("faults_fired") or [{}])[0], wall_s=round(wall_s))
+
+
+def judge(name: str, done: subprocess.CompletedProcess, read_events: Callable[[str], list[dict]],
+          check: Callable[[dict, list[dict]], bool], t0: float) -> None:
+    if done.returncode != 0:
+        fail(f"{name}: lab run exited {done.returncode}: {done.stderr.strip()[-800:]}")
+        return
+    out = json.loads(done.stdout[done.stdout.index("{"):])
+    brief = summary(out, time.monotonic() - t0)
+    say(f"  {json.dumps(brief)}")
+    r = {**out, **brief}
+    if not (r["drained"] and r["acked"] == 2000 and r["lost"] == 0 and r["unseen"] == 0
+            and check(r, read_events(out["run_dir"]))):
+        fail(f"{name}: audited {json.dumps(brief)}")
+
+
+def events_in_container(run_dir: str) -> list[dict]:
+    text = podman("exec", JUPYTER, "cat", f"{run_dir}/events.jsonl").stdout
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_in_stack(name: str, args: list[str], check) -> None:
+    say(f"lab run: {name}")
+    t0 = time.monotonic()
+    judge(name, podman("exec", JUPYTER, "lab", "run", *args, *COMMON, check=False, timeout=600), events_in_container,
+          check, t0)
+
+
+def run_on_host(name: str, args: list[str], check, runs: Path) -> None:
+    """``lab run`` on this machine against the stack's published Kafka (HOST listener) and PostgreSQL."""
+    from lab.events import read_events
+
+    say(f"lab run: {name}")
+    env = {**os.environ, "LAB_KAFKA_BOOTSTRAP": HOST_KAFKA, "LAB_SINK_URL": HOST_SINK_URL, "LAB_RUNS_DIR": str(runs)}
+    for var in ("LAB_KAFKA_PROXY", "LAB_SPARK_MASTER"):
+        env.pop(var, None)
+    t0 = time.monotonic()
+    done = subprocess.run([str(Path(sys.executable).parent / "lab"), "run", *args, *COMMON], env=env,
+                          capture_output=True, text=True, timeout=600)
+    judge(name, done, lambda run_dir: read_events(Path(run_dir)), check, t0)
+
+
+def check_jupyter(token: str) -> None:
+    """JupyterLab on the published port: its API answers with the token and refuses without it."""
+    say(f"JupyterLab at http://{HOST_JUPYTER}: the token set by LAB_JUPYTER_TOKEN")
+
+    def status(headers: dict) -> int:
+        try:
+            return urllib.request.urlopen(urllib.request.Request(f"http://{HOST_JUPYTER}/api/status", headers=headers),
+                                          timeout=10).status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    with_token, without = status({"Authorization": f"token {token}"}), status({})
+    say(f"  /api/status: {with_token} with the token, {without} without")
+    if (with_token, without) != (200, 403):
+        fail(f"JupyterLab's API answered {with_token} with the token and {without} without (expected 200 and 403)")
+
+
+def run_notebook(copy_to: Path) -> None:
+    """Notebook 05 by papermill in the JupyterLab container, its runs checked as the host's notebook test checks them."""
+    say(f"papermill {NB05} (inside {JUPYTER})")
+    runs = f"/opt/lab/runs/{NB05}"
+    args = ["exec", "-e", f"LAB_RUNS_DIR={runs}", "-w", "/opt/lab/notebooks", JUPYTER, "papermill", "--no-progress-bar",
+            f"{NB05}.ipynb", f"/opt/lab/runs/{NB05}.out.ipynb"]
+    for k, v in SMALL[NB05].items():
+        args += ["-y", f"{k}: {json.dumps(v)}"]
+    t0 = time.monotonic()
+    done = podman(*args, check=False, timeout=1800)
+    if done.returncode != 0:
+        fail(f"notebook {NB05}: papermill exited {done.returncode}: {done.stderr.strip()[-1500:]}")
+        return
+    # The run directories as the host sees them: copied out, the sink named by its published port.
+    podman("cp", f"{JUPYTER}:{runs}", str(copy_to))
+    reports = []
+    for path in sorted((copy_to / NB05).glob("*/report.json")):
+        report = json.loads(path.read_text())
+        report["run_dir"] = str(path.parent)
+        sink = json.loads((path.parent / "sink.json").read_text())
+        if sink["backend"] == "postgresql":
+            (path.parent / "sink.json").write_text(json.dumps({**sink, "url": HOST_SINK_URL}))
+        reports.append(report)
+    say(f"  ran in {time.monotonic() - t0:.0f} s; {len(reports)} runs")
+    for r in reports:
+        say(f"  {r['faults']!s:32} idempotence={r['settings']['idempotence']!s:5} isolation={r['settings']['isolation']:16}"
+            f" acked={r['acked']} once={r['exactly_once']} dup={r['duplicated']} lost={r['lost']}"
+            f" source_dup={r['source_duplicates']} unexpected={r['unexpected']}")
+    fencing = json.loads(next((copy_to / NB05).glob("fencing-*/result.json")).read_text())
+    say(f"  fencing on {fencing['broker']}: zombie {fencing['zombie_error']}, read committed "
+        f"{fencing['zombie_read_committed']} of {fencing['records']}")
+    try:
+        # The stack's Kafka is Apache Kafka 4.4.0, as the embedded broker: the notebook test's Apache Kafka checks hold.
+        check_05(reports, apache_kafka=True)
+    except AssertionError as e:
+        fail(f"notebook {NB05}: {str(e).strip()[:800]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep", action="store_true", help="leave the stack up at the end (for a look inside)")
+    ap.add_argument("--skip-images", action="store_true", help="use the images as they are")
+    ap.add_argument("--up-only", action="store_true", help="bring the stack up healthy and run nothing in it")
+    args = ap.parse_args()
+    # A SIGTERM (a CI timeout, a kill) takes the stack down as an error does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"{PROJECT}: terminated"))
+    work = Path(tempfile.mkdtemp(prefix="lab-stack-"))
+    (work / "containers.conf").write_text(CONTAINERS_CONF)
+    os.environ["CONTAINERS_CONF"] = str(work / "containers.conf")
+    if not args.skip_images:
+        subprocess.run([sys.executable, str(ROOT / "tests/stack/images.py")], check=True)
+    if containers():
+        say(f"an earlier {PROJECT} stack is still there: down first")
+        compose("down", "-v")
+    token = secrets.token_hex(16)
+    t0 = time.monotonic()
+    try:
+        say(f"podman-compose -p {PROJECT} up -d")
+        compose("up", "-d", env={"LAB_JUPYTER_TOKEN": token})
+        if wait_healthy() and not args.up_only:
+            say(f"stack healthy in {time.monotonic() - t0:.0f} s")
+            for scenario in SCENARIOS:
+                run_in_stack(*scenario)
+            run_on_host(*HOST_SCENARIO, runs=work / "runs")
+            check_jupyter(token)
+            run_notebook(work)
+    finally:
+        if not args.keep:
+            say(f"podman-compose -p {PROJECT} down -v")
+            compose("down", "-v")
+            # podman-compose 1.0.3 creates the project's network on `up` but leaves it on `down`.
+            podman("network", "rm", f"{PROJECT}_default", check=False)
+            left = leftovers()
+            if left:
+                fail("left behind: " + ", ".join(left))
+        shutil.rmtree(work, ignore_errors=True)
+    say(f"passed in {time.monotonic() - t0:.0f} s" if not failures else f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
