@@ -92,9 +92,10 @@ test: preflight venv flink fetch lint
 test-fast: venv lint
 	$(PYTEST) -q tests/unit
 
-# docker-compose.yml for real, with podman (docs/docker.md): the images it names built from Debian's archive
-# (stand-ins for the official ones; cached, rebuilt when their recipe changes), the stack up and healthy, a driver
-# crash and executor crashes audited by `lab run` inside it, notebook 05 by papermill, then all of it taken down.
+# docker-compose.yml for real, with podman, as root (docs/docker.md): the images it names built from Debian's archive
+# (stand-ins for the official ones; cached, rebuilt when their recipe changes), the stack up and healthy, Spark
+# executor and driver crashes and a Flink crash audited by `lab run` inside it, a run on the host through the
+# published ports, JupyterLab's token, notebook 05 by papermill, then all of it taken down and checked gone.
 test-stack: venv fetch
 	@tests/stack/preflight.sh
 	$(BIN)/python tests/stack/run.py

@@ -102,26 +102,29 @@ def this_host() -> str:
 def order_kill(run_dir: Path, host: str, pid: int, wait_s: float = 10.0) -> int | None:
     """Order the task waiting on executor ``pid`` at ``host`` to SIGKILL its executor JVM.
 
-    Returns ``pid`` once the task took the order (it removes the file just before the kill), or
-    ``None`` when no task took it within ``wait_s`` (the order is then withdrawn).
+    Returns ``pid`` once the task took the order, or ``None`` when no task took it within ``wait_s``.
+    Taking and withdrawing are each one rename of the order, so exactly one of them happens: a task
+    that took the order kills, and an order withdrawn is never taken after.
     """
     order = Path(run_dir) / KILL_ORDER_FILE
     tmp = order.with_suffix(".tmp")
     tmp.write_text(json.dumps({"host": host, "pid": pid}))
     os.replace(tmp, order)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if not order.exists():
-            return pid
+    while time.monotonic() < deadline and order.exists():
         time.sleep(0.02)
-    order.unlink(missing_ok=True)
+    try:
+        order.rename(order.with_suffix(".withdrawn"))
+    except FileNotFoundError:
+        return pid  # taken
     return None
 
 
 def take_kill_order(run_dir: Path, jvm) -> bool:
     """Whether the supervisor ordered ``jvm`` (this task's executor, a ``psutil.Process``) killed; if so, kill it.
 
-    Called by the waiting task. The order is removed before the SIGKILL, so the supervisor knows it was taken.
+    Called by the waiting task. The order is taken (renamed to ``.taken``) before the SIGKILL, so the
+    supervisor knows it was; an order it withdrew first cannot be taken.
     """
     order = Path(run_dir) / KILL_ORDER_FILE
     try:
@@ -130,6 +133,9 @@ def take_kill_order(run_dir: Path, jvm) -> bool:
         return False
     if target.get("host") != this_host() or target.get("pid") != jvm.pid:
         return False
-    order.unlink(missing_ok=True)
+    try:
+        order.rename(order.with_suffix(".taken"))
+    except FileNotFoundError:
+        return False  # withdrawn since it was read
     jvm.kill()
     return True

@@ -330,7 +330,7 @@ def _aborted_in_sink(report) -> int:
     if sink["backend"] == "postgresql":
         import psycopg
 
-        with psycopg.connect(sink["url"], connect_timeout=5) as db:
+        with psycopg.connect(sink["url"], connect_timeout=5, client_encoding="utf8") as db:
             rows = db.execute(f'SELECT event_id FROM "{sink["schema"]}".sink_events').fetchall()
     else:
         rows = sqlite3.connect(run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events").fetchall()

@@ -7,7 +7,8 @@ lab's own image is built from ``docker/jupyter.Dockerfile``, unchanged, FROM the
 ``docs/docker.md`` lists every difference between a stand-in and the image it stands in for.
 
 An image is rebuilt only when its recipe changed: each carries the SHA-256 of its recipe as the
-label ``lab.recipe`` (the lab's image: of the files its build copies).
+label ``lab.recipe``: of this file and what it puts in (a stand-in), or of the files the Dockerfile
+copies, its build arguments and the Spark stand-in's recipe (the lab's image).
 
 Usage: ``.venv/bin/python tests/stack/images.py [--force] [--only NAME]`` (root; podman, mmdebstrap, patchelf;
 ``make test-stack`` runs it). The CPython it runs on (the venv's base) is the one packed into the Spark stand-in.
@@ -26,6 +27,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,6 +163,11 @@ def mmdebstrap(suite: str, packages: list[str], hooks: list[str], out: Path) -> 
     say(f"  {suite} root file system: {out.stat().st_size / 2**20:.0f} MB in {time.monotonic() - t0:.0f} s")
 
 
+def stand_in_digest(name: str, *parts) -> str:
+    """A stand-in's recipe: this file (its hooks, package lists and scripts) and what it copies in."""
+    return digest(name, Path(__file__), *EXTRA_CAS, *parts)
+
+
 def ca_hooks() -> list[str]:
     return [f'cp {c} "$1"/usr/local/share/ca-certificates/' for c in EXTRA_CAS] + \
            ['chroot "$1" update-ca-certificates >/dev/null']
@@ -226,7 +233,7 @@ def pyspark_wheel() -> Path:
 
 def build_spark(force: bool) -> None:
     wheel = pyspark_wheel()
-    label = digest("spark-1", wheel.name, LAB_PYTHON, *[c.name for c in EXTRA_CAS])
+    label = stand_in_digest("spark", wheel.name, LAB_PYTHON)
     if not force and recipe_label(SPARK_TAG) == label:
         say(f"{SPARK_TAG}: up to date")
         return
@@ -270,16 +277,19 @@ def kafka_tools(dest: Path) -> Path:
     url, sha1 = KAFKA_TOOLS
     jar = dest / url.rsplit("/", 1)[1]
     if not jar.exists() or hashlib.sha1(jar.read_bytes()).hexdigest() != sha1:
-        run(["curl", "-fsSL", "--retry", "3", "-o", str(jar), url])
-        if hashlib.sha1(jar.read_bytes()).hexdigest() != sha1:
-            jar.unlink()
+        part = jar.with_suffix(".part")
+        with urllib.request.urlopen(url, timeout=60) as r:
+            part.write_bytes(r.read())
+        if hashlib.sha1(part.read_bytes()).hexdigest() != sha1:
+            part.unlink()
             raise SystemExit(f"{url}: SHA-1 is not {sha1}")
+        part.replace(jar)
     return jar
 
 
 def build_kafka(force: bool) -> None:
     broker = jars.ensure("kafka-broker")
-    label = digest("kafka-1", KAFKA_RUN, *[j.name for j in broker], KAFKA_TOOLS[1])
+    label = stand_in_digest("kafka", *[j.name for j in broker])
     if not force and recipe_label(KAFKA_TAG) == label:
         say(f"{KAFKA_TAG}: up to date")
         return
@@ -310,7 +320,7 @@ def build_kafka(force: bool) -> None:
 
 
 def build_postgres(force: bool) -> None:
-    label = digest("postgres-1", POSTGRES_ENTRYPOINT)
+    label = stand_in_digest("postgres")
     if not force and recipe_label(POSTGRES_TAG) == label:
         say(f"{POSTGRES_TAG}: up to date")
         return
@@ -334,7 +344,10 @@ def build_lab(force: bool) -> None:
     """The lab's image from its Dockerfile, with the compose file's build arguments."""
     copied = [ROOT / "docker/jupyter.Dockerfile", ROOT / "pyproject.toml", ROOT / "constraints.txt",
               ROOT / "README.md", ROOT / "lab"]
-    label = digest("lab-1", recipe_label(SPARK_TAG), *[p for p in copied])
+    build_args = {"LAB_UID": os.environ.get("LAB_UID", "185"),
+                  # docker-compose.yml's default: Maven Central's address (the Dockerfile reads empty as the same).
+                  "LAB_MAVEN_REPO": os.environ.get("LAB_MAVEN_REPO") or jars.CENTRAL, "LAB_PYTHON": LAB_PYTHON}
+    label = digest("lab", recipe_label(SPARK_TAG), json.dumps(build_args, sort_keys=True), *copied)
     if not force and recipe_label(LAB_TAG) == label:
         say(f"{LAB_TAG}: up to date")
         return
@@ -345,9 +358,8 @@ def build_lab(force: bool) -> None:
     run(["podman", "build", "--quiet", "--network", "host", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
          "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
          "-f", "docker/jupyter.Dockerfile", "-t", LAB_TAG, "--label", f"lab.recipe={label}",
-         "--build-arg", f"LAB_UID={os.environ.get('LAB_UID', '185')}",
-         "--build-arg", f"LAB_MAVEN_REPO={os.environ.get('LAB_MAVEN_REPO', '')}",
-         "--build-arg", f"LAB_PYTHON={LAB_PYTHON}", "."], cwd=ROOT, stdout=subprocess.DEVNULL)
+         *[a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")], "."], cwd=ROOT,
+        stdout=subprocess.DEVNULL)
     drop_replaced(old, LAB_TAG)
     say(f"{LAB_TAG}: built in {time.monotonic() - t0:.0f} s")
 

@@ -33,6 +33,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.integration.executor_checks import check_executor_crash  # noqa: E402
 from tests.integration.flink_checks import check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once  # noqa: E402
 from tests.notebooks.test_notebooks import SMALL, check_05  # noqa: E402
 
@@ -58,29 +59,24 @@ events_logger = "file"
 COMMON = ["--events", "2000", "--rate", "500", "--max-batch", "300", "--deadline", "240", "--json"]
 
 
-def _append_rewrites_what_the_killed_task_wrote(r: dict, events: list[dict]) -> bool:
-    # The append sink commits the first half of the task's rows before the task waits for its kill
-    # (lab.sinks.database); the rerun writes all of them: the duplicates are that half, exactly.
-    first = next(e for e in events if e["type"] == "batch-start" and e["batch"] == r["fired"]["batch"])
-    lo, hi = first["ranges"]["0"]
-    return r["duplicated"] == (hi - lo) // 2
-
-
-def _executor_killed_in_a_worker(r: dict, events: list[dict]) -> bool:
+def _executor_crash_in_a_worker(r: dict, events: list[dict]) -> bool:
+    # The executor was in a worker container: its task named that host, and the supervisor ordered the kill.
     target = [e for e in events if e["type"] == "executor-target"]
-    return bool(target) and r["fired"]["pid"] == target[-1]["pid"] and target[-1]["host"].startswith("spark-worker-")
+    return (_holds(check_executor_crash, r, events)
+            and target[-1]["host"].startswith("spark-worker-"))
 
 
 # The scenarios in the JupyterLab container: (name, lab run arguments, check of the report and the timeline).
 # Beyond every run's check (drained, 2000 acknowledged, none lost or unseen): what tests/integration/test_cluster.py
-# asserts of the same scenario on `lab cluster`, and for the append sink the exact count it predicts.
+# asserts of the same scenario on `lab cluster` (executor_checks for the executor crashes, whose append sink's
+# duplicates it predicts exactly), and flink_checks for the Flink run.
 SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], bool]]] = [
     ("executor crash, direct, transactional sink",
      ["--pipeline", "direct", "--offsets", "sink", "--sink", "transactional", "--faults", "executor-crash@batch=2"],
-     lambda r, ev: _executor_killed_in_a_worker(r, ev) and (r["exactly_once"], r["duplicated"]) == (2000, 0)),
+     _executor_crash_in_a_worker),
     ("executor crash, direct, append sink",
      ["--pipeline", "direct", "--offsets", "checkpoint", "--sink", "append", "--faults", "executor-crash@batch=1"],
-     lambda r, ev: _executor_killed_in_a_worker(r, ev) and _append_rewrites_what_the_killed_task_wrote(r, ev)),
+     _executor_crash_in_a_worker),
     ("driver crash, structured, idempotent sink",
      ["--pipeline", "structured", "--sink", "idempotent", "--faults", "driver-crash@batch=2:after-output-before-commit"],
      lambda r, ev: r["exactly_once"] == 2000 and r["restarts"] == 1),
@@ -102,9 +98,9 @@ NB05 = "05_exactly_once_production"
 failures: list[str] = []
 
 
-def _holds(check: Callable[[dict], None], r: dict) -> bool:
+def _holds(check: Callable[..., None], *args) -> bool:
     try:
-        check(r)
+        check(*args)
     except AssertionError as e:
         say(f"  {check.__name__}: {e}")
         return False
@@ -290,6 +286,40 @@ def run_notebook(copy_to: Path) -> None:
         fail(f"notebook {NB05}: {str(e).strip()[:800]}")
 
 
+def step(name: str, fn: Callable, *args, **kw) -> None:
+    """One step of the checks; whatever it raises is a failed check, and the next step still runs."""
+    try:
+        fn(*args, **kw)
+    except Exception as e:  # a timeout, a report that is not JSON, a file the step expected
+        fail(f"{name}: {type(e).__name__}: {str(e).strip()[:800]}")
+
+
+def build_images() -> None:
+    """tests/stack/images.py in a process group of its own: on a SIGTERM here its mmdebstrap or podman build is
+    sent SIGTERM and waited for (a SIGKILL would leave mmdebstrap's mounts and root file system behind)."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "tests/stack/images.py")], start_new_session=True)
+    try:
+        if p.wait():
+            raise SystemExit(f"tests/stack/images.py exited {p.returncode}")
+    except BaseException:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(120)
+        raise
+
+
+def tear_down() -> None:
+    """``down -v``, the network podman-compose 1.0.3 leaves, then the check that nothing is left; each step runs."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the teardown short
+    say(f"podman-compose -p {PROJECT} down -v")
+    step("podman-compose down -v", compose, "down", "-v")
+    # podman-compose 1.0.3 creates the project's network on `up` but leaves it on `down`.
+    podman("network", "rm", f"{PROJECT}_default", check=False)
+    left = leftovers()
+    if left:
+        fail("left behind: " + ", ".join(left))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", action="store_true", help="leave the stack up at the end (for a look inside)")
@@ -301,32 +331,28 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="lab-stack-"))
     (work / "containers.conf").write_text(CONTAINERS_CONF)
     os.environ["CONTAINERS_CONF"] = str(work / "containers.conf")
-    if not args.skip_images:
-        subprocess.run([sys.executable, str(ROOT / "tests/stack/images.py")], check=True)
-    if containers():
-        say(f"an earlier {PROJECT} stack is still there: down first")
-        compose("down", "-v")
-    token = secrets.token_hex(16)
+    # Characters a shell would act on: the compose command must hand the token to Jupyter as it is.
+    token = f"{secrets.token_hex(12)} $HOME \"'`x"
     t0 = time.monotonic()
     try:
+        if not args.skip_images:
+            build_images()
+        if containers():
+            say(f"an earlier {PROJECT} stack is still there: down first")
+            compose("down", "-v")
+        t0 = time.monotonic()
         say(f"podman-compose -p {PROJECT} up -d")
         compose("up", "-d", env={"LAB_JUPYTER_TOKEN": token})
         if wait_healthy() and not args.up_only:
             say(f"stack healthy in {time.monotonic() - t0:.0f} s")
             for scenario in SCENARIOS:
-                run_in_stack(*scenario)
-            run_on_host(*HOST_SCENARIO, runs=work / "runs")
-            check_jupyter(token)
-            run_notebook(work)
+                step(scenario[0], run_in_stack, *scenario)
+            step(HOST_SCENARIO[0], run_on_host, *HOST_SCENARIO, runs=work / "runs")
+            step("JupyterLab's token", check_jupyter, token)
+            step(f"notebook {NB05}", run_notebook, work)
     finally:
         if not args.keep:
-            say(f"podman-compose -p {PROJECT} down -v")
-            compose("down", "-v")
-            # podman-compose 1.0.3 creates the project's network on `up` but leaves it on `down`.
-            podman("network", "rm", f"{PROJECT}_default", check=False)
-            left = leftovers()
-            if left:
-                fail("left behind: " + ", ".join(left))
+            tear_down()
         shutil.rmtree(work, ignore_errors=True)
     say(f"passed in {time.monotonic() - t0:.0f} s" if not failures else f"{len(failures)} failed")
     return 1 if failures else 0
