@@ -54,7 +54,7 @@ from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, fi
                             start_audit_imports, start_topic_read)
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
-from lab.spark.executors import kill_executor, order_kill, this_host
+from lab.spark.executors import kill_executor
 from lab.storm import zookeeper
 from lab.host.atomic_file import write_atomic
 from lab.tuning import StartTuning
@@ -374,10 +374,7 @@ class Run:
     def _kill_executor(self) -> int | None:
         pid = self._driver.pid if self._driver.alive() else None
         targets = [e for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
-        if targets and targets[-1].get("host") not in (None, this_host()):
-            # An executor in another container (the compose stack's workers): no process tree here holds it.
-            return order_kill(self.run_dir, targets[-1]["host"], targets[-1]["pid"])
-        return kill_executor(pid, self.config.spark_master, self.config.runs_dir, [e.get("pid") for e in targets])
+        return kill_executor(pid, self.config.spark_master, self.config.runs_dir, targets, self.run_dir)
 
     def _kill_broker(self) -> int | None:
         """The broker-crash fault: SIGKILL the broker JVM's process group (the injector schedules the restart)."""

@@ -12,10 +12,11 @@ JVM (:func:`take_kill_order`). The kill is as real as a local one; only who send
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from pathlib import Path
+
+from lab.host.atomic_file import write_atomic
 
 #: The supervisor's order to kill an executor it cannot reach (``{"host": ..., "pid": ...}``), in the run directory.
 KILL_ORDER_FILE = "executor-kill.json"
@@ -54,19 +55,24 @@ def executor_processes(driver_pid: int, spark_master: str, runs_dir: str) -> lis
     return sorted(found, key=lambda p: p.pid)
 
 
-def kill_executor(driver_pid: int | None, spark_master: str, runs_dir: str, named: list[int]) -> int | None:
-    """SIGKILL one executor JVM: the one the driver named last (``executor-target``), else the oldest.
+def kill_executor(driver_pid: int | None, spark_master: str, runs_dir: str, targets: list[dict],
+                  run_dir: Path) -> int | None:
+    """SIGKILL one executor JVM: the one the driver named last (its ``executor-target`` events), else the oldest.
 
-    Returns the PID killed, or ``None`` when the driver has no executor.
+    One named on another host is killed by the task waiting on it, on an order through ``run_dir``
+    (:func:`order_kill`). Returns the PID killed, or ``None`` when the driver has no executor to kill.
     """
     import psutil
 
+    named = targets[-1] if targets else None
+    if named and named.get("host") not in (None, this_host()):
+        return order_kill(run_dir, named["host"], named["pid"])
     if driver_pid is None:
         return None
     executors = executor_processes(driver_pid, spark_master, runs_dir)
     if not executors:
         return None
-    target = next((p for p in executors if named and p.pid == named[-1]), executors[0])
+    target = next((p for p in executors if named and p.pid == named.get("pid")), executors[0])
     try:
         target.kill()
     except psutil.NoSuchProcess:
@@ -107,9 +113,7 @@ def order_kill(run_dir: Path, host: str, pid: int, wait_s: float = 10.0) -> int 
     that took the order kills, and an order withdrawn is never taken after.
     """
     order = Path(run_dir) / KILL_ORDER_FILE
-    tmp = order.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"host": host, "pid": pid}))
-    os.replace(tmp, order)
+    write_atomic(order, json.dumps({"host": host, "pid": pid}))
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and order.exists():
         time.sleep(0.02)

@@ -244,7 +244,7 @@ def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # local-cluster's in-JVM master, workers and executors bind to the host's address
     # unless told otherwise; the lab binds only to loopback.
-    if not os.environ.get("LAB_SPARK_DRIVER_HOST"):
+    if driver_addresses()[0] == "127.0.0.1":
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     ui = run_wants_ui(run_dir) if ui is None else ui
     if ui:

@@ -27,7 +27,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,9 +46,10 @@ LAB_TAG = "localhost/lab-spark-python:0.1.0"
 HOST_PYTHON = Path(sys.base_prefix)
 LAB_PYTHON = platform.python_version()
 
-# The health check's tool is in kafka-tools, which the broker's own jar set does not need.
-KAFKA_TOOLS = ("https://repo1.maven.org/maven2/org/apache/kafka/kafka-tools/4.4.0/kafka-tools-4.4.0.jar",
-               "e06eb64725be56b94b738307fc1ff247bcf78478")
+# The health check's tool is in kafka-tools, which the broker's own jar set does not need: pinned here, fetched and
+# verified by the lab's own jar fetcher.
+KAFKA_TOOLS = jars.Jar("org.apache.kafka:kafka-tools:4.4.0", "kafka-tools-4.4.0.jar", 751995,
+                       "e06eb64725be56b94b738307fc1ff247bcf78478")
 
 # The machine's extra CAs: outbound HTTPS here is re-signed by them, so images that fetch need them.
 EXTRA_CAS = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
@@ -274,16 +274,9 @@ def build_spark(force: bool) -> None:
 
 
 def kafka_tools(dest: Path) -> Path:
-    url, sha1 = KAFKA_TOOLS
-    jar = dest / url.rsplit("/", 1)[1]
-    if not jar.exists() or hashlib.sha1(jar.read_bytes()).hexdigest() != sha1:
-        part = jar.with_suffix(".part")
-        with urllib.request.urlopen(url, timeout=60) as r:
-            part.write_bytes(r.read())
-        if hashlib.sha1(part.read_bytes()).hexdigest() != sha1:
-            part.unlink()
-            raise SystemExit(f"{url}: SHA-1 is not {sha1}")
-        part.replace(jar)
+    jar = dest / KAFKA_TOOLS.file
+    if not jar.exists() or jars._sha1(jar) != KAFKA_TOOLS.sha1:
+        jars._fetch_https([KAFKA_TOOLS], dest, os.environ.get("LAB_MAVEN_REPO") or jars.CENTRAL)
     return jar
 
 

@@ -59,18 +59,36 @@ events_logger = "file"
 COMMON = ["--events", "2000", "--rate", "500", "--max-batch", "300", "--deadline", "240", "--json"]
 
 
-def _executor_crash_in_a_worker(r: dict, events: list[dict]) -> bool:
-    # The executor was in a worker container: its task named that host, and the supervisor ordered the kill.
-    target = [e for e in events if e["type"] == "executor-target"]
-    return (_holds(check_executor_crash, r, events)
-            and target[-1]["host"].startswith("spark-worker-"))
+def _executor_crash_in_a_worker(r: dict, events: list[dict]) -> None:
+    check_executor_crash(r, events)
+    # The executor was in a worker container: its task named that host, so the supervisor ordered the kill.
+    target = [e for e in events if e["type"] == "executor-target"][-1]
+    assert target["host"].startswith("spark-worker-"), f"the executor was on {target['host']}, not in a worker"
 
 
-# The scenarios in the JupyterLab container: (name, lab run arguments, check of the report and the timeline).
-# Beyond every run's check (drained, 2000 acknowledged, none lost or unseen): what tests/integration/test_cluster.py
-# asserts of the same scenario on `lab cluster` (executor_checks for the executor crashes, whose append sink's
-# duplicates it predicts exactly), and flink_checks for the Flink run.
-SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], bool]]] = [
+def _exactly_once_after_a_restart(r: dict, events: list[dict]) -> None:
+    assert (r["exactly_once"], r["restarts"]) == (2000, 1), (r["exactly_once"], r["restarts"])
+
+
+def _duplicates_after_a_restart(r: dict, events: list[dict]) -> None:
+    assert r["restarts"] == 1 and r["duplicated"] > 0, (r["restarts"], r["duplicated"])
+
+
+def _flink_exactly_once_after_a_restart(r: dict, events: list[dict]) -> None:
+    assert r["restarts"] == 1, r["restarts"]
+    check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(r)
+
+
+def _exactly_once_in_postgresql(r: dict, events: list[dict]) -> None:
+    _exactly_once_after_a_restart(r, events)
+    assert r["settings"]["sink_backend"] == "postgresql", r["settings"]["sink_backend"]
+
+
+# The scenarios in the JupyterLab container: (name, lab run arguments, a check of the report and the timeline that
+# raises AssertionError). Beyond every run's check (drained, 2000 acknowledged, none lost or unseen): what
+# tests/integration/test_cluster.py asserts of the same scenario on `lab cluster` (executor_checks for the executor
+# crashes, whose append sink's duplicates it predicts exactly), and flink_checks for the Flink run.
+SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], None]]] = [
     ("executor crash, direct, transactional sink",
      ["--pipeline", "direct", "--offsets", "sink", "--sink", "transactional", "--faults", "executor-crash@batch=2"],
      _executor_crash_in_a_worker),
@@ -79,32 +97,21 @@ SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], bool]]] = [
      _executor_crash_in_a_worker),
     ("driver crash, structured, idempotent sink",
      ["--pipeline", "structured", "--sink", "idempotent", "--faults", "driver-crash@batch=2:after-output-before-commit"],
-     lambda r, ev: r["exactly_once"] == 2000 and r["restarts"] == 1),
+     _exactly_once_after_a_restart),
     ("driver crash, receiver with its WAL, mid-output",
      ["--pipeline", "receiver", "--wal", "on", "--ack", "stored", "--faults", "driver-crash@batch=2:mid-output"],
-     lambda r, ev: r["restarts"] == 1 and r["duplicated"] > 0),
+     _duplicates_after_a_restart),
     ("driver crash, flink, aligned checkpoints, mid-output",
-     ["--pipeline", "flink", "--faults", "driver-crash@batch=2:mid-output"],
-     lambda r, ev: r["restarts"] == 1 and _holds(check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once, r)),
+     ["--pipeline", "flink", "--faults", "driver-crash@batch=2:mid-output"], _flink_exactly_once_after_a_restart),
 ]
 #: On the host, through the published ports: Kafka's HOST listener and PostgreSQL (docs/docker.md).
 HOST_SCENARIO = ("driver crash, plain, on the host against the stack's Kafka and PostgreSQL",
                  ["--pipeline", "plain", "--sink", "idempotent", "--faults", "driver-crash@at=3s"],
-                 lambda r, ev: r["exactly_once"] == 2000 and r["restarts"] == 1
-                 and r["settings"]["sink_backend"] == "postgresql")
+                 _exactly_once_in_postgresql)
 
 NB05 = "05_exactly_once_production"
 
 failures: list[str] = []
-
-
-def _holds(check: Callable[..., None], *args) -> bool:
-    try:
-        check(*args)
-    except AssertionError as e:
-        say(f"  {check.__name__}: {e}")
-        return False
-    return True
 
 
 def say(line: str) -> None:
@@ -135,8 +142,8 @@ def compose(*args: str, env: dict | None = None) -> None:
         raise SystemExit(f"podman-compose {' '.join(args)} exited {done.returncode}")
 
 
-def containers(all_: bool = True) -> list[str]:
-    out = podman("ps", *(["-a"] if all_ else []), "--filter", f"label={LABEL}", "--format", "{{.Names}}").stdout
+def containers() -> list[str]:
+    out = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}").stdout
     return sorted(out.split())
 
 
@@ -185,24 +192,15 @@ def wait_healthy() -> bool:
     return False
 
 
-def summary(out: dict, wall_s: float) -> dict:
-    return dict(acked=out["acked"], exactly_once=out["exactly_once"], duplicated=out["duplicated"], lost=out["lost"],
-                unseen=out["unseen"], restarts=out.get("restarts"), drained=out.get("drained"),
-                fired=(out.get("faults_fired") or [{}])[0], wall_s=round(wall_s))
-
-
 def judge(name: str, done: subprocess.CompletedProcess, read_events: Callable[[str], list[dict]],
-          check: Callable[[dict, list[dict]], bool], t0: float) -> None:
-    if done.returncode != 0:
-        fail(f"{name}: lab run exited {done.returncode}: {done.stderr.strip()[-800:]}")
-        return
-    out = json.loads(done.stdout[done.stdout.index("{"):])
-    brief = summary(out, time.monotonic() - t0)
-    say(f"  {json.dumps(brief)}")
-    r = {**out, **brief}
-    if not (r["drained"] and r["acked"] == 2000 and r["lost"] == 0 and r["unseen"] == 0
-            and check(r, read_events(out["run_dir"]))):
-        fail(f"{name}: audited {json.dumps(brief)}")
+          check: Callable[[dict, list[dict]], None], t0: float) -> None:
+    """A ``lab run --json``'s report, checked; raises AssertionError naming what did not hold."""
+    assert done.returncode == 0, f"lab run exited {done.returncode}: {done.stderr.strip()[-800:]}"
+    r = json.loads(done.stdout[done.stdout.index("{"):])
+    counts = {k: r[k] for k in ("acked", "exactly_once", "duplicated", "lost", "unseen", "restarts", "drained")}
+    say(f"  {json.dumps(counts)} in {time.monotonic() - t0:.0f} s; fired: {json.dumps(r['faults_fired'][:1])}")
+    assert r["drained"] and (r["acked"], r["lost"], r["unseen"]) == (2000, 0, 0), "not drained, or events lost"
+    check(r, read_events(r["run_dir"]))
 
 
 def events_in_container(run_dir: str) -> list[dict]:
@@ -244,8 +242,7 @@ def check_jupyter(token: str) -> None:
 
     with_token, without = status({"Authorization": f"token {token}"}), status({})
     say(f"  /api/status: {with_token} with the token, {without} without")
-    if (with_token, without) != (200, 403):
-        fail(f"JupyterLab's API answered {with_token} with the token and {without} without (expected 200 and 403)")
+    assert (with_token, without) == (200, 403), f"{with_token} with the token, {without} without (expected 200, 403)"
 
 
 def run_notebook(copy_to: Path) -> None:
@@ -258,9 +255,7 @@ def run_notebook(copy_to: Path) -> None:
         args += ["-y", f"{k}: {json.dumps(v)}"]
     t0 = time.monotonic()
     done = podman(*args, check=False, timeout=1800)
-    if done.returncode != 0:
-        fail(f"notebook {NB05}: papermill exited {done.returncode}: {done.stderr.strip()[-1500:]}")
-        return
+    assert done.returncode == 0, f"papermill exited {done.returncode}: {done.stderr.strip()[-1500:]}"
     # The run directories as the host sees them: copied out, the sink named by its published port.
     podman("cp", f"{JUPYTER}:{runs}", str(copy_to))
     reports = []
@@ -279,17 +274,16 @@ def run_notebook(copy_to: Path) -> None:
     fencing = json.loads(next((copy_to / NB05).glob("fencing-*/result.json")).read_text())
     say(f"  fencing on {fencing['broker']}: zombie {fencing['zombie_error']}, read committed "
         f"{fencing['zombie_read_committed']} of {fencing['records']}")
-    try:
-        # The stack's Kafka is Apache Kafka 4.4.0, as the embedded broker: the notebook test's Apache Kafka checks hold.
-        check_05(reports, apache_kafka=True)
-    except AssertionError as e:
-        fail(f"notebook {NB05}: {str(e).strip()[:800]}")
+    # The stack's Kafka is Apache Kafka 4.4.0, as the embedded broker: the notebook test's Apache Kafka checks hold.
+    check_05(reports, apache_kafka=True)
 
 
 def step(name: str, fn: Callable, *args, **kw) -> None:
     """One step of the checks; whatever it raises is a failed check, and the next step still runs."""
     try:
         fn(*args, **kw)
+    except AssertionError as e:
+        fail(f"{name}: {str(e).strip()[:800]}")
     except Exception as e:  # a timeout, a report that is not JSON, a file the step expected
         fail(f"{name}: {type(e).__name__}: {str(e).strip()[:800]}")
 
