@@ -160,7 +160,7 @@ def raw_produce(cfg, bootstrap: str, topic: str) -> float:
     the end.
     """
     from lab.events import EventLog
-    from lab.faults import event_keys
+    from lab.faults.catalogue import event_keys
     from lab.run.producer import LedgeredProducer, event_ids
 
     with tempfile.TemporaryDirectory(prefix="lab-bench-producer-") as tmp:

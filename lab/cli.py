@@ -23,7 +23,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
     from lab.share.settings import DEFAULT_CONSUMERS
-    from lab.faults import ON_PAUSE
+    from lab.faults.catalogue import ON_PAUSE
     from lab.registry import PIPELINES
     from lab.sinks.spec import SINK_MODES
     from lab.spark import trigger as spark_trigger
@@ -226,7 +226,7 @@ def cmd_run(a) -> int:
     if a.faults_from:
         if a.faults:
             raise LabError("give --faults or --faults-from, not both")
-        from lab.faults import plan_from_events
+        from lab.faults.plan import plan_from_events
 
         a.faults = plan_from_events(a.faults_from)
     config = make_config(

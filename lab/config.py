@@ -38,7 +38,9 @@ from lab.spark import trigger as spark_trigger
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
-from lab.faults import ON_PAUSE, Fault, check_plan, on_pause_mode, parse_fault_plan
+from lab.faults.plan import Fault, parse_fault_plan
+from lab.faults.catalogue import ON_PAUSE, on_pause_mode
+from lab.faults.plan import check_plan
 from lab.registry import COUNT_QUERIES, DEFAULT_BATCH_INTERVAL_S, PIPELINES
 from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
                             TOPIC_SINK_WRITERS, TRANSACTIONAL_OUTPUT_PIPELINES)

@@ -4,7 +4,7 @@ The one place that knows what a pipeline can do: code elsewhere asks a :class:`P
 (its engine, its options, whether it counts per key or watermarks), never a pipeline's name.
 
 Which faults and named points each pipeline supports is the fault catalogue's
-business (:mod:`lab.faults`); :attr:`PipelineSpec.faults` and ``points`` read
+business (:mod:`lab.faults.catalogue`); :attr:`PipelineSpec.faults` and ``points`` read
 it. Kept free of PySpark and kafka-python imports so configuration can be
 validated instantly, before any JVM starts.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.faults import faults_for, points_for
+from lab.faults.catalogue import faults_for, points_for
 
 #: The stateful queries whose sink holds counts (``lab.sinks.spec.WindowRow``: a session in place of a window for
 #: session-count), audited per window or session and key (lab.audit.window).

@@ -32,7 +32,7 @@ from lab.registry import PIPELINES
 from lab.registry import present as _present
 from lab.registry import sink_words as _sink
 from lab.outcomes import COLORS, SEVERITY
-from lab.faults import parse_fault_plan
+from lab.faults.plan import parse_fault_plan
 from lab.matrix.grid import TEMPLATES
 from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, verdict
 
@@ -134,7 +134,7 @@ def _family(pipeline, settings) -> int:
 def failure(faults) -> str:
     """The failure column of a fault plan: its kinds' classes in :data:`FAILURES` order, joined with ``+``.
 
-    An empty plan is ``"no fault"``; a plan :func:`lab.faults.parse_fault_plan`
+    An empty plan is ``"no fault"``; a plan :func:`lab.faults.plan.parse_fault_plan`
     rejects is :data:`UNREADABLE_PLAN`.
     """
     if not _present(faults):

@@ -47,7 +47,7 @@ from lab import events as ev
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, DriverConfigError
 from lab.events import EventLog, read_events, read_progress, write_progress
-from lab.faults import Fault
+from lab.faults.plan import Fault
 
 #: Seconds a driver waits at a fault point for its SIGKILL before dying on its own.
 POINT_WAIT_S = 30.0

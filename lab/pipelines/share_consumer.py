@@ -22,7 +22,7 @@ for all consumers, ``share/batch``, under a lock):
 3. ``--commit before-output``: accept every record and ``commit_sync``; point
    ``after-commit-before-output``.
 4. Write the batch's rows to the sink (point ``mid-output`` halfway). A poison record
-   (:func:`lab.faults.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``) ends the write there: ``poison-killed`` (with its delivery count), then
+   (:func:`lab.faults.plan.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``) ends the write there: ``poison-killed`` (with its delivery count), then
    a SIGKILL of this consumer; the rows before it are written, nothing after.
 5. Point ``after-output-before-commit``; ``after-output``: accept each record and
    ``commit_sync`` (a partition the broker refuses is ``ack-refused``: the locks ended,
@@ -50,7 +50,7 @@ import sys
 from pathlib import Path
 
 from lab import events as ev
-from lab.faults import poison_seqs
+from lab.faults.plan import poison_seqs
 from lab.kafka.read import record_row
 from lab.pipelines.driver import DriverContext
 from lab.sinks.reader import open_sink

@@ -3,7 +3,7 @@
 An effect carries a fault out now and adds what it hit to the fault's event (``info``): a PID, the proxy's
 reply, the producer's answer, or a ``reason`` it could not. When a fault is due is the injector's business;
 the processes an effect acts on are found where they live (:mod:`lab.spark.executors`, :mod:`lab.broker.cluster`,
-the proxy's control port). A new fault kind is its catalogue entry (:mod:`lab.faults`) and an effect here.
+the proxy's control port). A new fault kind is its catalogue entry (:mod:`lab.faults.catalogue`) and an effect here.
 Effects of the pipeline's own faults (``task-failure``) are the driver's; ``timeline`` faults are the event.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from lab.broker import proxy
 from lab.errors import LabError
-from lab.faults import Fault
+from lab.faults.plan import Fault
 
 
 def driver_crash(inj, fault: Fault, info: dict) -> None:

@@ -18,7 +18,7 @@ up. A fault fires on its trigger:
                    replicas in sync (the run's :class:`lab.kafka.replication.ReplicationWatch`
                    polls every 0.5 s): the ISR has shrunk, whenever that happens.
 
-Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults`):
+Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults.catalogue`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
 executor JVM found in process trees the lab started, the broker's JVM, which
 the supervisor restarts on its data after ``for=Ns``), ``proxy`` faults go to
@@ -51,7 +51,9 @@ from typing import Callable
 from lab import events as ev
 from lab.broker import proxy
 from lab.errors import LabError, choices_error
-from lab.faults import FAULTS, Fault, check_fault
+from lab.faults.plan import Fault
+from lab.faults.catalogue import FAULTS
+from lab.faults.plan import check_fault
 from lab.run.effects import EFFECTS
 
 

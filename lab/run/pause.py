@@ -7,10 +7,10 @@ Protocol
 calls :meth:`DriverPause.step` with the clock until :attr:`DriverPause.pending` is
 false. With ``--on-pause wait`` the step due is the ``SIGCONT``, ``for=`` seconds
 later. With ``--on-pause replace`` the stopped driver is set aside after
-:data:`lab.faults.PAUSE_REPLACE_AFTER_S` (``driver-replaced``) and the supervisor's
+:data:`lab.faults.catalogue.PAUSE_REPLACE_AFTER_S` (``driver-replaced``) and the supervisor's
 ``start_replacement`` callback starts the next attempt; at ``for=`` the set-aside
 driver is continued (``driver-resume``, ``zombie: true``) and runs beside its
-replacement until it exits or :data:`lab.faults.ZOMBIE_LIFETIME_S` pass, when it is
+replacement until it exits or :data:`lab.faults.catalogue.ZOMBIE_LIFETIME_S` pass, when it is
 killed (``zombie-end``). While either is pending the run does not drain; a run that
 ends otherwise (its deadline, a stop) first calls :meth:`DriverPause.finish`, which
 continues a stopped driver and ends the zombie, so nothing writes while it is audited.
@@ -28,7 +28,7 @@ import time
 from typing import Callable
 
 from lab import events as ev
-from lab.faults import PAUSE_REPLACE_AFTER_S, ZOMBIE_LIFETIME_S
+from lab.faults.catalogue import PAUSE_REPLACE_AFTER_S, ZOMBIE_LIFETIME_S
 
 
 class DriverPause:

@@ -29,7 +29,7 @@ from lab import events as ev
 from lab.config import RunConfig
 from lab.events import EventLog
 from lab.audit.ledger import Ledger, LedgerEntry
-from lab.faults import event_keys
+from lab.faults.catalogue import event_keys
 
 
 def event_ids(seed: int, count: int) -> list[str]:

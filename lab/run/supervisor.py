@@ -34,7 +34,7 @@ from lab import events as ev
 from lab.spark import cluster
 from lab.run import injector
 from lab.run.pause import DriverPause
-from lab.faults import FAULTS, on_pause_mode
+from lab.faults.catalogue import FAULTS, on_pause_mode
 from lab.kafka.tools import ELR_FEATURE
 from lab.kafka import tools as kafka_tools
 from lab.host import processes
@@ -219,7 +219,7 @@ class Run:
         Parameters
         ----------
         kind : str
-            A fault of the catalogue (:data:`lab.faults.FAULTS`) that applies to the pipeline.
+            A fault of the catalogue (:data:`lab.faults.catalogue.FAULTS`) that applies to the pipeline.
         source : str
             Recorded in the timeline (``ui``, ``plan``).
         **options

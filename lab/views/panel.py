@@ -38,7 +38,7 @@ from lab.views import plots
 from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import read_events
-from lab.faults import FAULTS
+from lab.faults.catalogue import FAULTS
 from lab.registry import PIPELINES
 from lab.outcomes import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.audit.restarts import driver_restarts, restart_line

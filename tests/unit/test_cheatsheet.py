@@ -20,7 +20,7 @@ import pytest
 from lab.kafka import tools as kafka_tools
 from lab.audit.auditor import Audit, LedgerView, audit_core
 from lab.config import RunConfig
-from lab.faults import FAULTS, POINTS, faults_for, points_for
+from lab.faults.catalogue import FAULTS, POINTS, faults_for, points_for
 from lab.audit.ledger import LEDGER_FILE, Ledger, LedgerEntry
 from lab.audit.expectations import EXPECTATIONS
 from lab.registry import PIPELINES
@@ -117,7 +117,7 @@ def test_the_per_pipeline_grids_are_the_catalogue():
 
 
 def test_the_plan_examples_parse_and_show_every_fault_kind():
-    from lab.faults import parse_fault_plan
+    from lab.faults.plan import parse_fault_plan
 
     examples = [TICKED.findall(row[0])[0] for table in tables(section("2. Fault plans")) for row in table[1:]
                 if table[0][0] == "plan"]

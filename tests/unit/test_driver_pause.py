@@ -12,7 +12,7 @@ import pytest
 
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults import Fault, parse_fault_plan
+from lab.faults.plan import Fault, parse_fault_plan
 from lab.run.driver_process import DriverProcess
 from tests.unit.test_injector import Timeline
 

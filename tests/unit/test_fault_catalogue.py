@@ -7,7 +7,9 @@ import pytest
 from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults import FAULTS, POINTS, check_plan, faults_for, parse_fault_plan, points_for
+from lab.faults.plan import parse_fault_plan
+from lab.faults.catalogue import FAULTS, POINTS, faults_for, points_for
+from lab.faults.plan import check_plan
 from lab.registry import PIPELINES
 from tests.conftest import ROOT
 
@@ -84,7 +86,7 @@ def test_each_event_type_name_is_written_once_in_lab():
 
 
 def test_every_fault_the_supervisor_side_carries_out_has_one_effect():
-    from lab.faults import FAULTS
+    from lab.faults.catalogue import FAULTS
     from lab.run.effects import EFFECTS
 
     assert set(EFFECTS) == {kind for kind, f in FAULTS.items() if f.by != "driver"}

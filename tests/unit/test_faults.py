@@ -3,7 +3,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.errors import LabError
-from lab.faults import FAULT_KINDS, FAULTS, POINTS, Fault, format_fault_plan, parse_fault_plan
+from lab.faults.catalogue import FAULTS, FAULT_KINDS, POINTS
+from lab.faults.plan import Fault, format_fault_plan, parse_fault_plan
 
 
 def test_examples_from_the_docs():
@@ -88,7 +89,7 @@ def test_after_commit_before_output_needs_the_commit_before_the_output():
 def test_recorded_faults_replay_at_their_second_point_or_isr(tmp_path):
     import json
 
-    from lab.faults import plan_from_events
+    from lab.faults.plan import plan_from_events
 
     events = tmp_path / "events.jsonl"
     lines = [{"type": "run-start"},

@@ -6,7 +6,7 @@ import psutil
 import pytest
 
 from lab.errors import DriverConfigError
-from lab.faults import Fault
+from lab.faults.plan import Fault
 from lab.pipelines import tasks
 from lab.spark.executors import is_executor
 

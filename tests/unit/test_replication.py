@@ -6,7 +6,8 @@ import pytest
 from lab.broker import cluster as kafka_cluster
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults import check_plan, parse_fault_plan
+from lab.faults.plan import parse_fault_plan
+from lab.faults.plan import check_plan
 from lab.kafka.replication import changes, partition_states
 from lab.audit.topic import LOST_COLUMNS, topic_audit_core
 

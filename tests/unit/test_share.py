@@ -7,7 +7,9 @@ from lab.audit.auditor import LedgerView, audit_core
 from lab.audit.deliveries import archived_mask, delivery_report, delivery_table
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults import event_keys, parse_fault_plan, poison_seqs
+from lab.faults.plan import parse_fault_plan
+from lab.faults.catalogue import event_keys
+from lab.faults.plan import poison_seqs
 from lab.share.state import settled
 
 
@@ -80,7 +82,7 @@ def test_the_group_is_settled_at_the_end_less_its_lag_never_below_its_start_offs
 def test_a_poison_fault_replays_from_its_event(tmp_path):
     import json
 
-    from lab.faults import plan_from_events
+    from lab.faults.plan import plan_from_events
 
     log = tmp_path / "events.jsonl"
     log.write_text(json.dumps({"type": "fault", "kind": "poison", "index": 0, "batch": 0, "key": 7, "count": 3}) + "\n"

@@ -7,7 +7,8 @@ import pytest
 from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults import check_plan, parse_fault_plan
+from lab.faults.plan import parse_fault_plan
+from lab.faults.plan import check_plan
 from lab.pipelines import storm as storm_pipeline
 from lab.registry import PIPELINES
 from lab.host.java_build import JavaSources
