@@ -86,6 +86,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help=f"structured pipeline's trigger: {spark_trigger.MICRO_BATCH}, {spark_trigger.REAL_TIME} or "
                         f"{spark_trigger.REAL_TIME}:<n>s (Spark's real-time mode, interval default "
                         f"{spark_trigger.DEFAULT_REAL_TIME_S:g} s; writes --sink topic)")
+    p.add_argument("--trust-commit", action="store_true", default=None,
+                   help="kafka-eos: commit each transaction without first checking that every send in it was "
+                        "acknowledged, leaving it to kafka-python's commit (a lesson: the client commits a "
+                        "transaction one of whose sends timed out)")
+    p.add_argument("--delivery-timeout", type=float, default=None,
+                   help="kafka-eos: seconds a send may take, retries included, before it fails (11 to 45, default 45)")
     p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
                    f"(default broker: {ELR['broker']})")
     p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
@@ -238,7 +244,7 @@ def cmd_run(a) -> int:
         session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
         checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink, backlog=a.backlog,
         storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers, on_pause=a.on_pause,
-        elr=a.elr, trigger=a.trigger,
+        elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit, delivery_timeout_s=a.delivery_timeout,
         acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.

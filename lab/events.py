@@ -72,6 +72,7 @@ OFFSETS_DISAGREE = "offsets-disagree"    #: (direct) the offset stores named dif
 QUERY_STOP_ERROR = "query-stop-error"    #: (structured) stopping the query raised
 CHECKPOINT_TEMP_REMOVED = "checkpoint-temp-removed"  #: (structured, Kafka sink) a killed driver's half-written log files removed
 STATE_PROGRESS = "state-progress"        #: (structured, stateful query) a batch's state: rows, bytes, rows dropped by the watermark
+COMMITTED_WITH_FAILED_SENDS = "committed-with-failed-sends"  #: (kafka-eos --trust-commit) kafka-python committed batch ``batch`` although ``failed_sends`` of its ``sends`` had failed (``error``, the first)
 EOS_INIT = "eos-init"                    #: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``producer_id``, ``epoch``, ``took_s``, ``same_id_as_attempt``
 CHANGELOG_RESTORE = "changelog-restore"  #: (kafka-eos key-count; samza, per task) the new store restored from the changelog: ``attempt``, ``records``, ``keys``, ``bytes``, ``took_s``, ``topic`` (samza: ``task``, ``partition``, ``counted``; ``records``, ``bytes`` null)
 FLINK_START = "flink-start"              #: (flink) a job is being started: ``attempt``, ``restore`` (checkpoint path or null), ``restore_checkpoint``, ``out_end_offsets`` (what earlier attempts left in the output topic), ``checkpointing``, ``delivery``

@@ -342,3 +342,30 @@ def kill_leader(broker, topic: str) -> dict | None:
     processes.kill_group(node.broker_pid, signal.SIGKILL, 5)
     return {"node": leader, "pid": node.broker_pid,
             "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}
+
+
+#: The topic of Kafka's transaction coordinators: the leader of the partition a transactional id hashes to
+#: coordinates its transactions; the lab's cluster has one such partition (``transaction.state.log.num.partitions``).
+TRANSACTION_STATE = "__transaction_state"
+
+
+def cut_output_leader(broker, topic: str, seconds: float) -> dict:
+    """The leader-unreachable fault: cut the client proxy of a broker leading a partition of ``topic``.
+
+    The broker chosen is not the transaction coordinator (the leader of ``__transaction_state``'s
+    partition 0, the cluster's only one): a producer's sends to the cut broker's partitions then
+    wait unsent while its transactional requests still reach the coordinator, which is what lets
+    kafka-python 3.0.12 commit a transaction without them (:mod:`lab.kafka.transactions`). Returns
+    ``{"node", "leads", "coordinator", "proxy"}`` (``leads``: the partitions of ``topic`` that broker
+    led; ``proxy``: the cut's reply), or ``{"reason": ...}`` when no such broker leads a partition now.
+    """
+    states = replication_watch.describe(broker.bootstrap, topic)
+    coordinator = replication_watch.describe(broker.bootstrap, TRANSACTION_STATE).get(0, {}).get("leader")
+    leaders = sorted({s["leader"] for s in states.values() if s["leader"] is not None} - {coordinator})
+    if not leaders:
+        return {"reason": f"no broker but the transaction coordinator (node {coordinator}) leads a partition of "
+                          f"{topic} now", "coordinator": coordinator}
+    node = leaders[0]
+    reply = proxy_mod.control(broker.node(node).control_port, {"cmd": "cut", "seconds": seconds})
+    return {"node": node, "leads": sorted(p for p, s in states.items() if s["leader"] == node),
+            "coordinator": coordinator, "proxy": reply}

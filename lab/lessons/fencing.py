@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kafka.transactions import Sends, bounded
 
 #: The ready marker a child writes once its records are acknowledged inside its open transaction.
 READY_FILE = "ready.json"
@@ -173,9 +174,16 @@ def _epoch(producer) -> list:
 
 
 def _send(producer, topic: str, label: str, count: int) -> None:
+    """Send ``count`` records in the open transaction; raise unless every one was acknowledged.
+
+    A commit after a failed send would commit the transaction without it (kafka-python 3.0.12,
+    :mod:`lab.kafka.transactions`), and the experiment would count records that were never written.
+    """
+    sends = Sends()
     for i in range(count):
-        producer.send(topic, value={"id": f"{label}-{i}", "producer": label})
+        sends.add(producer.send(topic, value={"id": f"{label}-{i}", "producer": label}))
     producer.flush(timeout=30)
+    sends.check()
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, log: Path, timeout_s: float, what: str) -> dict:
@@ -230,7 +238,7 @@ def _successor(bootstrap: str, topic: str, transactional_id: str, label: str, re
         epoch = _epoch(p)
         p.begin_transaction()
         _send(p, topic, label, records)
-        p.commit_transaction()
+        bounded(p.commit_transaction, 30.0, "commit_transaction()")
         return epoch
     finally:
         p.close(timeout=5)
@@ -359,7 +367,7 @@ def child(bootstrap: str, topic: str, transactional_id: str, label: str, records
             return 2
         time.sleep(POLL_S)
     try:
-        p.commit_transaction()
+        bounded(p.commit_transaction, 30.0, "commit_transaction()")
         outcome = {"outcome": "committed"}
     except Exception as e:  # what a fenced producer gets is the measurement
         outcome = {"outcome": "failed", "error": type(e).__name__, "module": type(e).__module__,

@@ -53,7 +53,7 @@ FAILURE_OF_KIND = {
     "task-failure": "task failure", "bolt-fail": "task failure", "poison": "task failure",
     "ack-loss": "producer failure", "txn-abort": "producer failure",
     "broker-crash": "broker failure", "broker-outage": "broker failure",
-    "leader-crash": "broker failure", "follower-lag": "broker failure",
+    "leader-crash": "broker failure", "follower-lag": "broker failure", "leader-unreachable": "broker failure",
 }
 #: The column of a run whose fault plan does not parse (an old or hand-edited table).
 UNREADABLE_PLAN = "fault plan unreadable"

@@ -47,6 +47,7 @@ from lab import events as ev
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, DriverConfigError
 from lab.events import EventLog, read_events, read_progress, write_progress
+from lab.faults.catalogue import FAULTS
 from lab.faults.plan import Fault
 
 #: Seconds a driver waits at a fault point for its SIGKILL before dying on its own.
@@ -110,7 +111,16 @@ class DriverContext:
         return read_progress(self.run_dir).get("batch", -1)
 
     def point(self, name: str, batch: int) -> None:
-        """Reach named point ``name`` of ``batch``; block here if a crash is planned at it."""
+        """Reach named point ``name`` of ``batch``; block here if a crash is planned at it.
+
+        A fault the supervisor carries out at the point (``leader-unreachable``) holds the driver
+        here until the supervisor's ``fault`` event says it was carried out, then the batch goes on.
+        """
+        for fault in list(self.pending):
+            if FAULTS[fault.kind].by == "proxy" and fault.point == name and fault.batch == batch:
+                self.pending.remove(fault)
+                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
+                self._await_fault(fault.index)
         for fault in self.pending:
             if fault.kind == "driver-crash" and fault.point == name and fault.batch == batch:
                 self.pending.remove(fault)
@@ -120,6 +130,16 @@ class DriverContext:
                     time.sleep(0.05)
                 # No supervisor came: die as the crash would have.
                 os._exit(70)
+
+    def _await_fault(self, index: int) -> None:
+        """Return once the timeline has the supervisor's ``fault`` event of plan entry ``index``."""
+        deadline = time.monotonic() + POINT_WAIT_S
+        while time.monotonic() < deadline:
+            if any(e["type"] == ev.FAULT and e.get("index") == index and e.get("source") == "supervisor"
+                   for e in read_events(self.run_dir)):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the supervisor did not carry out fault {index} within {POINT_WAIT_S:g} s")
 
     def phase(self, name: str) -> None:
         """Record that this driver's start-up reached ``name``.

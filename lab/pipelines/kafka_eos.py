@@ -113,6 +113,7 @@ import time
 from lab.sinks import changelog as changelog_state
 from lab import events as ev
 from lab.kafka import tools as kafka_tools
+from lab.kafka.transactions import CallTimedOut, SendFailed, Sends, bounded
 from lab.pipelines.driver import DriverContext
 from lab.events import read_events
 from lab.kafka.read import event_fields
@@ -125,19 +126,29 @@ from lab.sinks.topic import output_topic
 #: driver's transaction never waits for it: the restart's init_transactions() aborts it (the
 #: supervisor restarts a driver 0.2 s after a kill; init_transactions() measured 0.2-0.4 s).
 TRANSACTION_TIMEOUT_MS = 60_000
-#: How long one record may take from send() to its acknowledgement, retries included; below the
-#: transaction timeout, so a send that gives up leaves time to abort the transaction cleanly.
-DELIVERY_TIMEOUT_MS = 45_000
+#: How long one record may take from send() to its acknowledgement, retries included (``--delivery-timeout``,
+#: :data:`lab.config.DELIVERY_TIMEOUT_S` by default); below the transaction timeout, so a send that gives up
+#: leaves time to abort the transaction cleanly.
 #: A request without an answer fails after 10 s and is retried (within DELIVERY_TIMEOUT_MS). Measured:
 #: ack-loss@at=1s:count=5 dropped the answers to the driver's first batch, which then took one such
 #: timeout longer (first batch done at 11.2 s), and the run was exactly once.
 REQUEST_TIMEOUT_MS = 10_000
-#: How long init_transactions() and a send waiting for metadata may block before a KafkaTimeoutError.
+#: How long init_transactions() and a send waiting for metadata may block before a KafkaTimeoutError; also the
+#: bound on the consumer's offset look-ups.
 MAX_BLOCK_MS = 30_000
+#: The bound on each of send_offsets_to_transaction(), commit_transaction() and abort_transaction(), which
+#: kafka-python 3.0.12 leaves unbounded (lab.kafka.transactions); the Java client bounds them by max.block.ms.
+TXN_CALL_S = MAX_BLOCK_MS / 1000
 #: Seconds an abort is retried while the broker is away before the driver gives up and exits.
 ABORT_RETRY_S = 60.0
 #: The query that keeps a running count per key in a changelog-backed store (:mod:`lab.sinks.changelog`).
 KEY_COUNT = "key-count"
+
+
+def written_topics(cfg) -> list[str]:
+    """The topics the driver's transactional producer writes: the output topic, and with ``key-count`` the changelog."""
+    out = [output_topic(cfg.topic)]
+    return out + [changelog_state.changelog_topic(cfg.topic)] if cfg.query == KEY_COUNT else out
 
 
 def transactional_id(run_id: str) -> str:
@@ -175,7 +186,7 @@ def batch_from_metadata(metadata: str | None) -> int:
     return int(number) if key == "batch" and number.isdigit() else -1
 
 
-def _producer(bootstrap: str, txn_id: str):
+def _producer(bootstrap: str, txn_id: str, delivery_timeout_ms: int):
     """The transactional producer; every setting that decides delivery is stated here."""
     from kafka import KafkaProducer
 
@@ -186,11 +197,11 @@ def _producer(bootstrap: str, txn_id: str):
         enable_idempotence=True,
         acks="all",
         # Idempotence makes each retry safe (the broker drops a repeated sequence number), so only the
-        # time bound decides when a send gives up: DELIVERY_TIMEOUT_MS, not a count.
+        # time bound decides when a send gives up: the delivery timeout, not a count.
         retries=2**31 - 1,
         max_in_flight_requests_per_connection=5,  # the most idempotence keeps in order
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-        delivery_timeout_ms=DELIVERY_TIMEOUT_MS,
+        delivery_timeout_ms=delivery_timeout_ms,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         max_block_ms=MAX_BLOCK_MS,
         linger_ms=5,
@@ -220,7 +231,7 @@ def _init(ctx: DriverContext, producer, txn_id: str) -> None:
     before = [e for e in read_events(ctx.run_dir)
               if e["type"] == ev.EOS_INIT and e.get("transactional_id") == txn_id]
     began = time.monotonic()
-    producer.init_transactions()
+    producer.init_transactions()  # bounded by MAX_BLOCK_MS: KafkaTimeoutError, and the driver ends
     took = time.monotonic() - began
     pid, epoch = _epoch(producer)
     ctx.events.write(ev.EOS_INIT, transactional_id=txn_id, producer_id=pid, epoch=epoch, took_s=round(took, 4),
@@ -242,6 +253,8 @@ def run(ctx: DriverContext) -> None:
     from kafka.errors import KafkaError, ProducerFencedError
 
     cfg = ctx.config
+    # After the delivery timeout every send of the transaction has completed, acknowledged or failed.
+    flush_s = cfg.delivery_timeout_s + REQUEST_TIMEOUT_MS / 1000
     group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
     changelog = changelog_state.changelog_topic(cfg.topic) if cfg.query == KEY_COUNT else None
     # On a cluster the output is replicated and configured as the input is: what the audit reads must
@@ -250,7 +263,7 @@ def run(ctx: DriverContext) -> None:
     if changelog is not None:
         kafka_tools.create_topic(ctx.bootstrap, changelog, cfg.partitions, replication=cfg.nodes,
                                  configs={**cfg.topic_configs, **changelog_state.CHANGELOG_CONFIGS})
-    producer = _producer(ctx.bootstrap, txn_id)
+    producer = _producer(ctx.bootstrap, txn_id, int(cfg.delivery_timeout_s * 1000))
     consumer = store = None
     try:
         # Before the consumer asks for the group's offsets: a read_committed consumer's offset fetch
@@ -267,11 +280,11 @@ def run(ctx: DriverContext) -> None:
         consumer.assign(tps)
 
         def positions() -> dict[int, int]:
-            return {tp.partition: consumer.position(tp) for tp in tps}
+            return _positions(consumer, tps)
 
         committed = positions()
-        batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(consumer.committed(tp, metadata=True),
-                                                                      "metadata", None)) for tp in tps)]) + 1
+        batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(
+            consumer.committed(tp, metadata=True, timeout_ms=MAX_BLOCK_MS), "metadata", None)) for tp in tps)]) + 1
         while not ctx.stopping:
             records = kafka_tools.poll_records(consumer, cfg.max_batch_records)
             if not records:
@@ -283,37 +296,54 @@ def run(ctx: DriverContext) -> None:
                 ranges[r.partition] = (start, r.offset + 1)
             # lesson: kafka-eos
             ctx.batch_start(batch, ranges, len(records), transactional_id=txn_id)
+            sends = Sends()  # this transaction's futures: it commits only if every one succeeded
             try:
                 producer.begin_transaction()
-                counts = {} if store is None else _send_changes(producer, changelog, store, records, batch, ctx.attempt)
+                counts = ({} if store is None else
+                          _send_changes(producer, sends, changelog, store, records, batch, ctx.attempt))
                 half = (len(records) + 1) // 2  # at least one record in the log at mid-output
                 for i, r in enumerate(records):
-                    producer.send(out, value=transform(r.value, r.partition, r.offset, batch, ctx.attempt),
-                                  key=r.key, partition=r.partition)
+                    sends.add(producer.send(out, value=transform(r.value, r.partition, r.offset, batch, ctx.attempt),
+                                            key=r.key, partition=r.partition))
                     if i + 1 == half:
-                        producer.flush()  # acknowledged: in the log, inside the open transaction
+                        _flush(producer, flush_s)
+                        if not cfg.trust_commit:
+                            sends.check()  # acknowledged: in the log, inside the open transaction
                         ctx.point("mid-output", batch)
                 # commit_transaction() would flush too; flushing here makes the named point below mean
                 # what it says. Measured without it: a kill there found 50 of 100 records in the log.
-                producer.flush()
+                _flush(producer, flush_s)
+                if not cfg.trust_commit:
+                    # Every send acknowledged, or no commit: kafka-python commits a transaction one of
+                    # whose sends ran out of its delivery timeout (lab.kafka.transactions).
+                    sends.check()
                 done = positions()
-                producer.send_offsets_to_transaction(
-                    {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}, group)
+                offsets = {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}
+                bounded(lambda: producer.send_offsets_to_transaction(offsets, group), TXN_CALL_S,
+                        "send_offsets_to_transaction()")
                 ctx.point("after-output-before-commit", batch)
-                producer.commit_transaction()
-            except KafkaError as e:
+                bounded(producer.commit_transaction, TXN_CALL_S, "commit_transaction()")
+            except CallTimedOut as e:
+                # The transaction's state is unknown (the call may still complete): this driver ends, and
+                # its restart's init_transactions() completes or aborts the transaction.
+                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e), attempt=ctx.attempt, action="exit")
+                raise
+            except (KafkaError, SendFailed) as e:
                 if _fenced(e, ProducerFencedError):
                     # A newer driver owns the id (a restart, or the replacement of this one while it was paused):
                     # this one must stop writing. Its open transaction was aborted when the newer one started.
                     ctx.events.write(ev.PRODUCER_FENCED, batch=batch, attempt=ctx.attempt, error=repr(e)[:300])
                     raise
-                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[:300], attempt=ctx.attempt,
-                                 action="abort-and-rewind")
+                failed = {"failed_sends": e.failed, "sends": e.sent} if isinstance(e, SendFailed) else {}
+                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e)[:300] if failed else repr(e)[:300],
+                                 attempt=ctx.attempt, action="abort-and-rewind", **failed)
                 _abort(producer)
                 for tp in tps:
                     consumer.seek(tp, committed[tp.partition])
                 continue
             # end lesson: kafka-eos
+            if cfg.trust_commit:
+                _committed_unchecked(ctx, sends, batch)
             if store is not None:
                 store.put(counts, batch)  # only now: an aborted batch must never reach the store
             committed = done
@@ -328,7 +358,40 @@ def run(ctx: DriverContext) -> None:
         producer.close(timeout=5)
 
 
-def _send_changes(producer, changelog: str, store, records, batch: int, attempt: int) -> dict[str, int]:
+def _positions(consumer, tps) -> dict[int, int]:
+    """The consumer's position on each partition, each look-up bounded by :data:`MAX_BLOCK_MS`.
+
+    kafka-python's ``position()`` waits without a bound by default; one that finds no
+    offset in time returns ``None``, and the driver ends rather than guess.
+    """
+    from kafka.errors import KafkaTimeoutError
+
+    got = {tp.partition: consumer.position(tp, timeout_ms=MAX_BLOCK_MS) for tp in tps}
+    missing = sorted(p for p, offset in got.items() if offset is None)
+    if missing:
+        raise KafkaTimeoutError(f"no position for partitions {missing} within {MAX_BLOCK_MS} ms")
+    return got
+
+
+def _flush(producer, timeout_s: float) -> None:
+    """``flush()`` within ``timeout_s`` (the delivery timeout and a request's): KafkaTimeoutError past it."""
+    producer.flush(timeout=timeout_s)
+
+
+def _committed_unchecked(ctx: DriverContext, sends: Sends, batch: int) -> None:
+    """With ``--trust-commit``: after a commit, the ``committed-with-failed-sends`` event if any send had failed.
+
+    Looked at only after the commit, so it changes nothing the client decided: it is
+    the evidence of what the client's commit let through.
+    """
+    try:
+        sends.check()
+    except SendFailed as e:
+        ctx.events.write(ev.COMMITTED_WITH_FAILED_SENDS, batch=batch, attempt=ctx.attempt, failed_sends=e.failed,
+                         sends=e.sent, error=repr(e.error)[:300] if e.error is not None else "not completed")
+
+
+def _send_changes(producer, sends: Sends, changelog: str, store, records, batch: int, attempt: int) -> dict[str, int]:
     """Send each key's new count to the changelog in the open transaction; return them for the store.
 
     Sent before the batch's output, so a kill at ``mid-output`` too finds the
@@ -339,17 +402,20 @@ def _send_changes(producer, changelog: str, store, records, batch: int, attempt:
     partition_of = dict(zip(keys, (r.partition for r in records)))
     counts = changelog_state.batch_changes(keys, store.counts(keys))
     for key, count in counts.items():
-        producer.send(changelog, key=key.encode(), value=changelog_state.change_value(count, batch, attempt),
-                      partition=partition_of[key])
+        sends.add(producer.send(changelog, key=key.encode(), value=changelog_state.change_value(count, batch, attempt),
+                                partition=partition_of[key]))
     return counts
 
 
 def _abort(producer) -> None:
-    """Abort the open transaction, retried while the broker is away; raise when it cannot be done."""
+    """Abort the open transaction, retried while the broker is away; raise when it cannot be done.
+
+    Each attempt is bounded by :data:`TXN_CALL_S` (:class:`lab.kafka.transactions.CallTimedOut` ends the driver).
+    """
     deadline = time.monotonic() + ABORT_RETRY_S
     while True:
         try:
-            producer.abort_transaction()
+            bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
             return
         except Exception as e:  # kafka-python raises several types for a broker that is away
             if not getattr(e, "retriable", False) or time.monotonic() > deadline:

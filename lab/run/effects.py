@@ -47,6 +47,15 @@ def leader_crash(inj, fault: Fault, info: dict) -> None:
         inj.restart_node_in(hit["node"], fault.duration_s)
 
 
+def leader_unreachable(inj, fault: Fault, info: dict) -> None:
+    info.update(duration_s=fault.duration_s)
+    hit = inj.cut_output_leader(fault.duration_s)
+    if "reason" in hit:
+        info.update(pid=None, **hit)
+    else:
+        info.update(hit)
+
+
 def txn_abort(inj, fault: Fault, info: dict) -> None:
     info.update(count=fault.count or 1, producer=inj.abort_transactions(fault.count or 1))
 
@@ -70,6 +79,7 @@ EFFECTS = {
     "broker-outage": proxy_fault,
     "ack-loss": proxy_fault,
     "follower-lag": proxy_fault,
+    "leader-unreachable": leader_unreachable,
     "receiver-restart": timeline_fault,
     "consumer-crash": timeline_fault,
 }

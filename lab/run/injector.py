@@ -98,6 +98,9 @@ class FaultInjector:
     kill_leader : callable, optional
         ``kill_leader()`` SIGKILLs the broker leading the run topic's partition 0;
         returns ``{"node", "pid", "leads"}``, or ``None`` when no leader is known.
+    cut_output_leader : callable, optional
+        ``cut_output_leader(seconds)`` cuts the client proxy of a broker leading an output partition, not the
+        transaction coordinator (:func:`lab.broker.cluster.cut_output_leader`).
     restart_node : callable, optional
         ``restart_node(node)`` starts that broker again on its data (``for=Ns`` after a leader-crash).
     """
@@ -111,7 +114,8 @@ class FaultInjector:
                  control_host: str = "127.0.0.1", client_controls: tuple = (), replication_controls: tuple = (),
                  kill_leader: Callable[[], dict | None] | None = None,
                  pause_driver: Callable[[float], dict] | None = None,
-                 restart_node: Callable[[int], None] | None = None) -> None:
+                 restart_node: Callable[[int], None] | None = None,
+                 cut_output_leader: Callable[[float], dict] | None = None) -> None:
         self.config = config
         self.events = events
         self.elapsed = elapsed
@@ -131,6 +135,7 @@ class FaultInjector:
         self.kill_leader = kill_leader
         self.pause_driver = pause_driver
         self.restart_node = restart_node
+        self.cut_output_leader = cut_output_leader
         self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
         self.pending: list[Fault] = list(config.fault_plan)
         self.deferred: list[tuple[Fault, str, dict]] = []

@@ -14,6 +14,12 @@ Whatever the producer settings say: with ``acks=all`` and idempotence on,
 each acknowledged event is in the topic once; with idempotence off, a retry
 after a lost acknowledgement writes it twice (the ledger still records one
 acknowledged send, at the offset of the copy that was acknowledged).
+
+Transactional (``--transactional on``): a transaction is committed only after
+every send in it was acknowledged; if one failed, it is aborted and all its
+events are ``failed`` (a ``read_committed`` reader never returns them).
+kafka-python 3.0.12 would commit it without the failed send
+(:mod:`lab.kafka.transactions`). The flush and the commit are bounded.
 """
 
 from __future__ import annotations
@@ -30,6 +36,11 @@ from lab.config import RunConfig
 from lab.events import EventLog
 from lab.audit.ledger import Ledger, LedgerEntry
 from lab.faults.catalogue import event_keys
+from lab.kafka.transactions import CallTimedOut, bounded
+
+#: The bound on the transactional producer's commit and abort (kafka-python leaves them unbounded), as its
+#: max_block_ms bounds init_transactions().
+TXN_CALL_S = 10.0
 
 
 def event_ids(seed: int, count: int) -> list[str]:
@@ -114,9 +125,11 @@ class LedgeredProducer:
         self._in_flight: dict[int, LedgerEntry] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Transactional mode: acknowledged records stay here until their transaction commits.
+        # Transactional mode: every send's outcome stays here until its transaction ends (committed only if
+        # none failed).
         self._held: list[LedgerEntry] | None = [] if config.producer.transactional else None
         self._abort_left = 0  # transactions still to abort (the txn-abort fault)
+        self._flush_s = 35.0  # set from the producer's delivery timeout once it exists
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
@@ -216,38 +229,62 @@ class LedgeredProducer:
             if entry is None:
                 return
             status = "failed" if _is_definite_rejection(exc) else "unknown"
-            self._done_entries.append(replace(entry, status=status, error=repr(exc)[:300], done_at=time.time()))
+            done = replace(entry, status=status, error=repr(exc)[:300], done_at=time.time())
+            if self._held is not None:
+                self._held.append(done)  # its transaction is aborted, not committed (_end_transaction)
+                return
+            self._done_entries.append(done)
             if status == "failed":
                 self.stats.failed += 1
             else:
                 self.stats.unknown += 1
 
     def _end_transaction(self, producer) -> None:
-        """Commit the open transaction (or abort it, when asked); its records count as acknowledged only if it commits."""
+        """Commit the open transaction only if every send in it was acknowledged, else abort it (or when asked).
+
+        Its records count as acknowledged only if it commits; an aborted one's are ``failed`` (``aborted``
+        for ``txn-abort``); when the outcome cannot be known (a commit or abort that failed or did not
+        return in :data:`TXN_CALL_S`), ``unknown``.
+        """
         with self._lock:
             abort = self._abort_left > 0
             self._abort_left -= int(abort)
         try:
+            # Every send completes first (acknowledged, or failed by its delivery timeout), so the check
+            # below sees them all and the aborted events are really in the topic (a read_uncommitted reader
+            # returns them) before the abort marker.
+            producer.flush(timeout=self._flush_s)
+            with self._lock:
+                failed = [e for e in self._held if e.status != "acked"]
             if abort:
-                # Every record of the transaction reaches the log first, so the aborted events are
-                # really in the topic (a read_uncommitted reader returns them), then the abort marker.
-                producer.flush()
-                producer.abort_transaction()
+                bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
                 outcome, error = "aborted", "transaction aborted (txn-abort)"
+            elif failed:
+                bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
+                outcome, error = "failed", f"transaction aborted: {len(failed)} of its sends failed, the first {failed[0].error}"[:300]
             else:
-                producer.commit_transaction()
+                bounded(producer.commit_transaction, TXN_CALL_S, "commit_transaction()")
                 outcome, error = "acked", None
+        except CallTimedOut as exc:
+            # The client is mid-call: no other transactional call may follow; the producer thread ends here.
+            outcome, error = "unknown", str(exc)
+            self._finish_transaction(outcome, error)
+            raise
         except Exception as exc:
             outcome, error = "unknown", f"commit failed: {exc!r}"[:300]
             try:
-                producer.abort_transaction()
+                bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
                 outcome = "failed"  # aborted: read_committed readers never see it
             except Exception:
                 pass
+        self._finish_transaction(outcome, error, abort)
+
+    def _finish_transaction(self, outcome: str, error: str | None, abort: bool = False) -> None:
+        """Give the ended transaction's held sends their outcome and count them."""
         with self._lock:
             held, self._held = self._held, []
             for e in held:
-                status = outcome if e.status == "acked" else e.status
+                status = outcome if e.status == "acked" else ("failed" if outcome in ("failed", "aborted") else e.status)
                 self._done_entries.append(replace(e, status=status, error=error or e.error, done_at=time.time()))
                 if status == "acked":
                     self.stats.acked += 1
@@ -279,6 +316,8 @@ class LedgeredProducer:
             txn = cfg.producer.transaction_size if cfg.producer.transactional else 0
             if txn:
                 producer.init_transactions()
+            # A flush ends when every send has completed, acknowledged or failed by its delivery timeout.
+            self._flush_s = producer.config["delivery_timeout_ms"] / 1000 + 5.0
             t0 = time.monotonic()
             last_flush = t0
             for seq in range(cfg.events):
@@ -313,9 +352,10 @@ class LedgeredProducer:
                 if time.monotonic() - last_flush > 0.2:
                     self._drain_to(ledger)
                     last_flush = time.monotonic()
-            producer.flush(timeout=max(5.0, cfg.producer.request_timeout_ms / 1000 * (cfg.producer.retries + 1)))
             if txn:
                 self._end_transaction(producer)
+            else:
+                producer.flush(timeout=max(5.0, cfg.producer.request_timeout_ms / 1000 * (cfg.producer.retries + 1)))
         except Exception as exc:
             self.stats.error = repr(exc)
             self.events.write(ev.PRODUCER_ERROR, error=repr(exc))

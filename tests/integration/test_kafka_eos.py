@@ -32,3 +32,4 @@ def test_a_driver_killed_inside_its_transaction_is_exactly_once_read_committed(r
     assert inits[1]["producer_id"] == inits[0]["producer_id"] and inits[1]["epoch"] > inits[0]["epoch"]
     assert all(0 < e["took_s"] < 10 for e in inits)
     assert_all_gone(run_pids(result.run_dir))
+

@@ -5,6 +5,7 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
+from kafka.future import Future
 
 from lab.sinks import changelog as cs
 from lab import events as ev
@@ -109,8 +110,10 @@ class ChangelogProducer(FakeProducer):
         if topic.endswith(cs.CHANGELOG_SUFFIX):
             self.changes_open.append((key.decode(), json.loads(value)["count"], partition))
             self.calls.append("change")
-        else:
-            super().send(topic, value, key, partition)
+            future = Future()
+            future.success(None)
+            return future
+        return super().send(topic, value, key, partition)
 
     def commit_transaction(self):
         super().commit_transaction()
@@ -134,7 +137,7 @@ def driver(tmp_path, monkeypatch):
         written = []
         ctx = SimpleNamespace(
             config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=2, nodes=1, topic_configs={},
-                                   query=query),
+                                   query=query, trust_commit=False, delivery_timeout_s=45.0),
             run_id="r1", bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, written=written,
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), last_batch=lambda: -1,
             batch_start=lambda b, ranges, rows, **x: None, batch_done=lambda b, rows: None,

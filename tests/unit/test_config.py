@@ -136,3 +136,15 @@ def test_elr_is_set_only_on_the_labs_own_apache_kafka(monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
     with pytest.raises(LabError, match="LAB_KAFKA_BOOTSTRAP"):
         make_config(pipeline="plain", elr="on")
+
+
+def test_trust_commit_and_delivery_timeout_are_the_kafka_eos_pipelines_and_bounded():
+    cfg = make_config(pipeline="kafka-eos", trust_commit=True, delivery_timeout_s=11)
+    assert cfg.settings["trust_commit"] is True and cfg.settings["delivery_timeout_s"] == 11
+    assert "trust_commit" not in make_config(pipeline="kafka-eos").settings  # stated only when changed
+    with pytest.raises(LabError, match=r"--trust-commit is the kafka-eos pipeline's .* pipeline is 'plain'; valid pipelines: kafka-eos"):
+        make_config(pipeline="plain", trust_commit=True)
+    with pytest.raises(LabError, match=r"--delivery-timeout 5 s: valid 11 to 45 s"):
+        make_config(pipeline="kafka-eos", delivery_timeout_s=5)
+    with pytest.raises(LabError, match=r"--delivery-timeout is the kafka-eos"):
+        make_config(pipeline="structured", delivery_timeout_s=20)

@@ -1,4 +1,5 @@
-"""The kafka-eos driver's loop against a fake consumer and producer: commit order, and abort-and-rewind on a failed batch."""
+"""The kafka-eos driver's loop against a fake consumer and producer: commit order, abort-and-rewind on a failed batch
+or a failed send, and the bound on every transactional call."""
 
 import json
 from collections import namedtuple
@@ -6,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from kafka.errors import KafkaTimeoutError, ProducerFencedError
+from kafka.future import Future
 
 from lab import events as ev
 from lab.pipelines import kafka_eos
@@ -27,10 +29,12 @@ class FakeConsumer:
     def assign(self, tps):
         self.pos = {tp: 0 for tp in tps}
 
-    def position(self, tp):
+    def position(self, tp, timeout_ms=None):
+        assert timeout_ms is not None, "a position look-up without a bound"
         return self.pos[tp]
 
-    def committed(self, tp, metadata=False):
+    def committed(self, tp, metadata=False, timeout_ms=None):
+        assert timeout_ms is not None, "a committed-offset look-up without a bound"
         return None
 
     def seek(self, tp, offset):
@@ -52,10 +56,14 @@ class FakeConsumer:
 
 
 class FakeProducer:
-    """A transactional producer that keeps what each transaction sent; commit fails ``fail_commits`` times."""
+    """A transactional producer that keeps what each transaction sent; commit fails ``fail_commits`` times.
 
-    def __init__(self, fail_commits=0, error=KafkaTimeoutError):
-        self.fail_commits, self.error = fail_commits, error
+    ``fail_sends``: the sequence numbers whose sends fail (once each) with a delivery timeout, as
+    kafka-python fails them, leaving the commit to succeed without them, as kafka-python 3.0.12 does.
+    """
+
+    def __init__(self, fail_commits=0, error=KafkaTimeoutError, fail_sends=()):
+        self.fail_commits, self.error, self.fail_sends = fail_commits, error, set(fail_sends)
         self.open, self.committed, self.aborted, self.offsets, self.calls = None, [], [], [], []
 
     def init_transactions(self):
@@ -67,9 +75,17 @@ class FakeProducer:
         self.calls.append("begin")
 
     def send(self, topic, value, key, partition):
-        self.open.append(json.loads(value)["seq"])
+        seq, future = json.loads(value)["seq"], Future()
+        if seq in self.fail_sends:
+            self.fail_sends.discard(seq)
+            future.failure(KafkaTimeoutError("Expiring 1 record(s): 45000 ms has passed since batch creation"))
+        else:
+            self.open.append(seq)
+            future.success(None)
+        return future
 
-    def flush(self):
+    def flush(self, timeout=None):
+        assert timeout is not None, "a flush without a bound"
         self.calls.append("flush")
 
     def send_offsets_to_transaction(self, offsets, group):
@@ -95,11 +111,11 @@ class FakeProducer:
 
 @pytest.fixture
 def driver(tmp_path, monkeypatch):
-    def make(producer, records, batch=2):
+    def make(producer, records, batch=2, trust_commit=False):
         written = []
         ctx = SimpleNamespace(
             config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, nodes=1, topic_configs={},
-                                   query="passthrough"),
+                                   query="passthrough", trust_commit=trust_commit, delivery_timeout_s=45.0),
             run_id="r1",
             bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,
@@ -148,3 +164,41 @@ def test_a_fenced_producer_ends_the_driver(driver):
     with pytest.raises(ProducerFencedError):
         kafka_eos.run(ctx)
     assert producer.committed == [] and producer.aborted == []
+
+
+def test_a_failed_send_aborts_the_transaction_instead_of_committing_it(driver):
+    # seq 1 of batch 0 fails by its delivery timeout; kafka-python would commit the rest: the driver must not
+    producer = FakeProducer(fail_sends=[1])
+    ctx, consumer = driver(producer, [Record(0, i, b"k", event(i)) for i in range(4)])
+    kafka_eos.run(ctx)
+    assert producer.aborted == [0] and producer.committed == [0, 1, 2, 3]  # batch 0 again, whole, then batch 1
+    assert consumer.seeks == [(0, 0)]
+    errors = [f for t, f in ctx.written if t == ev.BATCH_ERROR]
+    assert [(e["batch"], e["action"], e["failed_sends"], e["sends"]) for e in errors] == [(0, "abort-and-rewind", 1, 2)]
+    assert "KafkaTimeoutError" in errors[0]["error"]
+    # the send failed in the second half: no commit call, no offsets for the failed attempt
+    assert producer.calls[:5] == ["init", "begin", "flush", "flush", "abort"]
+
+
+def test_with_trust_commit_the_client_commits_past_a_failed_send_and_the_driver_says_so(driver):
+    producer = FakeProducer(fail_sends=[1])
+    ctx, consumer = driver(producer, [Record(0, i, b"k", event(i)) for i in range(4)], trust_commit=True)
+    kafka_eos.run(ctx)
+    assert producer.committed == [0, 2, 3] and producer.aborted == [] and consumer.seeks == []  # seq 1 lost
+    said = [f for t, f in ctx.written if t == ev.COMMITTED_WITH_FAILED_SENDS]
+    assert [(f["batch"], f["failed_sends"], f["sends"]) for f in said] == [(0, 1, 2)]
+
+
+def test_a_commit_that_never_returns_ends_the_driver_within_its_bound(driver, monkeypatch):
+    import threading
+
+    never = threading.Event()
+    producer = FakeProducer()
+    producer.commit_transaction = lambda: never.wait()  # kafka-python's wait() without a timeout
+    monkeypatch.setattr(kafka_eos, "TXN_CALL_S", 0.2)
+    ctx, _ = driver(producer, [Record(0, i, b"k", event(i)) for i in range(2)])
+    with pytest.raises(kafka_eos.CallTimedOut, match=r"commit_transaction\(\) did not return within 0.2 s"):
+        kafka_eos.run(ctx)
+    errors = [f for t, f in ctx.written if t == ev.BATCH_ERROR]
+    assert [(e["batch"], e["action"]) for e in errors] == [(0, "exit")]
+    never.set()

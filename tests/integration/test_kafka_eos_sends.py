@@ -1,0 +1,76 @@
+"""kafka-eos when a send fails inside an open transaction, on the three-broker cluster.
+
+A send fails by its delivery timeout while the broker stays up: ``leader-unreachable`` cuts the client
+proxy of a broker that leads an output partition (not the transaction coordinator) for longer than the
+producer's delivery timeout. kafka-python 3.0.12 then commits the transaction without the failed sends
+(``--trust-commit`` leaves the commit to it); the driver's own check aborts it and reads the batch again.
+One cluster for the module (``lab broker start --nodes 3``), each run its own topic.
+"""
+
+import pytest
+
+from lab.broker import shared as shared_broker
+from lab.config import make_config
+from lab.events import read_events
+from lab.run.supervisor import run_scenario
+from tests.integration.conftest import assert_all_gone
+
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
+              pytest.mark.xdist_group("test_kafka_eos_sends")]
+
+#: The cut comes once batch 3's sends are all acknowledged (after-output-before-commit), so the next batch's
+#: sends to the cut broker never leave the client (a send that was in flight takes another path in
+#: kafka-python: it bumps the producer epoch), and it lasts longer than their delivery timeout.
+CUT = dict(pipeline="kafka-eos", nodes=3, events=2000, rate=100, max_batch_records=100, delivery_timeout_s=11,
+           faults="leader-unreachable@batch=3:after-output-before-commit:for=15s")
+
+
+@pytest.fixture(scope="module")
+def cluster_runs(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_DEADLINE", "LAB_RESTART_DELAY", "LAB_BROKER_NODES"):
+            mp.delenv(var, raising=False)
+        path = tmp_path_factory.mktemp("cluster-runs")
+        mp.setenv("LAB_RUNS_DIR", str(path))
+        info = shared_broker.start_detached(path, nodes=3)
+        try:
+            yield path
+        finally:
+            shared_broker.stop_detached(path)
+            assert_all_gone([info.controller_pid, *(p for n in info.nodes for p in
+                                                    (n.broker_pid, n.proxy_pid, n.replication_proxy_pid))])
+
+
+def driver_pids(events) -> list[int]:
+    return [e["pid"] for e in events if e["type"] in ("driver-start", "standby-start")]
+
+
+def cut_of(events) -> dict:
+    cuts = [e for e in events if e["type"] == "fault" and e["kind"] == "leader-unreachable"]
+    assert len(cuts) == 1 and cuts[0].get("node") is not None, cuts  # a broker leading an output partition was cut
+    assert cuts[0]["node"] != cuts[0]["coordinator"] and cuts[0]["leads"], cuts
+    return cuts[0]
+
+
+def test_the_driver_aborts_a_transaction_with_a_failed_send_and_the_run_is_exactly_once(cluster_runs):
+    result = run_scenario(make_config(**CUT, runs_dir=str(cluster_runs)))
+    r, events = result.report, read_events(result.run_dir)
+    cut_of(events)
+    errors = [e for e in events if e["type"] == "batch-error"]
+    assert any(e.get("failed_sends", 0) > 0 for e in errors), errors  # a send failed, and its batch was not committed
+    assert not [e for e in events if e["type"] == "committed-with-failed-sends"]
+    assert r["acked"] == 2000 and (r["lost"], r["duplicated"], r["unseen"], r["unexpected"]) == (0, 0, 0, 0), r
+    assert r["guarantee"] == "exactly-once" and result.drained
+    assert_all_gone(driver_pids(events))  # the cluster is the module's
+
+
+def test_with_trust_commit_the_client_commits_without_the_failed_sends_and_they_are_lost(cluster_runs):
+    result = run_scenario(make_config(**CUT, trust_commit=True, runs_dir=str(cluster_runs)))
+    r, events = result.report, read_events(result.run_dir)
+    cut_of(events)
+    let_through = [e for e in events if e["type"] == "committed-with-failed-sends"]
+    assert let_through, "no transaction was committed past a failed send: this run could not show the lesson"
+    # exactly the events whose sends failed in committed transactions are missing from the output
+    assert r["lost"] == sum(e["failed_sends"] for e in let_through) > 0, (r, let_through)
+    assert r["exactly_once"] + r["lost"] == r["acked"] == 2000 and r["duplicated"] == 0 and result.drained, r
+    assert_all_gone(driver_pids(events))  # the cluster is the module's
