@@ -464,11 +464,21 @@ def check_07(reports):
     assert safe["topic"]["failed_sends"] + safe["topic"]["unknown_sends"] > 0, safe["topic"]
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
     # the killed attempt's half batch as aborted records
-    eos, spark = _pick(reports, pipeline="kafka-eos"), _pick(reports, pipeline="structured")
+    eos, spark = _pick(reports, pipeline="kafka-eos", faults="driver-crash@batch=2:mid-output"), _pick(reports, pipeline="structured")
     for r in (eos, spark):
         assert r["exactly_once"] == r["acked"] == 600 and r["restarts"] == 1, _counts(r)
     half = (_first_rows(eos, 2) + 1) // 2
     assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - 600 > 0, eos
+    # 3b: a send that failed inside a transaction. Checked: the batch aborted and read again, exactly once.
+    # Trusted: kafka-python committed past the failed sends, and exactly those events are lost.
+    cut = [r for r in reports if r["pipeline"] == "kafka-eos" and r["faults"].startswith("leader-unreachable")]
+    checked, trusted = _pick(cut, trust_commit=None), _pick(cut, trust_commit=True)
+    assert checked["guarantee"] == "exactly-once" and checked["acked"] == 2000, _counts(checked)
+    assert any(e["type"] == "batch-error" and e.get("failed_sends", 0) > 0
+               for e in read_events(Path(checked["run_dir"]))), "no send failed in the checked run"
+    let_through = [e for e in read_events(Path(trusted["run_dir"])) if e["type"] == "committed-with-failed-sends"]
+    assert let_through, "no commit past a failed send: the trusted run could not show its lesson"
+    assert trusted["lost"] == sum(e["failed_sends"] for e in let_through) > 0, _counts(trusted)
 
 
 def check_08(reports):
