@@ -11,7 +11,7 @@ ran out of its delivery timeout with a retriable error "without any state transi
 comment): the transaction is not made abortable, so ``commit_transaction()`` succeeds and commits the
 transaction without that batch's records, while the consumed offsets sent with it move past them.
 Measured on the lab's three-broker cluster (a leader crash, issue 79) and on purpose with the
-``coordinator-stall`` fault: events acknowledged to the producer, lost from the output. The Java client
+``leader-unreachable`` fault: events acknowledged to the producer, lost from the output. The Java client
 had the same defect until KAFKA-5385 (2017), where an expired batch moves the transaction to an
 abortable error. The send's future does fail (``KafkaTimeoutError``), so a writer that looks at its
 futures before it commits is safe: :class:`Sends`.

@@ -92,8 +92,16 @@ away holds the open batch up: its sends and its commit are retried within
 ``broker-outage@at=2s:for=3s``, ``broker-crash@at=2s:for=3s`` and
 ``ack-loss@at=1s:count=5``, 3,000 events each, exactly once, no restart). A batch that
 fails with a Kafka error the producer can recover from (a send that ran out of
-``DELIVERY_TIMEOUT_MS`` while the broker was away) is aborted, recorded as
-``batch-error``, and read again from the last committed offsets. A fenced
+its delivery timeout while the broker was away) is aborted, recorded as
+``batch-error``, and read again from the last committed offsets. Every send's
+future is checked after ``flush()`` and before the offsets and the commit: a
+failed send aborts the batch (``batch-error`` with ``failed_sends``), because
+kafka-python 3.0.12 would commit the transaction without it
+(:mod:`lab.kafka.transactions`; ``--trust-commit`` skips the check to show
+that, and writes ``committed-with-failed-sends``). ``send_offsets_to_transaction()``,
+``commit_transaction()`` and ``abort_transaction()`` are bounded by
+:data:`TXN_CALL_S`; past it the driver ends (``batch-error`` with action
+``exit``) and its restart settles the transaction. A fenced
 producer (``ProducerFencedError``: another driver with the same id took over;
 recorded as ``producer-fenced``), or an abort that does not complete within
 :data:`ABORT_RETRY_S`, ends the driver; the supervisor restarts it and its
