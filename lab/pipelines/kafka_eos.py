@@ -88,7 +88,7 @@ Killed anywhere (``driver-crash``): the supervisor restarts the driver, whose
 ``init_transactions()`` aborts the open transaction, as above, and (``key-count``)
 restores a new store from the committed changelog. A broker that is
 away holds the open batch up: its sends and its commit are retried within
-``DELIVERY_TIMEOUT_MS`` and ``TRANSACTION_TIMEOUT_MS`` (measured: with
+the delivery timeout and ``TRANSACTION_TIMEOUT_MS`` (measured: with
 ``broker-outage@at=2s:for=3s``, ``broker-crash@at=2s:for=3s`` and
 ``ack-loss@at=1s:count=5``, 3,000 events each, exactly once, no restart). A batch that
 fails with a Kafka error the producer can recover from (a send that ran out of
@@ -137,7 +137,7 @@ TRANSACTION_TIMEOUT_MS = 60_000
 #: How long one record may take from send() to its acknowledgement, retries included (``--delivery-timeout``,
 #: :data:`lab.config.DELIVERY_TIMEOUT_S` by default); below the transaction timeout, so a send that gives up
 #: leaves time to abort the transaction cleanly.
-#: A request without an answer fails after 10 s and is retried (within DELIVERY_TIMEOUT_MS). Measured:
+#: A request without an answer fails after 10 s and is retried (within the delivery timeout). Measured:
 #: ack-loss@at=1s:count=5 dropped the answers to the driver's first batch, which then took one such
 #: timeout longer (first batch done at 11.2 s), and the run was exactly once.
 REQUEST_TIMEOUT_MS = 10_000
