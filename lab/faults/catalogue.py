@@ -136,11 +136,11 @@ def _needs_transactions(cfg) -> str | None:
     return "fault 'txn-abort' aborts the producer's transactions: it needs --transactional on"
 
 
-def _needs_cluster(kind: str):
+def _needs_cluster(kind: str, needs: str = "replicas to fail over to"):
     def check(cfg) -> str | None:
         if getattr(cfg, "nodes", 1) > 1:
             return None
-        return (f"fault {kind!r} needs replicas to fail over to: run on the three-broker cluster (--nodes 3, "
+        return (f"fault {kind!r} needs {needs}: run on the three-broker cluster (--nodes 3, "
                 "or LAB_BROKER_NODES=3)")
     return check
 
@@ -256,7 +256,7 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               "cluster's); the sends to its partitions wait unsent and fail when the producer's delivery timeout "
               "passes, while the transaction stays open and its coordinator reachable",
               by="proxy", pipelines=("kafka-eos",), points=True, options=("for",),
-              requires=_needs_cluster("leader-unreachable")),
+              requires=_needs_cluster("leader-unreachable", "a broker other than the transaction coordinator")),
     FaultSpec("broker-crash", "SIGKILL to the embedded Apache Kafka broker's JVM; restarted on its data after for=Ns",
               by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_one_node,
               button=("Crash broker 3 s", "SIGKILL the broker JVM; it restarts on its data 3 s later"),

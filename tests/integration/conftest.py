@@ -104,6 +104,29 @@ def module_runs_dir(tmp_path_factory, session_broker, name: str):
         yield path
 
 
+@contextlib.contextmanager
+def module_cluster(tmp_path_factory):
+    """A three-broker cluster of a test module's own (``lab broker start --nodes 3``), its runs directory set.
+
+    Stopped at the end, and every broker, proxy and the controller checked gone; no LAB_* setting of the
+    shell decides a run.
+    """
+    from lab.broker import shared as shared_broker
+
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_DEADLINE", "LAB_RESTART_DELAY", "LAB_BROKER_NODES"):
+            mp.delenv(var, raising=False)
+        path = tmp_path_factory.mktemp("cluster-runs")
+        mp.setenv("LAB_RUNS_DIR", str(path))
+        info = shared_broker.start_detached(path, nodes=3)
+        try:
+            yield path
+        finally:
+            shared_broker.stop_detached(path)
+            assert_all_gone([info.controller_pid, *(p for n in info.nodes for p in
+                                                    (n.broker_pid, n.proxy_pid, n.replication_proxy_pid))])
+
+
 def independent_counts(run_dir: Path) -> dict:
     """Counts taken straight from the ledger and sink files with plain SQL, not through the auditor."""
     led = sqlite3.connect(run_dir / "ledger.sqlite")

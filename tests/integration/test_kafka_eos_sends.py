@@ -9,11 +9,10 @@ One cluster for the module (``lab broker start --nodes 3``), each run its own to
 
 import pytest
 
-from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
 from lab.run.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone
+from tests.integration.conftest import assert_all_gone, module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
               pytest.mark.xdist_group("test_kafka_eos_sends")]
@@ -27,18 +26,8 @@ CUT = dict(pipeline="kafka-eos", nodes=3, events=2000, rate=100, max_batch_recor
 
 @pytest.fixture(scope="module")
 def cluster_runs(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_DEADLINE", "LAB_RESTART_DELAY", "LAB_BROKER_NODES"):
-            mp.delenv(var, raising=False)
-        path = tmp_path_factory.mktemp("cluster-runs")
-        mp.setenv("LAB_RUNS_DIR", str(path))
-        info = shared_broker.start_detached(path, nodes=3)
-        try:
-            yield path
-        finally:
-            shared_broker.stop_detached(path)
-            assert_all_gone([info.controller_pid, *(p for n in info.nodes for p in
-                                                    (n.broker_pid, n.proxy_pid, n.replication_proxy_pid))])
+    with module_cluster(tmp_path_factory) as path:
+        yield path
 
 
 def driver_pids(events) -> list[int]:

@@ -22,7 +22,7 @@ from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
 from lab.run.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone
+from tests.integration.conftest import assert_all_gone, module_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
               # Its module-scoped runs are made once: its tests stay on one xdist worker.
@@ -36,18 +36,8 @@ FAULTS = "follower-lag@at=2s:for=8s,leader-crash@isr=1:for=3s"
 
 @pytest.fixture(scope="module")
 def cluster_runs(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        for var in ("LAB_KAFKA_BOOTSTRAP", "LAB_SINK_URL", "LAB_DEADLINE", "LAB_RESTART_DELAY", "LAB_BROKER_NODES"):
-            mp.delenv(var, raising=False)
-        path = tmp_path_factory.mktemp("cluster-runs")
-        mp.setenv("LAB_RUNS_DIR", str(path))
-        info = shared_broker.start_detached(path, nodes=3)
-        try:
-            yield path
-        finally:
-            shared_broker.stop_detached(path)
-            assert_all_gone([info.controller_pid, *(p for n in info.nodes for p in
-                                                    (n.broker_pid, n.proxy_pid, n.replication_proxy_pid))])
+    with module_cluster(tmp_path_factory) as path:
+        yield path
 
 
 def final_read(bootstrap: str, topic: str, partitions: int) -> dict[str, int]:
