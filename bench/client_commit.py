@@ -4,7 +4,7 @@ The same fault for each client, on one three-broker cluster started for the benc
 --nodes 3`` in a temporary runs directory, stopped at the end): a transactional producer commits a first
 transaction (one record per partition, so it knows every leader and is connected to every broker); then the
 lab's ``leader-unreachable`` cut (:func:`lab.broker.cluster.cut_output_leader`) takes a broker that leads a
-partition of the topic, not the transaction coordinator, away from clients for ``--cut`` seconds; the producer
+partition of the topic and coordinates nothing away from every client for ``--cut`` seconds; the producer
 begins a second transaction, sends ``--records`` records to every partition, flushes (its sends to the cut
 broker fail when the delivery timeout, ``--delivery-timeout``, passes) and calls the commit **without checking
 its sends**: what the client's commit does is the measurement.
@@ -121,7 +121,7 @@ def measure(name: str, broker, topic: str, records: int, cut_s: float, delivery_
     copies = kafka_tools.topic_copies(broker.bootstrap, topic, PARTITIONS, isolation_level="read_committed", timeout_s=60)
     read = sum(c for eid, (c, _, _) in copies.items() if eid.startswith("second-"))
     return {"client": name, "first_commit": first["commit"], "cut_node": cut.get("node"), "cut_leads": cut.get("leads"),
-            "coordinator": cut.get("coordinator"), "sent": records * PARTITIONS, **second, "read_committed": read,
+            "coordinators": cut.get("coordinators"), "sent": records * PARTITIONS, **second, "read_committed": read,
             "committed_past_failed_sends": second["commit"] == "committed" and second["failed"] > 0}
 
 

@@ -18,7 +18,7 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import ELR, COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
+    from lab.config import ELR, COMMIT_MODES, DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
@@ -91,7 +91,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         "acknowledged, leaving it to kafka-python's commit (a lesson: the client commits a "
                         "transaction one of whose sends timed out)")
     p.add_argument("--delivery-timeout", type=float, default=None,
-                   help="kafka-eos: seconds a send may take, retries included, before it fails (11 to 45, default 45)")
+                   help=f"kafka-eos: seconds a send may take, retries included, before it fails "
+                        f"({DELIVERY_TIMEOUT_RANGE_S[0]:g} to {DELIVERY_TIMEOUT_RANGE_S[1]:g}, default {DELIVERY_TIMEOUT_S:g})")
     p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
                    f"(default broker: {ELR['broker']})")
     p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
@@ -268,7 +269,7 @@ def _echo_event(e: dict, pipeline: str) -> None:
     elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
                ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED,
                ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
-               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP):
+               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.COMMITTED_WITH_FAILED_SENDS):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

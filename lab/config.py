@@ -142,7 +142,8 @@ ELR = {
 #: once in full; at most 45 s, so a batch that gives up is aborted within the 60 s transaction timeout.
 DELIVERY_TIMEOUT_S = 45.0
 DELIVERY_TIMEOUT_RANGE_S = (11.0, 45.0)
-#: The pipelines that take ``--trust-commit`` and ``--delivery-timeout``.
+#: The pipelines that take ``--trust-commit`` and ``--delivery-timeout``. Not the registry's ``options``: those
+#: are stated in every run's settings and the matrix's labels, and these two only when changed.
 EOS_OPTION_PIPELINES = ("kafka-eos",)
 
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
@@ -245,7 +246,7 @@ class RunConfig:
     on_pause: str = "auto"
     elr: str = "broker"
     trust_commit: bool = False
-    delivery_timeout_s: float = 45.0
+    delivery_timeout_s: float = DELIVERY_TIMEOUT_S
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 

@@ -40,7 +40,7 @@ PRODUCER_FENCED = "producer-fenced"      #: (kafka-eos) the driver's transaction
 DRIVER_CHILD_GROUP = "driver-child-group"  #: a process group a driver's descendant started (PySpark's daemon), ``pid``
 # supervisor and driver: faults
 FAULT = "fault"                          #: a fault was carried out (``kind``, ``index``, ``by``)
-FAULT_POINT = "fault-point"              #: the driver reached a named point where a crash is planned and waits
+FAULT_POINT = "fault-point"              #: the driver reached a named point where a fault is planned and waits: for its kill (a crash), or for the supervisor's ``fault`` event (a proxy fault)
 FAULT_DEFERRED = "fault-deferred"        #: a fault was due while no driver ran; it waits for the next one
 FAULT_NOT_APPLIED = "fault-not-applied"  #: a fault could not be carried out; ``reason`` says why
 EXECUTOR_TARGET = "executor-target"      #: the executor a batch's tasks run on (what executor-crash kills)

@@ -344,28 +344,33 @@ def kill_leader(broker, topic: str) -> dict | None:
             "leads": sorted(p for p, state in states.items() if state["leader"] == leader)}
 
 
-#: The topic of Kafka's transaction coordinators: the leader of the partition a transactional id hashes to
-#: coordinates its transactions; the lab's cluster has one such partition (``transaction.state.log.num.partitions``).
-TRANSACTION_STATE = "__transaction_state"
+#: The topics of Kafka's coordinators: the leader of the partition a transactional id (a group id) hashes to
+#: coordinates its transactions (its offsets); the lab's cluster has one partition of each
+#: (``transaction.state.log.num.partitions``, ``offsets.topic.num.partitions``).
+COORDINATOR_TOPICS = ("__transaction_state", "__consumer_offsets")
 
 
-def cut_output_leader(broker, topic: str, seconds: float) -> dict:
-    """The leader-unreachable fault: cut the client proxy of a broker leading a partition of ``topic``.
+def cut_output_leader(broker, topic: str, seconds: float, client_prefix: str | None = None) -> dict:
+    """The leader-unreachable fault: cut a broker leading a partition of ``topic`` off from clients.
 
-    The broker chosen is not the transaction coordinator (the leader of ``__transaction_state``'s
-    partition 0, the cluster's only one): a producer's sends to the cut broker's partitions then
-    wait unsent while its transactional requests still reach the coordinator, which is what lets
-    kafka-python 3.0.12 commit a transaction without them (:mod:`lab.kafka.transactions`). Returns
-    ``{"node", "leads", "coordinator", "proxy"}`` (``leads``: the partitions of ``topic`` that broker
-    led; ``proxy``: the cut's reply), or ``{"reason": ...}`` when no such broker leads a partition now.
+    The broker chosen coordinates nothing (it leads neither ``__transaction_state`` nor
+    ``__consumer_offsets``, each the cluster's only partition): a producer's sends to its partitions then
+    wait unsent while its transactional requests and its offset commits still reach their coordinators,
+    which is what lets kafka-python 3.0.12 commit a transaction without them (:mod:`lab.kafka.transactions`).
+    With ``client_prefix`` only the clients whose ``client_id`` starts with it are cut off (the pipeline's
+    producer; its consumer and the run's producer go on), else every client. Returns ``{"node", "leads",
+    "coordinators", "client_prefix", "proxy"}`` (``leads``: the partitions of ``topic`` that broker led;
+    ``proxy``: the cut's reply), or ``{"reason", "coordinators"}`` when only coordinators lead a partition now.
     """
     states = replication_watch.describe(broker.bootstrap, topic)
-    coordinator = replication_watch.describe(broker.bootstrap, TRANSACTION_STATE).get(0, {}).get("leader")
-    leaders = sorted({s["leader"] for s in states.values() if s["leader"] is not None} - {coordinator})
+    coordinators = sorted({replication_watch.describe(broker.bootstrap, t).get(0, {}).get("leader")
+                           for t in COORDINATOR_TOPICS} - {None})
+    leaders = sorted({s["leader"] for s in states.values() if s["leader"] is not None} - set(coordinators))
     if not leaders:
-        return {"reason": f"no broker but the transaction coordinator (node {coordinator}) leads a partition of "
-                          f"{topic} now", "coordinator": coordinator}
+        return {"reason": f"only the coordinators' brokers (nodes {coordinators}) lead a partition of {topic} now",
+                "coordinators": coordinators}
     node = leaders[0]
-    reply = proxy_mod.control(broker.node(node).control_port, {"cmd": "cut", "seconds": seconds})
+    message = {"cmd": "cut", "seconds": seconds, **({"client_prefix": client_prefix} if client_prefix else {})}
+    reply = proxy_mod.control(broker.node(node).control_port, message)
     return {"node": node, "leads": sorted(p for p, s in states.items() if s["leader"] == node),
-            "coordinator": coordinator, "proxy": reply}
+            "coordinators": coordinators, "client_prefix": client_prefix, "proxy": reply}

@@ -9,7 +9,9 @@ produce requests.
 Faults it carries out for real:
 
 ``cut``       close every client connection and refuse new ones for N seconds
-              (a broker outage as the clients see it; the broker keeps its data).
+              (a broker outage as the clients see it; the broker keeps its data);
+              with a client prefix, only the connections of clients whose
+              ``client_id`` starts with it (one client cut off from this broker).
 ``ack-loss``  forward produce requests to the broker, then drop their responses,
               for N seconds or for the next N produce responses; the producer
               times out and retries a record the broker already has.
@@ -50,8 +52,10 @@ One JSON object per line on the control port; each gets one JSON line back,
 ``{"cmd": "upstream", "host": "127.0.0.1", "port": N}``
     Forward new client connections to ``host:port`` (``host`` defaults to
     127.0.0.1). Connections already open keep their broker.
-``{"cmd": "cut", "seconds": 3}``
-    Close every client connection and refuse new ones for that long.
+``{"cmd": "cut", "seconds": 3, "client_prefix": null}``
+    Close every client connection and refuse new ones for that long. With
+    ``client_prefix``, close those whose requests name a ``client_id`` starting
+    with it, and close each new one at its first such request, for that long.
 ``{"cmd": "ack_loss", "seconds": 2, "count": null}``
     Drop the next ``count`` produce responses, or all for ``seconds`` (default 3).
 ``{"cmd": "hold", "seconds": 5}``
@@ -63,7 +67,7 @@ One JSON object per line on the control port; each gets one JSON line back,
 
 The status fields: ``upstream`` (``"host:port"`` or null), ``cut_for_s``,
 ``ack_loss_for_s``, ``ack_loss_left``, ``hold_for_s``, ``held_requests``, ``open_connections``, ``accepted``,
-``refused``, ``produce_requests``, ``dropped_responses``.
+``refused``, ``produce_requests``, ``dropped_responses``, ``client_cut_for_s``, ``client_cut_prefix``.
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class ProxyState:
         self.hold_until = 0.0
         self.held_requests = 0
         self.connections: set[asyncio.StreamWriter] = set()
+        self.client_ids: dict[asyncio.StreamWriter, str] = {}  # from each connection's first request
+        self.client_cut_until = 0.0
+        self.client_cut_prefix = ""
         self.accepted = 0
         self.refused = 0
         self.dropped_responses = 0
@@ -106,6 +113,11 @@ class ProxyState:
 
     def cutting(self) -> bool:
         return time.monotonic() < self.cut_until
+
+    def cuts_client(self, client_id: str | None) -> bool:
+        """True if a client cut is on and ``client_id`` falls under it."""
+        return (client_id is not None and bool(self.client_cut_prefix) and time.monotonic() < self.client_cut_until
+                and client_id.startswith(self.client_cut_prefix))
 
     def take_ack(self) -> bool:
         """True if this produce response must be dropped."""
@@ -128,7 +140,23 @@ class ProxyState:
             "refused": self.refused,
             "produce_requests": self.produce_requests,
             "dropped_responses": self.dropped_responses,
+            "client_cut_for_s": round(max(0.0, self.client_cut_until - now), 3),
+            "client_cut_prefix": self.client_cut_prefix or None,
         }
+
+
+def request_client_id(frame: bytes) -> str | None:
+    """The ``client_id`` of a request frame (size prefix included): every request header from v1 has it
+    right after the correlation id, as a nullable int16-length string; ``None`` when absent or unreadable."""
+    if len(frame) < 14:
+        return None
+    (size,) = struct.unpack(">h", frame[12:14])
+    if size < 0 or len(frame) < 14 + size:
+        return None
+    try:
+        return frame[14:14 + size].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
@@ -140,11 +168,15 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
         return None
 
 
-async def _pipe_requests(reader, writer, pending: dict, state: ProxyState) -> None:
+async def _pipe_requests(reader, writer, pending: dict, state: ProxyState, client=None) -> None:
     while True:
         frame = await _read_frame(reader)
         if frame is None:
             return
+        if client is not None:
+            client_id = state.client_ids.setdefault(client, request_client_id(frame))
+            if state.cuts_client(client_id):
+                return  # the connection is closed before this request reaches the broker
         if len(frame) >= 12:
             api_key, _version, correlation = struct.unpack(">hhi", frame[4:12])
             pending[correlation] = api_key
@@ -188,7 +220,7 @@ async def _serve_client(client_reader, client_writer, state: ProxyState) -> None
     state.connections.add(client_writer)
     pending: dict[int, int] = {}
     tasks = [
-        asyncio.ensure_future(_pipe_requests(client_reader, up_writer, pending, state)),
+        asyncio.ensure_future(_pipe_requests(client_reader, up_writer, pending, state, client_writer)),
         asyncio.ensure_future(_pipe_responses(up_reader, client_writer, pending, state)),
     ]
     try:
@@ -197,6 +229,7 @@ async def _serve_client(client_reader, client_writer, state: ProxyState) -> None
         for t in tasks:
             t.cancel()
         state.connections.discard(client_writer)
+        state.client_ids.pop(client_writer, None)
         for w in (client_writer, up_writer):
             w.transport.abort()
 
@@ -209,6 +242,11 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
                 cmd = msg.get("cmd")
                 if cmd == "upstream":
                     state.upstream = _parse_upstream(msg.get("host") or "127.0.0.1", msg.get("port"))
+                elif cmd == "cut" and msg.get("client_prefix"):
+                    state.client_cut_prefix = str(msg["client_prefix"])
+                    state.client_cut_until = time.monotonic() + float(msg["seconds"])
+                    for w in [w for w in state.connections if state.cuts_client(state.client_ids.get(w))]:
+                        w.transport.abort()
                 elif cmd == "cut":
                     state.cut_until = time.monotonic() + float(msg["seconds"])
                     for w in list(state.connections):
@@ -224,6 +262,7 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
                 elif cmd == "hold":
                     state.hold_until = time.monotonic() + float(msg["seconds"])
                 elif cmd == "heal":
+                    state.client_cut_until = 0.0
                     state.hold_until = 0.0
                     state.cut_until = 0.0
                     state.ack_loss_until = 0.0

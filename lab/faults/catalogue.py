@@ -251,10 +251,10 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               by="proxy", pipelines=ALL_PIPELINES, options=("for", "count"), requires=_needs_proxy("ack-loss"),
               button=("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
               panel_options=(("count", 5),)),
-    FaultSpec("leader-unreachable", "the lab's proxy cuts and refuses client connections to one broker for=Ns: "
-              "one that leads a partition of the output topic and is not the transaction coordinator (a "
-              "cluster's); the sends to its partitions wait unsent and fail when the producer's delivery timeout "
-              "passes, while the transaction stays open and its coordinator reachable",
+    FaultSpec("leader-unreachable", "the lab's proxy cuts the pipeline's producer off from one broker for=Ns: one "
+              "that leads a partition of the output topic and coordinates nothing (a cluster's); the sends to its "
+              "partitions wait unsent and fail when the producer's delivery timeout passes, while the transaction "
+              "stays open and its coordinators reachable",
               by="proxy", pipelines=("kafka-eos",), points=True, options=("for",),
               requires=_needs_cluster("leader-unreachable", "a broker other than the transaction coordinator")),
     FaultSpec("broker-crash", "SIGKILL to the embedded Apache Kafka broker's JVM; restarted on its data after for=Ns",

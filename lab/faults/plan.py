@@ -266,7 +266,7 @@ def plan_from_events(path) -> str:
         if e.get("type") != ev.FAULT or e.get("kind") not in FAULT_KINDS:
             continue
         if e.get("point") and e.get("batch") is not None:
-            f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"])
+            f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"], duration_s=float(e.get("duration_s") or 3.0))
         elif e["kind"] == "task-failure":
             f = Fault(e["kind"], batch=int(e["batch"]))
         elif FAULTS[e["kind"]].key_trigger:  # a poison: the same key again

@@ -75,16 +75,15 @@ class Sends:
         self.futures.append(future)
         return future
 
-    def check(self, upto: int | None = None) -> None:
-        """Raise :class:`SendFailed` unless the first ``upto`` (default: all) sends were acknowledged.
+    def check(self) -> None:
+        """Raise :class:`SendFailed` unless every send so far was acknowledged.
 
         Call it after ``flush()``: a future not done then counts as failed.
         """
-        futures = self.futures if upto is None else self.futures[:upto]
-        bad = [f for f in futures if not (f.is_done and f.succeeded())]
+        bad = [f for f in self.futures if not (f.is_done and f.succeeded())]
         if bad:
             first = bad[0]
-            raise SendFailed(len(bad), len(futures), first.exception if first.is_done else None)
+            raise SendFailed(len(bad), len(self.futures), first.exception if first.is_done else None)
 
 
 def bounded(call, timeout_s: float, what: str):

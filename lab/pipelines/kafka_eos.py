@@ -134,9 +134,6 @@ from lab.sinks.topic import output_topic
 #: driver's transaction never waits for it: the restart's init_transactions() aborts it (the
 #: supervisor restarts a driver 0.2 s after a kill; init_transactions() measured 0.2-0.4 s).
 TRANSACTION_TIMEOUT_MS = 60_000
-#: How long one record may take from send() to its acknowledgement, retries included (``--delivery-timeout``,
-#: :data:`lab.config.DELIVERY_TIMEOUT_S` by default); below the transaction timeout, so a send that gives up
-#: leaves time to abort the transaction cleanly.
 #: A request without an answer fails after 10 s and is retried (within the delivery timeout). Measured:
 #: ack-loss@at=1s:count=5 dropped the answers to the driver's first batch, which then took one such
 #: timeout longer (first batch done at 11.2 s), and the run was exactly once.
@@ -151,12 +148,6 @@ TXN_CALL_S = MAX_BLOCK_MS / 1000
 ABORT_RETRY_S = 60.0
 #: The query that keeps a running count per key in a changelog-backed store (:mod:`lab.sinks.changelog`).
 KEY_COUNT = "key-count"
-
-
-def written_topics(cfg) -> list[str]:
-    """The topics the driver's transactional producer writes: the output topic, and with ``key-count`` the changelog."""
-    out = [output_topic(cfg.topic)]
-    return out + [changelog_state.changelog_topic(cfg.topic)] if cfg.query == KEY_COUNT else out
 
 
 def transactional_id(run_id: str) -> str:
@@ -216,6 +207,8 @@ def _producer(bootstrap: str, txn_id: str, delivery_timeout_ms: int):
         # The driver creates the output topic with the input's partition count; a metadata request
         # must never create it first with the broker's default of one.
         allow_auto_create_topics=False,
+        # Named after the transactional id, so the lab's proxy can cut this client alone (leader-unreachable).
+        client_id=txn_id,
     )
 
 
@@ -314,13 +307,13 @@ def run(ctx: DriverContext) -> None:
                     sends.add(producer.send(out, value=transform(r.value, r.partition, r.offset, batch, ctx.attempt),
                                             key=r.key, partition=r.partition))
                     if i + 1 == half:
-                        _flush(producer, flush_s)
+                        producer.flush(timeout=flush_s)  # KafkaTimeoutError past it
                         if not cfg.trust_commit:
                             sends.check()  # acknowledged: in the log, inside the open transaction
                         ctx.point("mid-output", batch)
                 # commit_transaction() would flush too; flushing here makes the named point below mean
                 # what it says. Measured without it: a kill there found 50 of 100 records in the log.
-                _flush(producer, flush_s)
+                producer.flush(timeout=flush_s)
                 if not cfg.trust_commit:
                     # Every send acknowledged, or no commit: kafka-python commits a transaction one of
                     # whose sends ran out of its delivery timeout (lab.kafka.transactions).
@@ -337,7 +330,7 @@ def run(ctx: DriverContext) -> None:
                 ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e), attempt=ctx.attempt, action="exit")
                 raise
             except (KafkaError, SendFailed) as e:
-                if _fenced(e, ProducerFencedError):
+                if _fenced(e.error if isinstance(e, SendFailed) else e, ProducerFencedError):
                     # A newer driver owns the id (a restart, or the replacement of this one while it was paused):
                     # this one must stop writing. Its open transaction was aborted when the newer one started.
                     ctx.events.write(ev.PRODUCER_FENCED, batch=batch, attempt=ctx.attempt, error=repr(e)[:300])
@@ -379,11 +372,6 @@ def _positions(consumer, tps) -> dict[int, int]:
     if missing:
         raise KafkaTimeoutError(f"no position for partitions {missing} within {MAX_BLOCK_MS} ms")
     return got
-
-
-def _flush(producer, timeout_s: float) -> None:
-    """``flush()`` within ``timeout_s`` (the delivery timeout and a request's): KafkaTimeoutError past it."""
-    producer.flush(timeout=timeout_s)
 
 
 def _committed_unchecked(ctx: DriverContext, sends: Sends, batch: int) -> None:

@@ -49,11 +49,7 @@ def leader_crash(inj, fault: Fault, info: dict) -> None:
 
 def leader_unreachable(inj, fault: Fault, info: dict) -> None:
     info.update(duration_s=fault.duration_s)
-    hit = inj.cut_output_leader(fault.duration_s)
-    if "reason" in hit:
-        info.update(pid=None, **hit)
-    else:
-        info.update(hit)
+    info.update(inj.cut_output_leader(fault.duration_s))
 
 
 def txn_abort(inj, fault: Fault, info: dict) -> None:

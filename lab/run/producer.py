@@ -16,8 +16,8 @@ after a lost acknowledgement writes it twice (the ledger still records one
 acknowledged send, at the offset of the copy that was acknowledged).
 
 Transactional (``--transactional on``): a transaction is committed only after
-every send in it was acknowledged; if one failed, it is aborted and all its
-events are ``failed`` (a ``read_committed`` reader never returns them).
+every send in it was acknowledged; if one failed, it is aborted and its
+acknowledged events are ``aborted`` (a ``read_committed`` reader never returns them).
 kafka-python 3.0.12 would commit it without the failed send
 (:mod:`lab.kafka.transactions`). The flush and the commit are bounded.
 """
@@ -38,9 +38,10 @@ from lab.audit.ledger import Ledger, LedgerEntry
 from lab.faults.catalogue import event_keys
 from lab.kafka.transactions import CallTimedOut, bounded
 
-#: The bound on the transactional producer's commit and abort (kafka-python leaves them unbounded), as its
-#: max_block_ms bounds init_transactions().
-TXN_CALL_S = 10.0
+#: The bound on the transactional producer's commit and abort, which kafka-python leaves unbounded: a commit
+#: held by a broker that is away for a while (broker-crash for=3s: about 9 s, measured on kafka-eos) still ends
+#: within it; past it the producer thread ends, its open transaction's sends ``unknown``.
+TXN_CALL_S = 30.0
 
 
 def event_ids(seed: int, count: int) -> list[str]:
@@ -242,13 +243,16 @@ class LedgeredProducer:
     def _end_transaction(self, producer) -> None:
         """Commit the open transaction only if every send in it was acknowledged, else abort it (or when asked).
 
-        Its records count as acknowledged only if it commits; an aborted one's are ``failed`` (``aborted``
-        for ``txn-abort``); when the outcome cannot be known (a commit or abort that failed or did not
-        return in :data:`TXN_CALL_S`), ``unknown``.
+        Its records count as acknowledged only if it commits. Aborted (``txn-abort``, or a send of it
+        failed), its acknowledged sends are ``aborted``: in the log, never returned to ``read_committed``
+        readers; a send that failed keeps its own status. When the commit fails and the abort after it
+        succeeds, ``failed``; when the outcome cannot be known (an abort that failed too, or a call that did
+        not return in :data:`TXN_CALL_S`), ``unknown``.
         """
         with self._lock:
             abort = self._abort_left > 0
             self._abort_left -= int(abort)
+        step = "flush()"
         try:
             # Every send completes first (acknowledged, or failed by its delivery timeout), so the check
             # below sees them all and the aborted events are really in the topic (a read_uncommitted reader
@@ -256,35 +260,38 @@ class LedgeredProducer:
             producer.flush(timeout=self._flush_s)
             with self._lock:
                 failed = [e for e in self._held if e.status != "acked"]
-            if abort:
-                bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
-                outcome, error = "aborted", "transaction aborted (txn-abort)"
-            elif failed:
-                bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
-                outcome, error = "failed", f"transaction aborted: {len(failed)} of its sends failed, the first {failed[0].error}"[:300]
+            if abort or failed:
+                step = "abort_transaction()"
+                bounded(producer.abort_transaction, TXN_CALL_S, step)
+                outcome, error = "aborted", ("transaction aborted (txn-abort)" if abort else
+                                             f"transaction aborted: {len(failed)} of its sends failed, the first "
+                                             f"{failed[0].error}"[:300])
             else:
-                bounded(producer.commit_transaction, TXN_CALL_S, "commit_transaction()")
+                step = "commit_transaction()"
+                bounded(producer.commit_transaction, TXN_CALL_S, step)
                 outcome, error = "acked", None
         except CallTimedOut as exc:
             # The client is mid-call: no other transactional call may follow; the producer thread ends here.
-            outcome, error = "unknown", str(exc)
-            self._finish_transaction(outcome, error)
+            self._finish_transaction("unknown", str(exc))
             raise
         except Exception as exc:
-            outcome, error = "unknown", f"commit failed: {exc!r}"[:300]
+            outcome, error = "unknown", f"{step} failed: {exc!r}"[:300]
             try:
                 bounded(producer.abort_transaction, TXN_CALL_S, "abort_transaction()")
                 outcome = "failed"  # aborted: read_committed readers never see it
+            except CallTimedOut as timed_out:
+                self._finish_transaction("unknown", f"{error}; then {timed_out}"[:300])
+                raise
             except Exception:
                 pass
         self._finish_transaction(outcome, error, abort)
 
     def _finish_transaction(self, outcome: str, error: str | None, abort: bool = False) -> None:
-        """Give the ended transaction's held sends their outcome and count them."""
+        """Give the ended transaction's held sends their outcome and count them (a failed send keeps its own)."""
         with self._lock:
             held, self._held = self._held, []
             for e in held:
-                status = outcome if e.status == "acked" else ("failed" if outcome in ("failed", "aborted") else e.status)
+                status = outcome if e.status == "acked" else e.status
                 self._done_entries.append(replace(e, status=status, error=error or e.error, done_at=time.time()))
                 if status == "acked":
                     self.stats.acked += 1

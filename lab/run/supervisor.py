@@ -55,6 +55,7 @@ from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, fi
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
 from lab.sinks.topic import output_topic
+from lab.pipelines.kafka_eos import transactional_id
 from lab.spark.executors import kill_executor
 from lab.storm import zookeeper
 from lab.host.atomic_file import write_atomic
@@ -196,8 +197,9 @@ class Run:
                 client_controls=self.broker.control_ports,
                 replication_controls=tuple(n.replication_control_port for n in self.broker.nodes),
                 kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node,
-                cut_output_leader=lambda seconds: kafka_cluster.cut_output_leader(self.broker, output_topic(cfg.topic),
-                                                                                  seconds),
+                # Only the pipeline's producer is cut off (its client id is its transactional id).
+                cut_output_leader=lambda seconds: kafka_cluster.cut_output_leader(
+                    self.broker, output_topic(cfg.topic), seconds, client_prefix=transactional_id(self.run_dir.name)),
                 pause_driver=lambda duration_s: self._pause.pause(duration_s))
             if self.broker.nodes:
                 self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()

@@ -37,7 +37,8 @@ def driver_pids(events) -> list[int]:
 def cut_of(events) -> dict:
     cuts = [e for e in events if e["type"] == "fault" and e["kind"] == "leader-unreachable"]
     assert len(cuts) == 1 and cuts[0].get("node") is not None, cuts  # a broker leading an output partition was cut
-    assert cuts[0]["node"] != cuts[0]["coordinator"] and cuts[0]["leads"], cuts
+    assert cuts[0]["node"] not in cuts[0]["coordinators"] and cuts[0]["leads"], cuts
+    assert cuts[0]["client_prefix"].endswith("-eos") and cuts[0]["proxy"]["client_cut_for_s"] > 0, cuts  # the producer
     return cuts[0]
 
 

@@ -43,5 +43,5 @@ def test_transactional_producer_under_ack_loss(runs_dir):
     assert rep["settings"]["transactional"] is True
     # read_committed: only committed transactions count, in the topic and in the sink
     assert rep["source_duplicates"] == 0 and rep["topic_records"] == rep["acked"]
-    assert rep["acked"] + rep["failed_sends"] + rep["unknown_sends"] == 2000
+    assert rep["acked"] + rep["failed_sends"] + rep["unknown_sends"] + rep["aborted_sends"] == 2000
     assert rep["lost"] == 0 and rep["unseen"] == 0

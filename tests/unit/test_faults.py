@@ -96,7 +96,10 @@ def test_recorded_faults_replay_at_their_second_point_or_isr(tmp_path):
              {"type": "fault", "kind": "follower-lag", "elapsed_s": 1.013, "duration_s": 8.0},
              {"type": "fault", "kind": "leader-crash", "elapsed_s": 5.51, "isr": [2], "isr_at_most": 2,
               "duration_s": 2.0},
-             {"type": "fault", "kind": "driver-crash", "elapsed_s": 9.0, "batch": 3, "point": "mid-output"}]
+             {"type": "fault", "kind": "driver-crash", "elapsed_s": 9.0, "batch": 3, "point": "mid-output"},
+             {"type": "fault", "kind": "leader-unreachable", "elapsed_s": 11.0, "batch": 4,
+              "point": "after-output-before-commit", "duration_s": 15.0}]
     events.write_text("".join(json.dumps(e) + "\n" for e in lines))
     assert plan_from_events(events) == ("follower-lag@at=1s:for=8s,leader-crash@isr=2:for=2s,"
-                                        "driver-crash@batch=3:mid-output")
+                                        "driver-crash@batch=3:mid-output,"
+                                        "leader-unreachable@batch=4:after-output-before-commit:for=15s")

@@ -202,3 +202,21 @@ def test_a_commit_that_never_returns_ends_the_driver_within_its_bound(driver, mo
     errors = [f for t, f in ctx.written if t == ev.BATCH_ERROR]
     assert [(e["batch"], e["action"]) for e in errors] == [(0, "exit")]
     never.set()
+
+
+def test_a_send_refused_as_fenced_ends_the_driver_as_fenced(driver):
+    # a newer driver took the id while this one's sends were in flight: the futures fail with the fencing
+    producer = FakeProducer()
+    real_send = producer.send
+
+    def fenced_send(topic, value, key, partition):
+        future = real_send(topic, value, key, partition)
+        future.exception, future.value = ProducerFencedError("a newer producer has this transactional id"), None
+        return future
+
+    producer.send = fenced_send
+    ctx, _ = driver(producer, [Record(0, i, b"k", event(i)) for i in range(2)])
+    with pytest.raises(kafka_eos.SendFailed):
+        kafka_eos.run(ctx)
+    assert [t for t, _ in ctx.written if t in (ev.PRODUCER_FENCED, ev.BATCH_ERROR)] == [ev.PRODUCER_FENCED]
+    assert producer.committed == [] and producer.aborted == []

@@ -62,8 +62,8 @@ def closed_by_peer(conn) -> bool:
         return True
 
 
-def request(conn, api_key, corr):
-    body = struct.pack(">hhi", api_key, 0, corr) + b"\x00\x00"
+def request(conn, api_key, corr, client_id=b""):
+    body = struct.pack(">hhi", api_key, 0, corr) + struct.pack(">h", len(client_id)) + client_id
     conn.sendall(struct.pack(">i", len(body)) + body)
 
 
@@ -135,6 +135,29 @@ def test_cut_closes_connections_and_refuses_new_ones_then_heals(running_proxy):
         request(c3, 3, 3)
         assert _recv(c3, 12) is not None
     assert proxy.control(ctl, {"cmd": "status"})["refused"] >= 1
+
+
+def test_a_client_cut_closes_only_that_clients_connections_for_its_time(running_proxy):
+    listen, ctl, _ = running_proxy
+    eos, other = (socket.create_connection(("127.0.0.1", listen)) for _ in range(2))
+    for c, name in ((eos, b"lab-r1-eos"), (other, b"kafka-python-1")):
+        c.settimeout(2)
+        request(c, 3, 1, name)
+        assert _recv(c, 12) is not None
+    reply = proxy.control(ctl, {"cmd": "cut", "seconds": 1.0, "client_prefix": "lab-r1"})
+    assert reply["client_cut_prefix"] == "lab-r1" and reply["client_cut_for_s"] > 0.5 and reply["cut_for_s"] == 0
+    assert closed_by_peer(eos)  # the cut client's open connection
+    request(other, 3, 2, b"kafka-python-1")
+    assert _recv(other, 12) is not None  # another client goes on
+    again = socket.create_connection(("127.0.0.1", listen))
+    again.settimeout(2)
+    request(again, 3, 3, b"lab-r1-eos")
+    assert closed_by_peer(again)  # a new connection of the cut client: closed at its first request
+    time.sleep(1.1)
+    with socket.create_connection(("127.0.0.1", listen)) as back:
+        request(back, 3, 4, b"lab-r1-eos")
+        assert _recv(back, 12) is not None
+    other.close()
 
 
 def test_hold_keeps_requests_until_it_ends_in_order_and_a_heal_ends_it_early(running_proxy):
