@@ -34,11 +34,9 @@ PARTITIONS = 3
 
 
 def _kafka_python(bootstrap: str, txn_id: str, delivery_s: float):
-    from kafka import KafkaProducer
+    from lab.pipelines.kafka_eos import _producer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, enable_idempotence=True, acks="all",
-                      retries=2**31 - 1, delivery_timeout_ms=int(delivery_s * 1000), request_timeout_ms=10_000,
-                      max_block_ms=30_000, linger_ms=5)
+    p = _producer(bootstrap, txn_id, int(delivery_s * 1000))  # the kafka-eos driver's producer, every setting
     p.init_transactions()
 
     def transaction(topic: str, label: str, records: int) -> dict:
@@ -65,6 +63,7 @@ def _kafka_python(bootstrap: str, txn_id: str, delivery_s: float):
 def _confluent(bootstrap: str, txn_id: str, delivery_s: float):
     from confluent_kafka import KafkaException, Producer
 
+    # The same settings as the kafka-eos driver's producer, in librdkafka's names.
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "enable.idempotence": True,
                   "acks": "all", "message.timeout.ms": int(delivery_s * 1000), "request.timeout.ms": 10_000,
                   "linger.ms": 5})

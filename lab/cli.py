@@ -18,8 +18,9 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import ELR, COMMIT_MODES, DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
+    from lab.config import ELR, COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
+    from lab.kafka.eos_settings import DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
     from lab.share.settings import DEFAULT_CONSUMERS

@@ -38,6 +38,7 @@ from lab.spark import trigger as spark_trigger
 from lab.storm import settings as storm_settings
 from lab.errors import LabError, choices_error
 from lab.host.env import env_runs_dir, number, one_of
+from lab.kafka import eos_settings
 from lab.faults.plan import Fault, parse_fault_plan
 from lab.faults.catalogue import ON_PAUSE, on_pause_mode
 from lab.faults.plan import check_plan
@@ -137,14 +138,6 @@ ELR = {
     "on": "eligible.leader.replicas.version=1, set on the broker before the run (cluster-wide; it stays set)",
     "off": "eligible.leader.replicas.version=0, set on the broker before the run (cluster-wide; it stays set)",
 }
-#: The kafka-eos producer's delivery timeout (``--delivery-timeout``): how long a send may take, retries included.
-#: Its bounds: more than one request's timeout (10 s, :mod:`lab.pipelines.kafka_eos`), so a send is tried at least
-#: once in full; at most 45 s, so a batch that gives up is aborted within the 60 s transaction timeout.
-DELIVERY_TIMEOUT_S = 45.0
-DELIVERY_TIMEOUT_RANGE_S = (11.0, 45.0)
-#: The pipelines that take ``--trust-commit`` and ``--delivery-timeout``. Not the registry's ``options``: those
-#: are stated in every run's settings and the matrix's labels, and these two only when changed.
-EOS_OPTION_PIPELINES = ("kafka-eos",)
 
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
@@ -246,7 +239,7 @@ class RunConfig:
     on_pause: str = "auto"
     elr: str = "broker"
     trust_commit: bool = False
-    delivery_timeout_s: float = DELIVERY_TIMEOUT_S
+    delivery_timeout_s: float = eos_settings.DELIVERY_TIMEOUT_S
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
 
@@ -300,10 +293,7 @@ class RunConfig:
             **self.replication_settings,
             **({"elr": self.elr} if self.elr != "broker" else {}),
             **({"backlog": True} if self.backlog else {}),
-            # Stated only when changed: each exists for the kafka-eos lesson on what a commit rests on.
-            **({"trust_commit": True} if self.trust_commit else {}),
-            **({"delivery_timeout_s": self.delivery_timeout_s}
-               if self.delivery_timeout_s != DELIVERY_TIMEOUT_S else {}),
+            **eos_settings.stated(self),
             # What a pause leads to decides what it costs; stated only when one is planned.
             **({"on_pause": self.on_pause} if any(f.kind == "driver-pause" for f in self.fault_plan) else {}),
         }
@@ -398,7 +388,7 @@ class RunConfig:
             raise LabError(f"pipeline {self.pipeline!r} needs a broker that honours transactions: Tansu delivers "
                            f"aborted records to read_committed readers (this run: --broker {self.broker}); "
                            "valid: --broker kafka or LAB_KAFKA_BOOTSTRAP")
-        self._validate_eos_options()
+        eos_settings.check(self)
         if self.wal not in ON_OFF:
             raise choices_error("wal setting", self.wal, ON_OFF)
         if self.ack not in RECEIVER_ACKS:
@@ -446,19 +436,6 @@ class RunConfig:
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
         check_plan(self.fault_plan, self)
-
-    def _validate_eos_options(self) -> None:
-        if not isinstance(self.trust_commit, bool):
-            raise choices_error("trust_commit setting", self.trust_commit, ("True", "False"))
-        low, high = DELIVERY_TIMEOUT_RANGE_S
-        if not low <= self.delivery_timeout_s <= high:  # NaN too
-            raise LabError(f"--delivery-timeout {self.delivery_timeout_s:g} s: valid {low:g} to {high:g} s (more than "
-                           "one 10 s request, less than the 60 s transaction timeout with room to abort)")
-        changed = [name for name, on in (("--trust-commit", self.trust_commit),
-                                         ("--delivery-timeout", self.delivery_timeout_s != DELIVERY_TIMEOUT_S)) if on]
-        if changed and self.pipeline not in EOS_OPTION_PIPELINES:
-            raise LabError(f"{changed[0]} is the kafka-eos pipeline's transactional producer setting; this run's "
-                           f"pipeline is {self.pipeline!r}; valid pipelines: {', '.join(EOS_OPTION_PIPELINES)}")
 
     def _validate_replication(self) -> None:
         counts = _node_counts()

@@ -46,7 +46,7 @@ from pathlib import Path
 from lab import events as ev
 from lab.config import RunConfig
 from lab.errors import DRIVER_CONFIG_EXIT, DriverConfigError
-from lab.events import EventLog, read_events, read_progress, write_progress
+from lab.events import EventLog, EventTail, read_events, read_progress, write_progress
 from lab.faults.catalogue import FAULTS
 from lab.faults.plan import Fault
 
@@ -133,10 +133,10 @@ class DriverContext:
 
     def _await_fault(self, index: int) -> None:
         """Return once the timeline has the supervisor's ``fault`` event of plan entry ``index``."""
-        deadline = time.monotonic() + POINT_WAIT_S
+        tail, deadline = EventTail(self.run_dir), time.monotonic() + POINT_WAIT_S
         while time.monotonic() < deadline:
             if any(e["type"] == ev.FAULT and e.get("index") == index and e.get("source") == "supervisor"
-                   for e in read_events(self.run_dir)):
+                   for e in tail.read_new()):  # each line read once
                 return
             time.sleep(0.05)
         raise RuntimeError(f"the supervisor did not carry out fault {index} within {POINT_WAIT_S:g} s")

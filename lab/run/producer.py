@@ -130,7 +130,6 @@ class LedgeredProducer:
         # none failed).
         self._held: list[LedgerEntry] | None = [] if config.producer.transactional else None
         self._abort_left = 0  # transactions still to abort (the txn-abort fault)
-        self._flush_s = 35.0  # set from the producer's delivery timeout once it exists
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
@@ -191,7 +190,7 @@ class LedgeredProducer:
             enable_idempotence=p.idempotence,
             max_in_flight_requests_per_connection=p.max_in_flight,
             request_timeout_ms=p.request_timeout_ms,
-            delivery_timeout_ms=max(30000, p.request_timeout_ms + p.linger_ms + 1),
+            delivery_timeout_ms=self._delivery_timeout_ms(),
             linger_ms=p.linger_ms,
             max_block_ms=10000,
             retry_backoff_ms=100,
@@ -202,6 +201,11 @@ class LedgeredProducer:
             value_serializer=_Json(),
         )
         # end lesson: producer-settings
+
+    def _delivery_timeout_ms(self) -> int:
+        """How long a send may take, retries included: 30 s, or one request and its linger when that is longer."""
+        p = self.config.producer
+        return max(30000, p.request_timeout_ms + p.linger_ms + 1)
 
     def _on_ack(self, seq: int, md) -> None:
         with self._lock:
@@ -257,7 +261,8 @@ class LedgeredProducer:
             # Every send completes first (acknowledged, or failed by its delivery timeout), so the check
             # below sees them all and the aborted events are really in the topic (a read_uncommitted reader
             # returns them) before the abort marker.
-            producer.flush(timeout=self._flush_s)
+            # After the delivery timeout every send has completed.
+            producer.flush(timeout=self._delivery_timeout_ms() / 1000 + 5.0)
             with self._lock:
                 failed = [e for e in self._held if e.status != "acked"]
             if abort or failed:
@@ -323,8 +328,6 @@ class LedgeredProducer:
             txn = cfg.producer.transaction_size if cfg.producer.transactional else 0
             if txn:
                 producer.init_transactions()
-            # A flush ends when every send has completed, acknowledged or failed by its delivery timeout.
-            self._flush_s = producer.config["delivery_timeout_ms"] / 1000 + 5.0
             t0 = time.monotonic()
             last_flush = t0
             for seq in range(cfg.events):

@@ -1,0 +1,39 @@
+"""The kafka-eos pipeline's producer settings a run may change, and their check (pure).
+
+``--delivery-timeout`` and ``--trust-commit`` (:mod:`lab.pipelines.kafka_eos`, :mod:`lab.kafka.transactions`).
+Stated in a run's settings only when changed (:attr:`lab.config.RunConfig.settings`), so they are not the
+registry's ``options``, which every run and the matrix's labels state.
+"""
+
+from __future__ import annotations
+
+from lab.errors import LabError, choices_error
+
+#: The kafka-eos producer's delivery timeout (``--delivery-timeout``): how long a send may take, retries included.
+#: Its bounds: more than one request's timeout (10 s, :mod:`lab.pipelines.kafka_eos`), so a send is tried at least
+#: once in full; at most 45 s, so a batch that gives up is aborted within the 60 s transaction timeout.
+DELIVERY_TIMEOUT_S = 45.0
+DELIVERY_TIMEOUT_RANGE_S = (11.0, 45.0)
+#: The pipelines that take ``--trust-commit`` and ``--delivery-timeout``.
+EOS_OPTION_PIPELINES = ("kafka-eos",)
+
+
+def check(cfg) -> None:
+    """Raise :class:`LabError` naming a bad ``trust_commit`` or ``delivery_timeout_s``, or a pipeline without them."""
+    if not isinstance(cfg.trust_commit, bool):
+        raise choices_error("trust_commit setting", cfg.trust_commit, ("True", "False"))
+    low, high = DELIVERY_TIMEOUT_RANGE_S
+    if not low <= cfg.delivery_timeout_s <= high:  # NaN too
+        raise LabError(f"--delivery-timeout {cfg.delivery_timeout_s:g} s: valid {low:g} to {high:g} s (more than "
+                       "one 10 s request, less than the 60 s transaction timeout with room to abort)")
+    changed = [name for name, on in (("--trust-commit", cfg.trust_commit),
+                                     ("--delivery-timeout", cfg.delivery_timeout_s != DELIVERY_TIMEOUT_S)) if on]
+    if changed and cfg.pipeline not in EOS_OPTION_PIPELINES:
+        raise LabError(f"{changed[0]} is the kafka-eos pipeline's transactional producer setting; this run's "
+                       f"pipeline is {cfg.pipeline!r}; valid pipelines: {', '.join(EOS_OPTION_PIPELINES)}")
+
+
+def stated(cfg) -> dict:
+    """What a run's settings say of them: each only when changed from its default."""
+    return {**({"trust_commit": True} if cfg.trust_commit else {}),
+            **({"delivery_timeout_s": cfg.delivery_timeout_s} if cfg.delivery_timeout_s != DELIVERY_TIMEOUT_S else {})}
