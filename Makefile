@@ -110,9 +110,10 @@ reference: venv
 	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
 	$(BIN)/python -m lab.lessons.reference
 
+# JupyterLab on 127.0.0.1 over the learner's copies of notebooks/ in workspace/ (git ignores it), with the lab's
+# JupyterLab settings; prints the one link to open (lab/host/jupyter.py). LAB_JUPYTER_TOKEN: a token of your own.
 lab: venv
-	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root) \
-	  --IdentityProvider.token="$${LAB_JUPYTER_TOKEN:-$$($(BIN)/python -c 'import secrets;print(secrets.token_hex(16))')}"
+	@$(BIN)/lab jupyter
 
 bench: venv
 	$(BIN)/python bench/testbed.py

@@ -1,6 +1,6 @@
 """The ``lab`` command line (also ``python -m lab``).
 
-Commands: ``doctor``, ``fetch``, ``broker start|stop|status``, ``cluster start|stop|status``,
+Commands: ``doctor``, ``fetch``, ``jupyter``, ``broker start|stop|status``, ``cluster start|stop|status``,
 ``run``, ``matrix``, ``report``. Errors the user can fix print one line,
 ``error: ...``, and exit with status 2; no error is a traceback.
 """
@@ -148,6 +148,11 @@ def _parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="build one self-contained HTML report of a matrix's results")
     rp.add_argument("--out", default="data/results", help="results directory (default data/results)")
     rp.add_argument("--html", default=None, help="report file (default <out>/report.html)")
+    j = sub.add_parser("jupyter", help="JupyterLab on 127.0.0.1 over your copies of the notebooks (make lab); "
+                                       "prints the link to open")
+    j.add_argument("--port", type=int, default=None, help="the port to try first (default LAB_JUPYTER_PORT, else 8888)")
+    j.add_argument("--workspace", default=None,
+                   help="where your copies of the notebooks live (default LAB_WORKSPACE, else workspace/)")
     r = sub.add_parser("run", help="run one scenario and audit it")
     _add_run_args(r)
     return p
@@ -394,11 +399,25 @@ def cmd_report(a) -> int:
     return 0
 
 
+def cmd_jupyter(a) -> int:
+    from pathlib import Path
+
+    from lab.host import env
+    from lab.host.jupyter import serve
+
+    root = env.project_root()
+    if root is None:
+        raise LabError("lab jupyter serves copies of the lab's notebooks/: run it from the lab's checkout")
+    port = a.port if a.port is not None else int(env.number(os.environ, "LAB_JUPYTER_PORT", 8888))
+    workspace = Path(a.workspace).resolve() if a.workspace else env.default_workspace()
+    return serve(workspace, root / "notebooks", port=port, token=os.environ.get("LAB_JUPYTER_TOKEN") or None)
+
+
 def cmd_doctor(a) -> int:
-    from lab.doctor import run_checks
+    from lab.doctor import check_jupyter, run_checks
 
     ok = True
-    for check in run_checks():
+    for check in [*run_checks(), check_jupyter()]:
         print(f"{check.status}  {check.name:<8} {check.detail}")
         if not check.ok:
             ok = ok and check.optional
@@ -411,7 +430,7 @@ def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
         commands = {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "matrix": cmd_matrix,
-                    "report": cmd_report, "doctor": cmd_doctor, "fetch": cmd_fetch}
+                    "report": cmd_report, "doctor": cmd_doctor, "fetch": cmd_fetch, "jupyter": cmd_jupyter}
         return commands[a.command](a)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -199,6 +199,17 @@ def check_disk(path: str = ".") -> Check:
                  "" if ok else "free at least 2 GB (runs, checkpoints and WAL live under runs/)")
 
 
+def check_jupyter() -> Check:
+    """The link of ``make lab``'s running JupyterLab, to find it again (``lab doctor`` only: it holds the token)."""
+    from lab.host.env import default_workspace
+    from lab.host.jupyter import running
+
+    servers = running(default_workspace())
+    if not servers:
+        return Check("jupyter", False, f"no JupyterLab serving {default_workspace()}", "make lab", optional=True)
+    return Check("jupyter", True, "running: " + " ".join(s.link for s in servers))
+
+
 def run_checks() -> list[Check]:
     """Run every check; never raises."""
     checks = []

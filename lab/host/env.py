@@ -38,6 +38,9 @@ VARIABLES = {
     'LAB_FLINK_ENV': Variable("where the flink pipeline's PyFlink environment lives (`<cache>/flink/2.2.0-py<X.Y>`; made by `make flink`)", default='<cache>/flink/2.2.0-py<X.Y>'),
     'LAB_KAFKA_READER': Variable('`--kafka-reader` when not given (`auto`)', default='auto'),
     'LAB_RUNS_DIR': Variable('where run directories, `broker.json` and `cluster.json` go (`runs/` at the project root)', default='runs/ at the project root'),
+    'LAB_WORKSPACE': Variable("where `make lab` keeps the learner's copies of the notebooks, and serves them from (`workspace/` at the project root, which git ignores)", default='workspace/ at the project root'),
+    'LAB_JUPYTER_PORT': Variable('the port `make lab` tries first (8888; Jupyter moves on to the next free one)', default='8888'),
+    'LAB_JUPYTER_TOKEN': Variable("the token of `make lab`'s JupyterLab, e.g. one short word for a whole room (unset: a new random one at each start)"),
     'LAB_RESTART_DELAY': Variable('seconds between a driver crash and its restart (0.2)', default='0.2'),
     'LAB_DEADLINE': Variable('seconds without progress before a run stops undrained (120)', default='120'),
     'LAB_JAVA_HOME': Variable('the JVM to use; when set, the only one considered (else `JAVA_HOME`, `PATH`, `/usr/lib/jvm`)'),
@@ -159,6 +162,14 @@ def default_runs_dir() -> str:
     """``runs/`` at the project root when the lab runs from its checkout, else ``./runs``."""
     root = project_root()
     return str(root / "runs") if root else "runs"
+
+
+def default_workspace() -> Path:
+    """``LAB_WORKSPACE``, else ``workspace/`` at the project root (``./workspace`` for an installed lab)."""
+    if os.environ.get("LAB_WORKSPACE"):
+        return Path(os.environ["LAB_WORKSPACE"]).resolve()
+    root = project_root()
+    return (root / "workspace") if root else Path("workspace").resolve()
 
 
 def env_runs_dir() -> str:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from lab import events as ev
 from lab.views import plots
+from lab.views.choice import choice_row
 from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import read_events
@@ -141,8 +142,7 @@ class Panel:
         )
         self.errors = w.Output(layout={"border": "1px solid #d62728", "max_height": "200px", "overflow": "auto"})
         self.errors.layout.display = "none"
-        self.predict = w.ToggleButtons(options=GUARANTEES, value=None, description="Predict:",
-                                       tooltips=[f"I expect {g}" for g in GUARANTEES])
+        self.predict = choice_row(GUARANTEES, None, label="Your prediction:", inline=True)
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.fault_buttons = {}
         for kind in spec.faults:  # the catalogue says which faults have a button, and its label
@@ -163,7 +163,7 @@ class Panel:
         self._timeline_key = None
         self.widget = w.VBox([
             self.title,
-            w.HBox([self.predict]),
+            self.predict,
             w.HBox([self.start_button, *self.fault_buttons.values()]),
             w.HBox([self.counters, w.VBox([self.progress, self.progress_label, self.restart_label, self.fault_log])]),
             self.timeline,
@@ -273,7 +273,7 @@ class Panel:
         import plotly.graph_objects as go
 
         fig = plots.timeline([])
-        fig.update_layout(height=320, legend=dict(orientation="h", y=-0.4), margin=dict(b=90))
+        fig.update_layout(height=320, legend=dict(orientation="h", y=-0.4), margin=dict(b=90), autosize=True)
         return go.FigureWidget(fig)
 
     def _counters_html(self, c: LiveCounts | None) -> str:
@@ -329,17 +329,20 @@ class Panel:
                 + (f" · batch {e['batch']}" if e.get("batch") is not None else "") for e in faults
             )
         key = (sum(e["type"] == ev.BATCH_DONE for e in events), len(faults),
-               sum(e["type"] == ev.DRIVER_START for e in events))
+               sum(e["type"] in (ev.DRIVER_START, ev.PRODUCER_DONE) for e in events))
         if key != self._timeline_key:
             self._timeline_key = key
-            new = plots.timeline(events)
+            span = max(5.0, self.run.elapsed() + 1)
+            new = plots.timeline(events, x_span=span)  # its labels laid out for the axis shown
             with self.timeline.batch_update():
                 self.timeline.data = []
                 self.timeline.add_traces(list(new.data))
                 self.timeline.layout.shapes = new.layout.shapes
                 self.timeline.layout.annotations = new.layout.annotations
                 self.timeline.layout.yaxis.range = new.layout.yaxis.range
-                self.timeline.layout.xaxis.range = [0, max(5.0, self.run.elapsed() + 1)]
+                self.timeline.layout.xaxis.range = [0, span]
+                self.timeline.layout.margin.t = new.layout.margin.t
+                self.timeline.layout.height = new.layout.height - 40
 
     def _final_render(self) -> None:
         if self.result is None:

@@ -90,7 +90,45 @@ def pause_spans(events: list[dict], last: float) -> list[tuple[float, float, str
     return spans
 
 
-def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts") -> go.Figure:
+#: Pixels per character of an 11 px label (measured in Chromium: "driver-crash" is 70 px, "restart #1 · back in 0.5 s"
+#: 146 px) and one line of labels' height; the narrowest plot the labels are laid out for (a 1280 px window with
+#: JupyterLab's file browser open leaves about 760 px of plot).
+LABEL_CHAR_PX, LABEL_LINE_PX, PLOT_PX = 6.2, 16, 760
+#: Lines of labels above a timeline at most; more would crowd the title, so the labels go to the legend instead.
+MAX_LABEL_LINES = 3
+
+
+def stack_labels(labels: list[tuple[float, str]], x_span: float, plot_px: float = PLOT_PX,
+                 max_lines: int = MAX_LABEL_LINES) -> list[tuple[int, str]] | None:
+    """The line (0 = lowest) and side of each ``(x, text)`` label, so that none overlap and none leave the plot.
+
+    A label is written rightwards from its x (side ``"left"``: its left edge on the line), or leftwards when it
+    would pass the axis's end (``"right"``). It takes ``len(text) * LABEL_CHAR_PX`` pixels plus a gap;
+    ``x_span`` (the axis's seconds) over ``plot_px`` converts them to seconds. Labels are placed in order of
+    their left edge, each on the lowest line where it clears the previous label of that line. ``None`` when
+    some label would need more than ``max_lines`` lines.
+    """
+    per_px = max(x_span, 1e-9) / plot_px
+    spans = []
+    for x, text in labels:
+        width = (len(text) * LABEL_CHAR_PX + 8) * per_px
+        spans.append((x - width, x, "right") if x + width > x_span and x - width >= 0 else (x, x + width, "left"))
+    ends: list[float] = []  # the right end of each line's last label, in seconds
+    placed: list[tuple[int, str]] = [(0, "left")] * len(labels)
+    for i in sorted(range(len(labels)), key=lambda i: spans[i][0]):
+        left, right, side = spans[i]
+        line = next((k for k, end in enumerate(ends) if left >= end), len(ends))
+        if line >= max_lines:
+            return None
+        if line == len(ends):
+            ends.append(float("-inf"))
+        ends[line] = right
+        placed[i] = (line, side)
+    return placed
+
+
+def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts",
+             x_span: float | None = None) -> go.Figure:
     """Batches (rows per batch, by driver attempt), their replayed rows, faults, driver starts and the producer's end.
 
     A driver-pause is shaded from its SIGSTOP to its SIGCONT ("paused"), and a replaced driver's life after its
@@ -105,6 +143,11 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     that became final (the driver's death, the run's end) or else to the
     timeline's last event. A batch done before a crash and only logged by the
     next driver (``recovered``) is an open marker at the time it was logged.
+
+    Faults, restarts and the producer's end are vertical lines; their labels sit above the plot, each starting
+    or ending at its line (never crossed by one, never past the axis's end), on up to :data:`MAX_LABEL_LINES` lines so that none overlap
+    (:func:`stack_labels`); when they would need more, each line is named in the legend instead.
+    ``x_span``: the x axis's extent in seconds when the caller fixes it (a live view), else the events' own.
     """
     t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
     restarts = {r.attempt: r for r in driver_restarts(events)}
@@ -130,24 +173,32 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             customdata=[e["batch"] for e in replays],
             hovertemplate="batch %{customdata}<br>%{y} rows replayed<br>t=%{x:.2f}s<extra></extra>"))
     ymax = max([e["rows"] for e in done + logged] or [1])
+    marks = []  # (x, label, line style) of each vertical line
     for e in events:
         x = e["t"] - t0
         if e["type"] == ev.FAULT:
             label = e.get("kind", ev.FAULT) + (f" @{e['point']}" if e.get("point") else "")
-            fig.add_vline(x=x, line=dict(color=_FAULT_COLOR, width=2, dash="dash"))
-            fig.add_annotation(x=x, y=ymax * 1.08, text=label, showarrow=False, font=dict(color=_FAULT_COLOR), textangle=-20)
+            marks.append((x, label, dict(color=_FAULT_COLOR, width=2, dash="dash")))
         elif e["type"] == ev.DRIVER_START and e.get("attempt", 1) > 1:
-            fig.add_vline(x=x, line=dict(color="#1f77b4", width=1, dash="dot"))
             r = restarts.get(e["attempt"])
-            back = f"<br>back in {r.back_s:.1f} s" if r is not None and r.back_s is not None else ""
-            # Half-way up, inside the shaded span, where no driver works: clear of the batches' markers.
-            fig.add_annotation(x=x, y=ymax * 0.55, text=f"restart #{e['attempt'] - 1}{back}", showarrow=False,
-                               font=dict(color="#1f77b4"), xanchor="left", bgcolor="rgba(255,255,255,0.7)")
+            back = f" · back in {r.back_s:.1f} s" if r is not None and r.back_s is not None else ""
+            marks.append((x, f"restart #{e['attempt'] - 1}{back}", dict(color="#1f77b4", width=1, dash="dot")))
         elif e["type"] == ev.PRODUCER_DONE:
-            fig.add_vline(x=x, line=dict(color="#7f7f7f", width=1))
-            fig.add_annotation(x=x, y=ymax * 0.8, text="producer done", showarrow=False, font=dict(color="#7f7f7f"))
+            marks.append((x, "producer done", dict(color="#7f7f7f", width=1)))
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
+    span = x_span if x_span is not None else max([m[0] for m in marks] + [e["t"] - t0 for e in events] or [1.0])
+    lines = stack_labels([(x, label) for x, label, _ in marks], span)
+    for i, (x, label, style) in enumerate(marks):
+        if lines is not None:
+            line, side = lines[i]
+            fig.add_vline(x=x, line=style)
+            fig.add_annotation(x=x, y=1, yref="paper", yanchor="bottom", xanchor=side, xshift=2 if side == "left" else -2,
+                               yshift=2 + LABEL_LINE_PX * line, text=label, showarrow=False,
+                               font=dict(color=style["color"], size=11))
+        else:  # too many to write apart: each line is a trace, named in the legend
+            fig.add_trace(go.Scatter(x=[x, x], y=[0, ymax * 1.2], mode="lines", line=style,
+                                     name=f"{label} (at {x:.1f} s)", hoverinfo="name"))
     last = events[-1]["t"] if events else t0
     for x0, x1, label, color in pause_spans(events, last):
         fig.add_vrect(x0=x0 - t0, x1=x1 - t0, fillcolor=color, opacity=0.25, line_width=0, layer="below")
@@ -155,13 +206,14 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     for r in restarts.values():  # no pipeline work from the death to the first batch done
         end = next(t for t in (r.back_t, r.over_t, last) if t is not None)
         fig.add_vrect(x0=r.down_t - t0, x1=end - t0, fillcolor="#1f77b4", opacity=0.1, line_width=0, layer="below")
+    above = 1 + max(line for line, _ in lines) if marks and lines is not None else 0
     fig.update_layout(
-        title=title, xaxis_title="seconds since the run started", yaxis_title="rows in batch",
-        yaxis=dict(range=[0, ymax * 1.2]), template="plotly_white", height=360, legend=dict(orientation="h", y=-0.25),
+        title=dict(text=title, y=1, yanchor="top", pad=dict(t=12)), xaxis_title="seconds since the run started",
+        yaxis_title="rows in batch", yaxis=dict(range=[0, ymax * 1.2]), template="plotly_white",
+        height=360 + LABEL_LINE_PX * above, margin=dict(t=56 + LABEL_LINE_PX * above, r=20),
+        legend=dict(orientation="h", y=-0.25), autosize=True,
     )
     return fig
-
-
 
 
 def semantics_grid(grid, title: str | None = None) -> go.Figure:

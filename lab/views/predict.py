@@ -17,11 +17,19 @@ from lab.audit.predictions import (Prediction, check_given, check_mapping, freez
                              record, score)
 
 
+#: The choices made on this kernel's prediction rows, by scenario. A learner who clicks and then presses
+#: Shift-Enter in the buttons' own cell runs that cell again: the new row starts from the choice, not empty.
+_CHOSEN: dict[str, str] = {}
+
+
 class PredictionSheet:
     """One prediction per scenario: buttons interactively, the ``PREDICTIONS`` parameter headless.
 
     Call :meth:`freeze` first thing in the cell that runs the scenarios: what is
-    chosen after that does not count, and the buttons are disabled.
+    chosen after that does not count, and the buttons are locked with the choice
+    marked. A row (:func:`lab.views.choice.choice_row`) starts from the choice
+    made for its scenario earlier in this kernel, else from ``PREDICTIONS``; a
+    choice selects the next cell, so Shift-Enter runs the scenarios.
     """
 
     def __init__(self, scenarios: Sequence[str], given: Mapping[str, str | None], choices: Sequence[str],
@@ -36,16 +44,27 @@ class PredictionSheet:
         self._status = None
 
     def widget(self):
-        """The buttons (built once): one row per scenario, a status line under them."""
+        """The buttons (built once): one row per scenario, its label above it, a status line under them."""
         import ipywidgets as w
+
+        from lab.views.choice import choice_row
 
         if not self._buttons:
             for s in self.scenarios:
-                self._buttons[s] = w.ToggleButtons(options=self.choices, value=self._given.get(s),
-                                                   style={"button_width": "150px"})
+                start = _CHOSEN.get(s) if _CHOSEN.get(s) in self.choices else self._given.get(s)
+                row = choice_row(self.choices, start, label=s, hand_over=True)
+                row.observe(lambda change, s=s: self._remember(s, change["new"]), names="value")
+                self._buttons[s] = row
             self._status = w.HTML(f"<i>{self.question} Pick one per row, then run the next cell.</i>")
-        rows = [w.HBox([w.HTML(f"<b>{s}</b>", layout=w.Layout(width="240px")), b]) for s, b in self._buttons.items()]
-        return w.VBox([*rows, self._status])
+        return w.VBox([*self._buttons.values(), self._status])
+
+    def _remember(self, scenario: str, outcome: str | None) -> None:
+        if self._frozen is not None:
+            return
+        if outcome is None:
+            _CHOSEN.pop(scenario, None)
+        else:
+            _CHOSEN[scenario] = outcome
 
     def chosen(self) -> dict[str, str | None]:
         """The outcomes chosen so far (the buttons' values, or the parameter's)."""

@@ -34,13 +34,14 @@ class SettingsPicker:
     def __init__(self, common: dict, runs_dir: Path | str) -> None:
         import ipywidgets as w
 
+        from lab.views.choice import choice_row
+
         self.common, self.runs_dir = dict(common), str(runs_dir)
         self.results: list = []
         self.acks = w.ToggleButtons(options=["1", "all"], value="all", description="acks")
         self.min_insync = w.ToggleButtons(options=[1, 2], value=1, description="min.insync")
         self.unclean = w.ToggleButtons(options=["on", "off"], value="on", description="unclean")
-        self.prediction = w.ToggleButtons(options=list(PREDICTIONS), value=None,
-                                          description="you predict")
+        self.prediction = choice_row(PREDICTIONS, None, label="you predict", inline=True)
         self.button = w.Button(description="Run on the cluster", button_style="primary", icon="play")
         self.out = w.Output()
         self.button.on_click(self.out.capture()(lambda _button: self._run()))

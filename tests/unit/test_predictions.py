@@ -102,3 +102,37 @@ def test_predictions_must_be_a_mapping_of_known_outcomes():
     with pytest.raises(LabError, match=r"prediction for 'later cell' 'twice'.*acked sends lost"):
         check_mapping({"later cell": "twice"})  # checked at the first prediction cell, whichever cell it is for
     assert check_mapping(None) == {} and check_mapping({"x": "acked sends lost"}) == {"x": "acked sends lost"}
+
+
+def test_running_the_buttons_cell_again_keeps_the_choice(monkeypatch):
+    """A click, then Shift-Enter in the buttons' own cell: the new row starts from the click, not empty."""
+    from lab.views import predict as pv
+
+    monkeypatch.setattr(pv, "_CHOSEN", {})
+    first = pv.predict(["a"], {"a": "exactly-once"}, interactive=False)
+    first.widget()
+    first._buttons["a"].value = "at-least-once"  # the learner's click
+    again = pv.predict(["a"], {"a": "exactly-once"}, interactive=False)
+    again.widget()
+    assert again._buttons["a"].value == "at-least-once"
+    assert again.freeze()["a"].outcome == "at-least-once"
+    again._buttons["a"].value = None  # the visible "clear" is the only way back to no choice
+    third = pv.predict(["a"], {}, interactive=False)
+    third.widget()
+    assert third._buttons["a"].value == "at-least-once"  # a frozen sheet's later changes are not remembered
+    fresh = pv.predict(["b"], {"b": "at-most-once"}, interactive=False)
+    fresh.widget()
+    assert fresh._buttons["b"].value == "at-most-once"  # nothing chosen: the PREDICTIONS parameter's value
+
+
+def test_a_choice_row_takes_only_its_options():
+    import traitlets
+
+    from lab.views.choice import choice_row
+
+    row = choice_row(["yes", "no"], "no", label="x", hand_over=True)
+    assert (row.value, row.options, row.hand_over) == ("no", ["yes", "no"], True)
+    with pytest.raises(traitlets.TraitError, match=r"'maybe' is not a choice; choose one of: yes, no"):
+        row.value = "maybe"
+    row.value = None
+    assert row.value is None

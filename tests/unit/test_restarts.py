@@ -80,7 +80,7 @@ def test_the_timeline_shades_each_restart_and_writes_its_time():
     fig = timeline(CRASHED)
     shaded = [(s.x0, s.x1) for s in fig.layout.shapes if s.type == "rect"]
     assert shaded == [pytest.approx((7.0, 9.9))]
-    assert [a.text for a in fig.layout.annotations if a.text.startswith("restart")] == ["restart #1<br>back in 2.9 s"]
+    assert [a.text for a in fig.layout.annotations if a.text.startswith("restart")] == ["restart #1 · back in 2.9 s"]
     # the batch done before the crash and logged at the restart: an open marker of its own, not driver #2's
     assert [(t.name, t.marker.symbol, pytest.approx(list(t.x))) for t in fig.data] == [
         ("batches, driver #1", "circle", [4.0]), ("batches, driver #2", "circle", [9.9, 10.4]),
