@@ -169,8 +169,10 @@ def run_menu(page, item: str) -> None:
             continue
 
 
-def box(locator) -> dict:
-    locator.scroll_into_view_if_needed()
+def box(locator, scroll: bool = True) -> dict:
+    """The element's box in the viewport; boxes compared with each other are taken at one scroll position."""
+    if scroll:
+        locator.scroll_into_view_if_needed()
     return locator.bounding_box()
 
 
@@ -183,7 +185,7 @@ def assert_nothing_covers(page, target) -> None:
     """No pop-up, toast or dialog overlaps ``target``, and the element at its centre is its own."""
     t = box(target)
     overlays = page.locator(".jp-toast-container .Toastify__toast, .jp-Notification-Toast, .jp-Dialog").all()
-    covering = [o for o in overlays if o.is_visible() and intersects(box(o), t)]
+    covering = [o for o in overlays if o.is_visible() and intersects(box(o, False), t)]
     assert not covering, f"{len(covering)} overlay(s) over the verdict: {[o.inner_text()[:80] for o in covering]}"
     mine = page.evaluate("([x, y, el]) => el.contains(document.elementFromPoint(x, y))",
                          [t["x"] + t["width"] / 2, t["y"] + t["height"] / 2, target.element_handle()])
@@ -192,23 +194,29 @@ def assert_nothing_covers(page, target) -> None:
 
 def assert_labels_apart(page, plot) -> None:
     """The timeline's fault and restart labels do not overlap one another, and the plot takes the cell's width."""
-    labels = [box(a) for a in plot.locator(".annotation-text").all() if (a.text_content() or "").strip()]
+    plot.scroll_into_view_if_needed()
+    labels = [box(a, False) for a in plot.locator(".annotation-text").all() if (a.text_content() or "").strip()]
     assert labels, "the timeline has no labels"
     clashes = [(i, j) for i, a in enumerate(labels) for j, b in enumerate(labels[i + 1:], i + 1) if intersects(a, b)]
     assert not clashes, f"timeline labels overlap: {clashes} of {labels}"
+    lines = [b for b in (box(x, False) for x in plot.locator(".shapelayer path").all()) if b and b["width"] <= 4]
+    assert lines, "the timeline draws no fault or restart line"
+    struck = [(a, b) for a in labels for b in lines if intersects(a, b)]
+    assert not struck, f"a vertical line runs through a label: {struck}"
     area = plot.locator("xpath=ancestor::div[contains(@class, 'jp-OutputArea-output')]").first
-    assert box(plot)["width"] >= 0.9 * box(area)["width"], "the timeline does not take the cell's width"
+    assert box(plot, False)["width"] >= 0.9 * box(area, False)["width"], "the timeline does not take the cell's width"
 
 
 def assert_one_line(row) -> None:
     """A prediction row: its label and its buttons each on one line (at 1280 px, file browser open)."""
-    heights = [b["height"] for b in (box(x) for x in row.locator("button.lab-choice-button").all())]
-    tops = {round(box(x)["y"]) for x in row.locator("button.lab-choice-button").all()}
+    row.scroll_into_view_if_needed()
+    heights = [b["height"] for b in (box(x, False) for x in row.locator("button.lab-choice-button").all())]
+    tops = {round(box(x, False)["y"]) for x in row.locator("button.lab-choice-button").all()}
     assert len(tops) == 1, f"the prediction buttons wrap onto {len(tops)} lines"
     assert max(heights) < 40, f"a prediction button wraps its text ({max(heights):.0f} px tall)"
     label = row.locator(".lab-choice-label")
     if label.is_visible():
-        assert box(label)["height"] < 24, "the row's label wraps"
+        assert box(label, False)["height"] < 24, "the row's label wraps"
 
 
 def assert_locked_choice_stands_out(row, chosen: str) -> None:
