@@ -13,7 +13,7 @@ TEST_WORKERS ?= 2
 # More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
 
-.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast test-stack reference lab bench bench-matrix doctor clean
+.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast test-stack reference lab bench bench-matrix soak doctor clean
 
 venv: $(STAMP)
 
@@ -118,6 +118,10 @@ lab: venv
 bench: venv
 	$(BIN)/python bench/testbed.py
 	$(BIN)/python bench/pipelines.py --pipeline structured --pipeline direct --pipeline receiver
+
+# Every notebook and solution, headless, three rounds beside one CPU hog per core: bench/results/load.json.
+soak: venv flink fetch
+	$(BIN)/python bench/soak.py
 
 bench-matrix: venv
 	$(BIN)/python bench/matrix.py

@@ -159,6 +159,10 @@ class PipelineSpec:
     coordination : str or None
         A service the supervisor starts for the run before its first driver and stops at its end:
         ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
+    batches_mark_output : bool
+        Whether a ``batch-done`` comes once that batch's output is written, so that none before a crash means
+        nothing was written (:mod:`lab.audit.shown`). Not flink: its batches are its checkpoints, and its
+        output runs ahead of them. (Structured's real-time mode, whose batch spans its interval, is the trigger's.)
     """
 
     name: str
@@ -176,6 +180,7 @@ class PipelineSpec:
     queries: tuple[str, ...] | None = None
     coordination: str | None = None
     share_group: bool = False
+    batches_mark_output: bool = True
 
     @property
     def uses_spark(self) -> bool:
@@ -238,6 +243,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         options=("checkpointing", "flink_delivery", "slow_sink"),
         ready_when_running=True,
         default_interval_s=FLINK_CHECKPOINT_INTERVAL_S,
+        batches_mark_output=False,
     ),
     "storm": PipelineSpec(
         name="storm",

@@ -214,13 +214,17 @@ def judge(prediction: Prediction, report: Mapping,
         ``report -> (outcome, detail)``: :func:`measured_guarantee` (default),
         :func:`topic_outcome_of`, :func:`lab.sinks.files.naive_reader_outcome`.
 
-    A run whose report lists ``faults_not_applied`` is not judged
-    (``right`` is ``None``, ``not_judged`` says which fault and why): the
-    prediction was about the run with its fault.
+    A run whose report lists ``faults_not_applied`` or ``could_not_show``
+    (:mod:`lab.audit.shown`) is not judged (``right`` is ``None``, ``not_judged``
+    says why): the prediction was about the run with its fault, where its lesson shows.
     """
     measured, detail = measure(report)
     missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
               for f in report.get("faults_not_applied") or []]
+    # lab.audit.shown's other states: a crash before any output or after the stream had ended
+    missed += [line for line in report.get("could_not_show") or [] if "never fired" not in line]
+    if report.get("cautions"):  # judged, with the caution beside the counts
+        detail = f"{detail}; caution: {'; '.join(report['cautions'])}"
     not_judged = "; ".join(missed) if prediction.outcome is not None else ""
     right = None if prediction.outcome is None or not_judged else normalise(prediction.outcome) == normalise(measured)
     return Verdict(prediction.scenario, prediction.outcome, measured, right, detail, str(report.get("run_dir", "")),

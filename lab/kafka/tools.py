@@ -93,7 +93,11 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     last = None
     while time.monotonic() < deadline:
         try:
-            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+            # Each try bounded by what is left: kafka-python's own bootstrap waits 30 s, so a host that accepts
+            # connections but does not answer as Kafka held a run's start for 31 s (measured).
+            left_ms = max(1000, int((deadline - time.monotonic()) * 1000))
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=min(5000, left_ms),
+                                     bootstrap_timeout_ms=min(5000, left_ms))
         except Exception as e:  # broker still starting
             last = e
             time.sleep(0.2)
@@ -116,7 +120,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
         if have != partitions:
             raise LabError(f"topic {topic!r} already exists with {have} partitions, not {partitions}")
         return finalized
-    raise LabError(f"could not create topic {topic!r} on {bootstrap}: {last}")
+    raise LabError(f"could not create topic {topic!r} on {bootstrap} within {timeout_s:g} s: {last}")
 
 
 def _levels(admin) -> dict:

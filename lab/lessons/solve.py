@@ -49,6 +49,9 @@ def solve(exercise_id: str, **overrides):
     if counts.get("faults_not_applied"):  # the exercise is about that fault: without it nothing was shown
         raise AssertionError(f"exercise {ex.id}: its fault never happened ({counts['faults_not_applied']}), "
                              f"run directory {result.run_dir}")
+    if counts.get("could_not_show"):  # lab.audit.shown: neither right nor wrong, so said and not judged
+        raise AssertionError(f"exercise {ex.id}: this run could not show its lesson: "
+                             f"{'; '.join(counts['could_not_show'])}; run directory {result.run_dir}")
     if not satisfies(ex.expect, counts):
         raise AssertionError(f"exercise {ex.id}: the answer says {ex.expect} ({EXPECTATIONS[ex.expect]}); "
                              f"the run measured {got} ({summary}), run directory {result.run_dir}")

@@ -36,6 +36,8 @@ from lab.audit.auditor import Audit, audit_run
 from lab.audit.latency import topic_latency
 from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
+from lab.audit.shown import cautions, could_not_show
+from lab.spark import trigger as spark_trigger
 from lab.sinks.reader import open_sink
 from lab.audit.topic import audit_topic
 from lab.sinks.topic import TopicSink
@@ -274,6 +276,10 @@ def build_report(result: RunResult, events: list[dict]) -> dict:
         "final_stop": final[-1]["how"] if final else None,
         "faults_fired": result.faults_fired,
         "faults_not_applied": [e for e in events if e["type"] == ev.FAULT_NOT_APPLIED],
+        # lab.audit.shown: the states in which this run shows nothing of its lesson, and what to read its counts with
+        "could_not_show": could_not_show(events, batches_mark_output=PIPELINES[cfg.pipeline].batches_mark_output
+                                         and not spark_trigger.parse_trigger(cfg.trigger).real_time),
+        "cautions": cautions(events, cfg.rate, cfg.faults),
         "run_dir": str(result.run_dir),
         "timings": result.timings,
         "versions": versions(),

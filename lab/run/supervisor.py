@@ -63,6 +63,9 @@ from lab.tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
+#: Seconds a Kafka of one's own (``LAB_KAFKA_BOOTSTRAP``) has to create the run's topic: it is up already, so a
+#: host that accepts connections without answering as Kafka fails the start in one line within 10 s.
+EXTERNAL_KAFKA_ANSWER_S = 8.0
 #: Seconds a driver gets after SIGTERM without progress (a receiver's stop: 16 s of waits + Spark's graceful 10 s):
 #: each event it writes (a batch done) gives it as long again, up to :data:`STOP_LIMIT_S`. A recovered receiver
 #: driver with five batches behind, on a loaded machine, took longer than 30 s to write them and was killed before
@@ -178,9 +181,11 @@ class Run:
                                           kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
             elr = {"on": 1, "off": 0}.get(cfg.elr)
+            # A Kafka of one's own is already up: it answers within seconds or not at all (one line, not a hang).
             self._broker_features = kafka_tools.create_topic(
                 self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs,
-                features=None if elr is None else {ELR_FEATURE: elr})
+                features=None if elr is None else {ELR_FEATURE: elr},
+                timeout_s=EXTERNAL_KAFKA_ANSWER_S if self.broker.external else 15.0)
             # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
             self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=cfg.elr)
             if PIPELINES[cfg.pipeline].coordination == "zookeeper":

@@ -85,15 +85,21 @@ class Verdict:
     predicted: str | None
     measured: str
     counts: dict
+    #: Why the run could not show its lesson (lab.audit.shown); then the prediction is not judged.
+    unshown: tuple[str, ...] = ()
+    #: What to read the counts with (a producer far behind its rate), judged all the same.
+    cautions: tuple[str, ...] = ()
 
     @property
     def match(self) -> bool | None:
-        return None if self.predicted is None else self.predicted == self.measured
+        return None if self.predicted is None or self.unshown else self.predicted == self.measured
 
 
 def verdict(predicted: str | None, result: RunResult) -> Verdict:
     """Compare a prediction with the measured guarantee of ``result``."""
-    return Verdict(predicted=predicted, measured=result.audit.guarantee, counts=result.audit.counts())
+    return Verdict(predicted=predicted, measured=result.audit.guarantee, counts=result.audit.counts(),
+                   unshown=tuple((result.report or {}).get("could_not_show") or ()),
+                   cautions=tuple((result.report or {}).get("cautions") or ()))
 
 
 def counts_html(c: dict) -> str:
@@ -373,15 +379,19 @@ class Panel:
     def _verdict_html(v: Verdict | None) -> str:
         if v is None:
             return ""
-        if v.predicted is None:
+        if v.unshown:
+            head = (f"Measured: <b>{v.measured}</b>, not judged: this run could not show its lesson: "
+                    f"{html.escape('; '.join(v.unshown))}.")
+        elif v.predicted is None:
             head = f"Measured: <b>{v.measured}</b> (no prediction recorded)"
         elif v.match:
             head = f"✔ You predicted <b>{v.predicted}</b>; measured <b>{v.measured}</b>."
         else:
             head = f"✘ You predicted <b>{v.predicted}</b>; measured <b>{v.measured}</b>."
         c = v.counts
+        caution = f"<br><i>Caution: {html.escape('; '.join(v.cautions))}.</i>" if v.cautions else ""
         return (f"<div class='lab-verdict' style='font-size:15px;margin-top:6px'>{head} "
-                f"{c['duplicated']} duplicated, {c['lost']} lost of {c['acked']} acknowledged.</div>")
+                f"{c['duplicated']} duplicated, {c['lost']} lost of {c['acked']} acknowledged.{caution}</div>")
 
     def _show_error(self, text: str) -> None:
         # append_stderr sets the widget's outputs; safe from a background thread (no `with out:`).

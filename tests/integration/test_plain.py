@@ -202,3 +202,29 @@ def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(run
     assert not result.drained and a.unseen > 0 and a.lost == 0, a.counts()
     assert a.acked == a.exactly_once + a.duplicated + a.unseen
     assert_all_gone(run_pids(result.run_dir))
+
+
+@pytest.mark.parametrize("faults, rate, says", [
+    ("driver-crash@at=0.05s", 1000, "came before the first batch was done: this run shows no replay"),
+    ("driver-crash@batch=400", 1000, "never fired"),
+    ("driver-crash@at=20s", 0, "came after the stream had ended, with nothing left to replay"),
+    ("driver-crash@batch=2,ack-loss@at=0.01s", 1_000_000, "events/s of the 1e+06/s asked"),
+], ids=["crash-before-output", "batch-never-reached", "stream-ended-first", "producer-behind"])
+def test_a_run_that_could_not_show_its_lesson_says_so(tmp_path, faults, rate, says):
+    """Each state of lab.audit.shown made for real: the report, `lab run`'s table and the verdict say it."""
+    from lab.audit.predictions import Prediction, judge, measured_guarantee
+
+    env = clean_env(LAB_RUNS_DIR=str(tmp_path))
+    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "600", "--rate", str(rate), "--faults", faults,
+                               "--json"), capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    lines = report["could_not_show"] + report["cautions"]
+    assert [line for line in lines if says in line], lines
+    table = p.stdout.rsplit("\n{", 1)[0]
+    assert says in table or "fault not applied" in table, table
+    v = judge(Prediction("x", "at-least-once", "buttons", 0.0), report, measured_guarantee)
+    if report["could_not_show"]:
+        assert v.right is None and v.not_judged, v
+    else:  # only a caution: judged, the caution beside the counts
+        assert v.right is not None and "caution: the producer sent" in v.detail, v

@@ -15,6 +15,7 @@ applies them to the notebook's runs, so each scenario runs once per suite.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections import defaultdict
 
@@ -24,7 +25,7 @@ from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
 from lab.audit.ledger import LEDGER_FILE, max_acked_offsets
-from lab.run.supervisor import run_scenario
+from lab.run.supervisor import Run, run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
 pytestmark = pytest.mark.integration
@@ -230,3 +231,21 @@ def test_a_point_that_does_not_exist_with_these_settings_is_refused_before_start
     # not restart it) is tested in tests/unit/test_pipeline_tasks.py.
     with pytest.raises(LabError, match="after-wal-before-ack exists only with --wal on --ack stored"):
         make_config(pipeline="receiver", events=100, wal="off", faults="driver-crash@batch=1:after-wal-before-ack")
+
+
+def test_a_receiver_that_cannot_reach_its_feeder_fails_in_one_line(runs_dir, monkeypatch):
+    """Executors told to reach the driver at an address that never answers (192.0.2.1: RFC 5737's TEST-NET-1,
+    never routed): the run ends with one line naming it, within 10 s of Spark starting the receiver, and leaves
+    nothing running; before, it waited for its deadline (4 min in the compose stack)."""
+    monkeypatch.setenv("LAB_SPARK_DRIVER_HOST", "192.0.2.1")
+    run = Run(make_config(pipeline="receiver", events=500, rate=1000))
+    with pytest.raises(LabError) as info:
+        run.start().wait(180)
+    message = str(info.value)
+    assert "\n" not in message and re.search(r"cannot reach its feeder at 192\.0\.2\.1:\d+", message), message
+    events = read_events(run.run_dir)
+    started = next(e["t"] for e in events if e["type"] == "receiver-started")
+    ended = next(e["t"] for e in events if e["type"] == "run-error")
+    assert ended - started < 10, f"{ended - started:.1f} s from the receiver's start to the run's end"
+    assert [e["type"] for e in events].count("driver-start") == 1  # not restarted: a restart is refused the same way
+    assert_all_gone(run_pids(run.run_dir), within_s=30)

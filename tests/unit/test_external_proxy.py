@@ -87,3 +87,30 @@ def test_proxy_faults_reach_the_named_proxy_and_are_healed_at_the_end(stack, mon
     assert inj.heal_proxy() is None  # once per run
     cut = inj.inject("broker-outage", duration_s=0.2)
     assert cut["proxy"]["cut_for_s"] > 0
+
+
+def test_a_kafka_that_accepts_but_never_answers_fails_the_start_within_10_s(tmp_path, runs_dir, monkeypatch):
+    """LAB_KAFKA_BOOTSTRAP at a port that takes connections and says nothing: one line, nothing left running."""
+    import time
+
+    from lab.run.supervisor import Run
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepted by the kernel, never read, never answered
+    bootstrap = f"127.0.0.1:{silent.getsockname()[1]}"
+    monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", bootstrap)
+    run = Run(make_config(pipeline="plain", events=10, runs_dir=str(runs_dir)))
+    started = time.monotonic()
+    try:
+        with pytest.raises(LabError) as info:
+            run.start()
+    finally:
+        run.stop()
+        silent.close()
+    took = time.monotonic() - started
+    message = str(info.value)
+    assert "\n" not in message and bootstrap in message and "within 8 s" in message, message
+    assert took < 10, f"{took:.1f} s"
+    from tests.integration.conftest import assert_all_gone, run_pids
+    assert_all_gone(run_pids(run.run_dir), within_s=10)

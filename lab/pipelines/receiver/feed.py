@@ -320,6 +320,11 @@ class Feeder(threading.Thread):
                 self._send(e)
 
     # -- connections -------------------------------------------------------------
+    @property
+    def accepted(self) -> int:
+        """Connections accepted so far (each an epoch)."""
+        return self._epochs
+
     def _accept(self) -> None:
         try:
             conn, _ = self._server.accept()

@@ -137,6 +137,7 @@ from lab.pipelines.receiver import stop as receiver_stop
 from lab.pipelines.receiver.conf import max_rate, spark_conf
 from lab.pipelines.receiver.epoch import decode_line
 from lab.pipelines.receiver.feed import Feeder
+from lab.pipelines.receiver.reach import Reach, unreachable_message
 from lab.pipelines.receiver.stop import BatchTimes
 from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
 
@@ -218,6 +219,7 @@ class _Runtime:
         self.ssc = None
         self.started_ms = int(time.time() * 1000)
         self.batch_times = BatchTimes()  # for the clean stop (lab.pipelines.receiver.stop)
+        self.reach = Reach()  # whether the receiver reaches the feeder (lab.pipelines.receiver.reach)
 
     # -- progress ---------------------------------------------------------------
     def on_commit(self, committed: dict[int, int]) -> None:
@@ -344,6 +346,7 @@ def _make_listener(runtime: _Runtime):
                 ctx.events.write(ev.RECEIVER_LISTENER_ERROR, error=repr(e)[:300])
 
         def onReceiverStarted(self, receiverStarted) -> None:
+            runtime.reach.receiver_started(time.monotonic())
             try:
                 info = receiverStarted.receiverInfo()
                 executor = str(info.executorId())
@@ -357,8 +360,9 @@ def _make_listener(runtime: _Runtime):
         def onReceiverError(self, receiverError) -> None:
             try:
                 info = receiverError.receiverInfo()
-                ctx.events.write(ev.RECEIVER_ERROR, executor_id=str(info.executorId()),
-                                 message=str(info.lastErrorMessage())[:300])
+                message = str(info.lastErrorMessage())[:300]
+                runtime.reach.receiver_error(message)
+                ctx.events.write(ev.RECEIVER_ERROR, executor_id=str(info.executorId()), message=message)
             except Exception:
                 pass
 
@@ -474,6 +478,9 @@ def run(ctx: DriverContext) -> None:
                 break
             if feeder.error is not None:
                 raise feeder.error
+            why = runtime.reach.unreached(feeder.accepted, time.monotonic())
+            if why is not None:  # a restart would be refused the same way: one line, the run ends
+                raise DriverConfigError(unreachable_message(advertised, port, why))
             for e in tail.read_new():
                 if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
                     feeder.drop_connection(f"receiver-restart fault {e.get('index')}")

@@ -1,0 +1,85 @@
+"""Whether a run could show its lesson: the states in which its counts teach nothing, one line each.
+
+On a busy laptop a fault timed in seconds can land where the lesson is not: before the pipeline wrote anything,
+after the stream had ended, or early in a stream the producer could not keep at its rate. The counts of such a
+run are still true, but they may answer another question; a verdict judged on them, or a check passed or failed
+on them, would say something the run did not show. The report, ``lab run``'s table, the notebook's verdicts and
+the exercises' solutions say each state in one line.
+
+:func:`could_not_show`: the states in which the run shows nothing of its lesson (a prediction is not judged,
+an exercise's solution says so instead of passing or failing):
+
+* **a crash before any output**: a ``driver-crash`` or ``executor-crash`` timed in seconds, carried out before
+  any batch of the run was done (``batch-done``), in a pipeline whose batches are done once their output is
+  written (not flink, whose batches are its checkpoints, nor real-time mode, whose batch spans its interval):
+  nothing was written yet, so the restart replays nothing;
+* **a crash after the stream had ended**: carried out after the producer was done, with no batch writing
+  anything after it: nothing was left to replay;
+* **a fault that never fired** (``fault-not-applied``): the batch it waited for never came, or no driver was up.
+
+:func:`cautions`: what a reader of the counts should know, without making them say nothing:
+
+* **a producer far behind its rate**, in a run with a fault timed in seconds: it sent fewer than :data:`BEHIND`
+  of the events per second asked, so such a fault came at another place in the stream than planned. The
+  fault still happened; whether its lesson shows is the check's relation to decide.
+"""
+
+from __future__ import annotations
+
+from lab import events as ev
+
+#: The crash kinds whose lesson is what a restart does with output already written.
+OUTPUT_CRASHES = ("driver-crash", "executor-crash")
+#: A producer that reached less than this share of its rate is "far behind" it.
+BEHIND = 0.5
+
+
+def could_not_show(events: list[dict], *, batches_mark_output: bool = True) -> list[str]:
+    """One line per reason the run shows nothing of its lesson; empty when it could show it.
+
+    Parameters
+    ----------
+    events : list of dict
+        The run's ``events.jsonl``.
+    batches_mark_output : bool
+        Whether the pipeline writes ``batch-done`` once a batch's output is written (every pipeline but flink
+        and structured in real-time mode): only then does "no batch done yet" mean "nothing written yet".
+    """
+    lines = []
+    done = [(e["t"], e.get("rows", 0)) for e in events if e["type"] == ev.BATCH_DONE]
+    produced = next((e["t"] for e in events if e["type"] == ev.PRODUCER_DONE), None)
+    for f in events:
+        if f["type"] != ev.FAULT or f.get("kind") not in OUTPUT_CRASHES:
+            continue
+        if f.get("batch") is not None:
+            continue  # pressed inside a batch, at a named point: where the output stands is the point's to say
+        trigger = f"@at={f.get('elapsed_s', 0):.1f}s"
+        if batches_mark_output and not [t for t, _ in done if t < f["t"]]:
+            lines.append(f"the {f['kind']} ({trigger}) came before the first batch was done: this run shows no "
+                         f"replay; run it again, or use {f['kind']}@batch=N")
+            break
+        if produced is not None and produced < f["t"] and not [t for t, rows in done if t > f["t"] and rows]:
+            lines.append(f"the {f['kind']} ({trigger}) came after the stream had ended, with nothing left to "
+                         f"replay: this run shows no replay; run it again earlier, or use {f['kind']}@batch=N")
+            break
+    for f in events:
+        if f["type"] == ev.FAULT_NOT_APPLIED:
+            lines.append(f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')}): "
+                         "this run shows nothing of it")
+    return lines
+
+
+def cautions(events: list[dict], rate: float, faults: str) -> list[str]:
+    """What to keep in mind reading the run's counts (a producer far behind its rate); empty when nothing.
+
+    ``rate``: the events per second asked (0: as fast as it can); ``faults``: the plan as given.
+    """
+    start = next((e for e in events if e["type"] == ev.PRODUCER_START), None)
+    end = next((e for e in events if e["type"] == ev.PRODUCER_DONE), None)
+    if not (rate > 0 and "@at=" in faults and start and end and end["t"] > start["t"]):
+        return []
+    reached = end.get("sent", 0) / (end["t"] - start["t"])
+    if reached >= BEHIND * rate:
+        return []
+    return [f"the producer sent {reached:.0f} events/s of the {rate:g}/s asked (a busy machine): faults timed in "
+            "seconds came at another place in the stream than planned; trigger them by batch to place them"]

@@ -1,0 +1,73 @@
+"""A run that could not show its lesson says so (lab.audit.shown), and is not judged on it."""
+
+from __future__ import annotations
+
+from lab.audit.predictions import Prediction, judge
+from lab.audit.shown import cautions, could_not_show
+
+
+def e(t, type_, **kw):
+    return {"t": 1000.0 + t, "type": type_, **kw}
+
+
+PRODUCER = [e(0.0, "producer-start", rate=1000.0), e(3.0, "producer-done", sent=3000)]
+
+
+def test_a_crash_before_the_first_batch_shows_no_replay():
+    events = PRODUCER + [e(0.4, "fault", kind="driver-crash", batch=None, elapsed_s=0.4), e(1.0, "batch-done", batch=0)]
+    [line] = could_not_show(events)
+    assert line.startswith("the driver-crash (@at=0.4s) came before the first batch was done: this run shows no replay")
+    assert "driver-crash@batch=N" in line
+    assert could_not_show(events, batches_mark_output=False) == []  # flink, real-time mode: output precedes batches
+    at_a_point = PRODUCER + [e(0.4, "fault", kind="driver-crash", batch=0, point="mid-output"), e(1.0, "batch-done")]
+    assert could_not_show(at_a_point) == []  # inside batch 0 at a named point: the point says what was written
+
+
+def test_a_crash_after_output_is_a_lesson():
+    events = PRODUCER + [e(0.3, "batch-done", batch=0), e(0.4, "fault", kind="driver-crash", batch=None, elapsed_s=0.4),
+                         e(0.9, "fault", kind="driver-crash", batch=None, elapsed_s=0.9)]
+    assert could_not_show(events) == []
+    other = PRODUCER + [e(0.4, "fault", kind="ack-loss"), e(1.0, "batch-done", batch=0)]
+    assert could_not_show(other) == []  # not a crash of the pipeline's output
+
+
+def test_a_fault_that_never_fired_is_named():
+    events = PRODUCER + [e(9.0, "fault-not-applied", kind="driver-crash", index=0,
+                           reason="the stream ended before it")]
+    assert could_not_show(events) == [
+        "the planned driver-crash never fired (the stream ended before it): this run shows nothing of it"]
+
+
+def test_a_producer_far_behind_its_rate_moves_the_timed_faults():
+    slow = [e(0.0, "producer-start", rate=1000.0), e(10.0, "producer-done", sent=3000)]  # 300/s of 1000/s
+    [line] = cautions(slow, 1000.0, "driver-crash@batch=2,ack-loss@at=1s")
+    assert line.startswith("the producer sent 300 events/s of the 1000/s asked")
+    assert could_not_show(slow) == []  # a caution, not a run without its lesson: the check's relation decides
+    assert cautions(slow, 1000.0, "driver-crash@batch=2") == []  # no fault timed in seconds: no matter
+    assert cautions(slow, 0, "ack-loss@at=1s") == []  # as fast as it can: no rate to fall behind
+    assert cautions([e(0.0, "producer-start"), e(5.0, "producer-done", sent=3000)], 1000.0, "x@at=1s") == []
+
+
+def test_such_a_run_is_not_judged():
+    report = {"lost": 0, "duplicated": 0, "unexpected": 0, "acked": 3000, "unseen": 0, "guarantee": "exactly-once",
+              "could_not_show": ["the driver-crash (@at=0.4s) came before the first batch was done: this run shows "
+                                 "no replay; run it again, or use driver-crash@batch=N"]}
+    v = judge(Prediction("crash", "at-least-once", "buttons", 1.0), report,
+              measure=lambda r: (r["guarantee"], ""))
+    assert v.right is None and "came before the first batch" in v.not_judged
+
+
+def test_a_crash_after_the_stream_ended_with_nothing_to_replay():
+    events = PRODUCER + [e(1.0, "batch-done", batch=0, rows=600), e(30.0, "fault", kind="driver-crash", batch=None,
+                                                                     elapsed_s=30.0)]
+    [line] = could_not_show(events)
+    assert line.startswith("the driver-crash (@at=30.0s) came after the stream had ended, with nothing left to replay")
+    replayed = events + [e(31.0, "batch-done", batch=1, rows=40)]  # uncommitted output read again: a lesson
+    assert could_not_show(replayed) == []
+
+
+def test_a_caution_is_judged_with_it_beside_the_counts():
+    report = {"lost": 0, "duplicated": 5, "unexpected": 0, "acked": 3000, "unseen": 0, "guarantee": "at-least-once",
+              "cautions": ["the producer sent 300 events/s of the 1000/s asked (a busy machine): ..."]}
+    v = judge(Prediction("crash", "at-least-once", "buttons", 1.0), report, measure=lambda r: (r["guarantee"], "5 dup"))
+    assert v.right is True and v.detail == "5 dup; caution: " + report["cautions"][0]
