@@ -140,8 +140,8 @@ def start(root_dir: Path, token: str, *, port: int = DEFAULT_PORT, env: dict | N
     """Start JupyterLab in the foreground's process group (Ctrl-C reaches it) and return it once it listens.
 
     The port is the one its runtime file reports (Jupyter moves on from a taken ``port`` to the next free one),
-    counted once the OS lists the server's own PID as listening on it: the file is written before the
-    server binds.
+    counted once the OS lists the server's own PID as listening on it, or (where sockets cannot be listed) once
+    the server answers with this token (:func:`answers`): the file is written before the server binds.
 
     Raises
     ------
@@ -158,13 +158,29 @@ def start(root_dir: Path, token: str, *, port: int = DEFAULT_PORT, env: dict | N
                 raise LabError(f"JupyterLab exited with status {proc.returncode} before it listened; "
                                "its messages are above")
             server = next(iter(s for s in running(runtime_dir=runtime) if s.pid == proc.pid), None)
-            if server and server.port in processes.listening_ports(proc.pid):
+            if server and (server.port in processes.listening_ports(proc.pid) or answers(server.port, token)):
                 return proc, server
             time.sleep(0.1)
         raise LabError(f"JupyterLab did not listen on 127.0.0.1 within {timeout_s:g} s")
     except BaseException:
         stop(proc)
         raise
+
+
+def answers(port: int, token: str, timeout_s: float = 1.0) -> bool:
+    """Whether the JupyterLab with ``token`` answers on 127.0.0.1:``port`` (its API accepts the token).
+
+    For systems where a process's sockets cannot be listed (psutil's AccessDenied, e.g. macOS): only the server
+    holding this token answers 200, so another process on the port is not taken for it.
+    """
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/status", headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def stop(proc: subprocess.Popen, grace_s: float = 20) -> int | None:

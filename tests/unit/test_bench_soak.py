@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 
 from bench import soak
 from lab.host import processes
+
+
+@pytest.fixture(autouse=True)
+def _logs_in_tmp_path(tmp_path, monkeypatch):
+    """The harness keeps its logs in a directory it names at the end: here, inside the test's own."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def test_the_hogs_end_with_an_interrupted_soak(tmp_path, monkeypatch):

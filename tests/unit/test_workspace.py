@@ -95,3 +95,27 @@ def test_jupyter_listens_on_127_0_0_1_only_and_serves_the_workspace(tmp_path):
     args = jupyter.jupyter_args(tmp_path, 8888)
     assert "--ip=127.0.0.1" in args and f"--ServerApp.root_dir={tmp_path}" in args
     assert not [a for a in args if "token" in a.lower()]  # the token goes in JUPYTER_TOKEN, not on a command line
+
+
+def test_only_the_server_with_the_token_counts_as_answering():
+    import http.server
+    import threading
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.headers.get("Authorization") == "token right"
+            self.send_response(200 if ok else 403)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert jupyter.answers(port, "right") and not jupyter.answers(port, "wrong")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not jupyter.answers(port, "right")  # nobody there any more
