@@ -227,8 +227,7 @@ def _print_table(report: dict) -> None:
     for e in report.get("faults_not_applied", []):
         rows.append(("fault not applied", f"{e['kind']} (plan item {e['index']}): {e['reason']}"))
     for line in report.get("could_not_show", []):  # lab.audit.shown: the counts above show nothing of the lesson
-        if "never fired" not in line:  # that one is the row above
-            rows.append(("could not show", line))
+        rows.append(("could not show", line))
     for line in report.get("cautions", []):
         rows.append(("caution", line))
     print(f"\n{report['pipeline']} pipeline, sink={report['settings']['sink']}, faults={report['faults'] or 'none'}")

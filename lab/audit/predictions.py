@@ -182,7 +182,7 @@ class Verdict:
     run_dir: str
     recorded_at: float
     source: str = "none"
-    not_judged: str = ""  # why a prediction was not judged: the run's planned fault never fired
+    not_judged: str = ""  # why a prediction was not judged: a fault that never fired, lab.audit.shown
 
     @property
     def mark(self) -> str:
@@ -221,8 +221,7 @@ def judge(prediction: Prediction, report: Mapping,
     measured, detail = measure(report)
     missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
               for f in report.get("faults_not_applied") or []]
-    # lab.audit.shown's other states: a crash before any output or after the stream had ended
-    missed += [line for line in report.get("could_not_show") or [] if "never fired" not in line]
+    missed += report.get("could_not_show") or []  # lab.audit.shown: a crash before any output or after the stream
     if report.get("cautions"):  # judged, with the caution beside the counts
         detail = f"{detail}; caution: {'; '.join(report['cautions'])}"
     not_judged = "; ".join(missed) if prediction.outcome is not None else ""
@@ -241,11 +240,12 @@ def record(verdict: Verdict, run_dir: Path | str) -> Path:
 def score(verdicts: Sequence[Verdict]) -> str:
     """``"3 of 4 predictions right"`` (scenarios without a prediction, or not judged, are not counted).
 
-    Predictions not judged (a planned fault never fired) are counted after the score.
+    Predictions not judged (the run could not show its lesson: lab.audit.shown, a fault that never fired) are
+    counted after the score.
     """
     made = [v for v in verdicts if v.right is not None]
     unjudged = sum(1 for v in verdicts if v.not_judged)
-    aside = f"; {unjudged} not judged: a planned fault never fired" if unjudged else ""
+    aside = f"; {unjudged} not judged: the run could not show its lesson" if unjudged else ""
     if not made:
         return (f"no predictions recorded for these {len(verdicts)} runs" if not unjudged
                 else f"no prediction could be judged{aside}")

@@ -15,7 +15,9 @@ an exercise's solution says so instead of passing or failing):
   nothing was written yet, so the restart replays nothing;
 * **a crash after the stream had ended**: carried out after the producer was done, with no batch writing
   anything after it: nothing was left to replay;
-* **a fault that never fired** (``fault-not-applied``): the batch it waited for never came, or no driver was up.
+
+A fault that never fired is the third such state; it has its own report field (``faults_not_applied``), which
+the same readers already say and judge by.
 
 :func:`cautions`: what a reader of the counts should know, without making them say nothing:
 
@@ -62,10 +64,6 @@ def could_not_show(events: list[dict], *, batches_mark_output: bool = True) -> l
             lines.append(f"the {f['kind']} ({trigger}) came after the stream had ended, with nothing left to "
                          f"replay: this run shows no replay; run it again earlier, or use {f['kind']}@batch=N")
             break
-    for f in events:
-        if f["type"] == ev.FAULT_NOT_APPLIED:
-            lines.append(f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')}): "
-                         "this run shows nothing of it")
     return lines
 
 

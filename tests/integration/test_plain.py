@@ -2,10 +2,12 @@
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -215,16 +217,19 @@ def test_a_run_that_could_not_show_its_lesson_says_so(tmp_path, faults, rate, sa
     from lab.audit.predictions import Prediction, judge, measured_guarantee
 
     env = clean_env(LAB_RUNS_DIR=str(tmp_path))
-    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "600", "--rate", str(rate), "--faults", faults,
-                               "--json"), capture_output=True, text=True, env=env, timeout=180)
+    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "600", "--rate", str(rate), "--faults", faults),
+                       capture_output=True, text=True, env=env, timeout=180)
     assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    lines = report["could_not_show"] + report["cautions"]
+    table = p.stdout  # lab run's table, as a user reads it; the report from the run directory it names
+    run_dir = re.search(r"^  run directory +(\S+)$", table, re.M).group(1)
+    report = json.loads((Path(run_dir) / "report.json").read_text())
+    lines = report["could_not_show"] + report["cautions"] + [
+        f"the planned {f['kind']} never fired ({f['reason']})" for f in report["faults_not_applied"]]
     assert [line for line in lines if says in line], lines
-    table = p.stdout.rsplit("\n{", 1)[0]
-    assert says in table or "fault not applied" in table, table
+    row = "fault not applied" if says == "never fired" else says
+    assert row in table, table
     v = judge(Prediction("x", "at-least-once", "buttons", 0.0), report, measured_guarantee)
-    if report["could_not_show"]:
+    if report["could_not_show"] or report["faults_not_applied"]:
         assert v.right is None and v.not_judged, v
     else:  # only a caution: judged, the caution beside the counts
         assert v.right is not None and "caution: the producer sent" in v.detail, v

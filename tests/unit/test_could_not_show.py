@@ -34,8 +34,10 @@ def test_a_crash_after_output_is_a_lesson():
 def test_a_fault_that_never_fired_is_named():
     events = PRODUCER + [e(9.0, "fault-not-applied", kind="driver-crash", index=0,
                            reason="the stream ended before it")]
-    assert could_not_show(events) == [
-        "the planned driver-crash never fired (the stream ended before it): this run shows nothing of it"]
+    assert could_not_show(events) == []  # said once, by faults_not_applied: not judged on it either
+    report = {"guarantee": "exactly-once", "faults_not_applied": [events[-1]], "could_not_show": []}
+    v = judge(Prediction("crash", "at-least-once", "buttons", 1.0), report, measure=lambda r: (r["guarantee"], ""))
+    assert v.right is None and v.not_judged == "the planned driver-crash never fired (the stream ended before it)"
 
 
 def test_a_producer_far_behind_its_rate_moves_the_timed_faults():

@@ -50,7 +50,7 @@ def test_a_run_whose_planned_fault_never_fired_is_not_judged():
     judged = judge(frozen["other"], report())
     assert unjudged.right is None and unjudged.measured == "exactly-once"
     assert "driver-crash never fired" in unjudged.not_judged and "batch=3" in unjudged.sentence()
-    assert score([unjudged, judged]) == "1 of 1 predictions right; 1 not judged: a planned fault never fired"
+    assert score([unjudged, judged]) == "1 of 1 predictions right; 1 not judged: the run could not show its lesson"
     assert score([unjudged]).startswith("no prediction could be judged; 1 not judged")
 
 
