@@ -145,6 +145,30 @@ def independent_counts(run_dir: Path) -> dict:
     }
 
 
+def written_again(run_dir: Path) -> dict:
+    """What a single driver crash must have written twice, from the run's own files, not through the auditor.
+
+    ``written_before_kill``: sink rows written before the supervisor's ``driver-crash`` (its ``fault`` event's
+    time) at offsets at or past where the restarted driver resumed (per partition, the start of the first range
+    the next attempt's batches read). Those are the rows the restart reads and writes again; an append sink then
+    holds exactly them twice; ``resume``: those positions.
+    """
+    crash = next(e for e in read_events(run_dir) if e["type"] == "fault" and e["kind"] == "driver-crash")
+    resume = {}
+    for e in read_events(run_dir):
+        if e["type"] == "batch-start" and e["attempt"] >= 2:
+            for part, (start, _) in (e.get("ranges") or {}).items():
+                resume.setdefault(int(part), start)
+    sink = sqlite3.connect(run_dir / "sink.sqlite")
+    try:
+        before = {eid for eid, part, offset, at in sink.execute(
+            "SELECT event_id, partition, kafka_offset, written_at FROM sink_events")
+            if at < crash["t"] and offset >= resume.get(part, float("inf"))}
+    finally:
+        sink.close()
+    return {"written_before_kill": len(before), "resume": resume}
+
+
 def run_pids(run_dir: Path) -> list[int]:
     """Every PID a run started: broker, proxy (unless the session's), each driver attempt, its descendants' groups."""
     pids = []

@@ -48,19 +48,19 @@ def check_flink_crash_run(r: dict, crash_batch: int) -> list[dict]:
 def check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(r: dict) -> None:
     """Aligned checkpoints, Flink's exactly-once Kafka sink, a crash mid-epoch: every event once for a reader."""
     n = r["acked"]
-    assert (r["exactly_once"], r["lost"], r["duplicated"], r["unseen"]) == (n, 0, 0, 0) and n > 0, r
+    assert r["exactly_once"] == n > 0 and (r["lost"], r["duplicated"], r["unseen"]) == (0, 0, 0), r
     assert r["guarantee"] == "exactly-once" and r["settings"]["flink_delivery"] == "exactly-once"
     # the dead job's open transaction is in the log, aborted: read_uncommitted sees it, the audit does not
-    assert r["read_uncommitted_records"] > n and r["aborted_output_records"] == r["read_uncommitted_records"] - n
-    assert r["flink_replays"]["predicted_extra_copies"] == 0 and r["flink_replays"]["restarts"][0]["written_before"] > 0
+    assert r["aborted_output_records"] == r["read_uncommitted_records"] - n > 0, r
+    assert r["flink_replays"]["predicted_extra_copies"] == 0, r["flink_replays"]
 
 
 def check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(r: dict, events) -> None:
     """At-least-once barriers, a crash mid-epoch: the duplicates are what was written after the restored checkpoint."""
     replays = r["flink_replays"]
     assert r["settings"]["flink_delivery"] == "at-least-once" and r["lost"] == 0 and r["unseen"] == 0, r
-    assert r["guarantee"] == "at-least-once" and r["duplicated"] > 0
+    assert r["guarantee"] == "at-least-once"
     # predicted from the timeline (restore offsets, the output's end at the restart, the ledger) = measured
-    assert replays["predicted_extra_copies"] == r["extra_copies"] == r["duplicated"], (replays, r)
+    assert replays["predicted_extra_copies"] == r["extra_copies"] == r["duplicated"] > 0, (replays, r)
     start = next(e for e in events if e["type"] == ev.FLINK_START and e["attempt"] == 2)
     assert replays["restarts"][0]["start_offsets"] == start["start_offsets"]

@@ -233,3 +233,18 @@ def test_a_run_that_could_not_show_its_lesson_says_so(tmp_path, faults, rate, sa
         assert v.right is None and v.not_judged, v
     else:  # only a caution: judged, the caution beside the counts
         assert v.right is not None and "caution: the producer sent" in v.detail, v
+
+
+def test_a_sink_that_cannot_be_reached_fails_in_one_line(tmp_path):
+    """A PostgreSQL sink at an address that does not answer: one line naming it, within 10 s, nothing left running."""
+    url = "postgresql://lab@192.0.2.1:5432/lab"  # TEST-NET-1: nothing answers there
+    env = clean_env(LAB_RUNS_DIR=str(tmp_path), LAB_SINK_URL=url)
+    started = time.monotonic()
+    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "300", "--rate", "300"),
+                       capture_output=True, text=True, env=env, timeout=120)
+    took = time.monotonic() - started
+    message = p.stderr.strip()
+    assert p.returncode != 0 and "\n" not in message and f"cannot connect to LAB_SINK_URL={url!r}" in message, p.stderr
+    assert took < 10, f"{took:.1f} s to say the sink cannot be reached"
+    for run_dir in (d for d in tmp_path.iterdir() if (d / "events.jsonl").is_file()):
+        assert_all_gone(run_pids(run_dir))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -188,11 +189,62 @@ def _counts(r):
     return {k: r[k] for k in ("acked", "exactly_once", "duplicated", "extra_copies", "lost", "unseen")}
 
 
+def _events(report) -> int:
+    """The events the run was asked to produce (its own settings, the notebook's parameter)."""
+    return report["settings"]["events"]
+
+
+def _crash_batch(report) -> int:
+    """The batch the run's driver crash fired at, as the supervisor recorded it."""
+    (crash,) = [f for f in report["faults_fired"] if f["kind"] == "driver-crash"]
+    return crash["batch"]
+
+
+def _resumed_at(report) -> dict[int, int]:
+    """Per partition, the offset the restarted driver's first batch reading it started at."""
+    resume = {}
+    for e in _timeline(report):
+        if e["type"] == "batch-start" and e["attempt"] >= 2:
+            for p, (start, _) in e["ranges"].items():
+                resume.setdefault(int(p), start)
+    return resume
+
+
+def _duplicated_offsets(report) -> dict[int, list[int]]:
+    """Per partition, the offsets of the events the audit found more than once (its ``audit.csv``)."""
+    import pandas as pd
+    from pathlib import Path
+
+    table = pd.read_csv(Path(report["run_dir"]) / "audit.csv")
+    twice = table[table["delivered"] > 1]
+    return {int(p): sorted(int(o) for o in g["kafka_offset"]) for p, g in twice.groupby("partition")}
+
+
+def _assert_duplicates_run_from_the_resume(report) -> None:
+    """A restart that resumes at committed offsets and reads on: in each partition the duplicated events are one
+    unbroken run of offsets starting exactly where the restart resumed (their end: where the dead driver had got)."""
+    resume, twice = _resumed_at(report), _duplicated_offsets(report)
+    runs = {p: list(range(resume[p], resume[p] + len(o))) for p, o in twice.items()}
+    assert twice == runs and sum(map(len, twice.values())) == report["duplicated"] > 0, (resume, _counts(report))
+
+
+def _timeline(report) -> list[dict]:
+    from pathlib import Path
+
+    return read_events(Path(report["run_dir"]))
+
+
 def check_00(reports):
     (r,) = reports  # the plain crash: the timer commit replays what was written since it, nothing is lost
-    assert r["acked"] == 1500 and r["restarts"] == 1 and r["drained"], _counts(r)
-    assert (r["lost"], r["unseen"]) == (0, 0) and r["exactly_once"] + r["duplicated"] == 1500, _counts(r)
-    assert r["duplicated"] > 0 and r["guarantee"] == "at-least-once", _counts(r)  # the page shows the lesson
+    from pathlib import Path
+
+    from tests.integration.conftest import written_again
+
+    assert r["acked"] == _events(r) and r["restarts"] == 1 and r["drained"], _counts(r)
+    assert (r["lost"], r["unseen"]) == (0, 0) and r["exactly_once"] + r["duplicated"] == r["acked"], _counts(r)
+    # the lesson: the duplicates are exactly what the killed driver wrote past the offsets the restart resumed at
+    again = written_again(Path(r["run_dir"]))
+    assert r["duplicated"] == again["written_before_kill"] > 0 and r["guarantee"] == "at-least-once", (again, _counts(r))
 
 
 def check_01(reports):
@@ -210,7 +262,10 @@ def check_01(reports):
     # The worker failure: the receiver's executor killed; its blocks survive only as a second executor's replica.
     workers = {r["settings"]["replication"]: r for r in reports if r["settings"]["spark_master"].startswith("local-cluster")}
     assert sorted(workers) == [1, 2], sorted(workers)
-    assert workers[2]["lost"] == 0 and workers[1]["lost"] > 0, (_counts(workers[1]), _counts(workers[2]))
+    # lost: exactly the records of the batches whose only block copy died with the executor (their batch-lost events)
+    missing = {n: sum(e["missing"] for e in _timeline(w) if e["type"] == "batch-lost") for n, w in workers.items()}
+    assert missing[2] == workers[2]["lost"] == 0, (missing, _counts(workers[2]))
+    assert workers[1]["lost"] == missing[1] > 0, (missing, _counts(workers[1]))
     assert all(w["restarts"] == 0 and w["drained"] for w in workers.values())
     reports = [r for r in reports if not r["settings"]["spark_master"].startswith("local-cluster")]
     for ack in ("auto", "stored"):
@@ -219,17 +274,20 @@ def check_01(reports):
     auto_wal = _pick(reports, ack="auto", wal="on")
     check_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer(auto_wal, Path(auto_wal["run_dir"]))
     wal = _pick(reports, ack="stored", wal="on")
-    assert wal["lost"] == 0 and wal["duplicated"] > 0 and wal["unseen"] == 0, _counts(wal)
+    assert wal["lost"] == 0 and wal["unseen"] == 0, _counts(wal)
     # WAL + reliable acks: the recovered batch is output again from the log, whole; its first half twice
     run_dir = Path(wal["run_dir"])
     timeline = by_attempt(run_dir)
     assert wal["restarts"] == 1 and wal["drained"] and wal["unexpected"] == 0
     assert not [e for _, e in timeline if e["type"] == "batch-lost"]
-    rows3 = _first_rows(wal, 3)
-    redone = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == 3]
-    assert len(redone) == 1 and redone[0]["rows"] == rows3
-    written_before = sink_rows_of_batch(run_dir, 3) - rows3
-    assert written_before > 0 and wal["duplicated"] >= written_before
+    crashed = _crash_batch(wal)
+    rows = _first_rows(wal, crashed)
+    redone = [e for n, e in timeline if n == 2 and e["type"] == "batch-done" and e["batch"] == crashed]
+    assert len(redone) == 1 and redone[0]["rows"] == rows
+    # what the killed driver had written of that batch is in the sink twice (and the receiver's resent, uncommitted
+    # records may add more): the duplicates are at least the half batch, which mid-output makes more than none
+    written_before = sink_rows_of_batch(run_dir, crashed) - rows
+    assert wal["duplicated"] >= written_before > 0, (written_before, _counts(wal))
     assert {k: wal[k] for k in independent_counts(run_dir)} == independent_counts(run_dir)
 
 
@@ -254,9 +312,16 @@ def check_02(reports):
         points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
         assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
     r = _pick(reports, offsets="sink")
-    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (1500, 1500, 0, 0, 0), _counts(r)
-    starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start" and e["batch"] == 2]
-    assert len(starts) == 2 and starts[1]["replay"] and starts[0]["rows"] > 0
+    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (_events(r),) * 2 + (0, 0, 0), _counts(r)
+    starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start" and e["batch"] == _crash_batch(r)]
+    assert len(starts) == 2 and starts[1]["replay"]
+    # the sink holds the crashed batch's rows, each written by its first attempt alone, with the offsets that end it
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(Path(r["run_dir"]) / "sink.sqlite")) as db:
+        (stored,) = db.execute("SELECT COUNT(*) FROM sink_events WHERE batch_key LIKE ?",
+                               (f"batch-{_crash_batch(r)}-part-%",)).fetchone()
+    assert stored == starts[0]["rows"] > 0, (stored, starts[0]["rows"])
     # every part of batch 2 committed its offsets with its rows before the crash: the restarted
     # driver starts from the sink's offsets, so the replay plans nothing and writes nothing
     assert starts[1]["rows"] == 0
@@ -269,14 +334,14 @@ def check_03(reports):
 
     append = _pick(reports, sink="append", faults="driver-crash@batch=2:after-output-before-commit")
     rows = _first_rows(append, 2)
-    assert rows > 0 and (append["lost"], append["duplicated"], append["extra_copies"]) == (0, rows, rows), _counts(append)
+    assert append["duplicated"] == append["extra_copies"] == rows > 0 and append["lost"] == 0, _counts(append)
     after = _pick(reports, sink="files", faults="driver-crash@batch=2:after-output-before-commit")
-    assert after["exactly_once"] == after["acked"] == 1500 and after["restarts"] == 1, _counts(after)
+    assert after["exactly_once"] == after["acked"] == _events(after) and after["restarts"] == 1, _counts(after)
     # the task failure: tests/integration/test_structured.py's check, on the notebook's run
     from tests.integration.test_structured import check_task_failure_with_append
 
     task = _pick(reports, faults="task-failure@batch=2")
-    check_task_failure_with_append(task, Path(task["run_dir"]), 1500)
+    check_task_failure_with_append(task, Path(task["run_dir"]), _events(task))
     # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
     # reader sees every readable file, which is what the audit counts as write attempts.
     from lab.sinks.files import reader_views
@@ -284,10 +349,10 @@ def check_03(reports):
 
     files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
-    assert files["exactly_once"] == files["acked"] == 1500 and spark_view["extra copies"] == 0, _counts(files)
+    assert files["exactly_once"] == files["acked"] == _events(files) and spark_view["extra copies"] == 0, _counts(files)
     assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
     # the killed attempt's other tasks finished their files first (lab.pipelines.structured.pipeline.files_passthrough)
-    assert naive_view["extra copies"] > 0, naive_view
+    assert naive_view["extra copies"] == naive_view["rows"] - spark_view["rows"] > 0, naive_view
     # Real-time mode: what the crash wrote twice is exactly what lay past the last commit and had been written
     # before the kill (a query still catching up after its start had written fewer); nothing lost.
     from types import SimpleNamespace
@@ -297,10 +362,10 @@ def check_03(reports):
     for interval in (2, 5, 10):
         rt = _pick(reports, trigger=f"real-time:{interval}s")
         window = crash_window(SimpleNamespace(run_dir=Path(rt["run_dir"])))
-        assert rt["lost"] == 0 and rt["unseen"] == 0 and rt["latency"]["events"] == 6000, _counts(rt)
+        assert rt["lost"] == 0 and rt["unseen"] == 0 and rt["latency"]["events"] == _events(rt), _counts(rt)
         assert rt["duplicated"] == window["written_before_kill"] <= window["past_commit"], (window, _counts(rt))
     micro = _pick(reports, trigger="micro-batch", sink="topic")
-    assert micro["lost"] == 0 and micro["latency"]["events"] == 6000, _counts(micro)
+    assert micro["lost"] == 0 and micro["latency"]["events"] == _events(micro), _counts(micro)
     # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
     # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
     settings = append["settings"]
@@ -342,9 +407,14 @@ def check_05(reports, apache_kafka: bool | None = None):
     external one is too), whose checks hold beyond what every broker the lab runs on does."""
     from pathlib import Path
 
-    no_idem = [r for r in reports if not r["settings"]["idempotence"]]
-    assert len(no_idem) == 2 and all(r["source_duplicates"] > 0 for r in no_idem), [r["source_duplicates"] for r in no_idem]
+    # Without idempotence the topic holds the resent batches twice. The pipeline reads each offset once, so an
+    # append sink holds exactly the topic's duplicates; a sink keyed on the event id stores one row per event id,
+    # the topic's records less its extra copies.
+    (appended,) = [r for r in reports if not r["settings"]["idempotence"] and r["settings"]["sink"] != "idempotent"]
+    assert appended["duplicated"] == appended["source_duplicates"] > 0, appended
+    assert appended["extra_copies"] == appended["source_extra_copies"] and appended["guarantee"] == "at-least-once", appended
     by_event_id = _pick(reports, idempotence=False, sink="idempotent")
+    assert by_event_id["topic_records"] - by_event_id["stored_rows"] == by_event_id["source_extra_copies"] > 0, by_event_id
     assert by_event_id["exactly_once"] == by_event_id["acked"] and by_event_id["lost"] == 0, _counts(by_event_id)
     idem = _pick(reports, idempotence=True, transactional=False)
     kafka = idem["settings"]["embedded_broker"] == "kafka" if apache_kafka is None else apache_kafka
@@ -353,7 +423,7 @@ def check_05(reports, apache_kafka: bool | None = None):
     p = SMALL["05_exactly_once_production"]
     # Section 4: a transactional producer under the same lost acknowledgements
     txn = _pick(reports, transactional=True, faults=f"ack-loss@at={p['LOSS_AT']}s:count={p['LOST_ACKS']}")
-    assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == 1500, _counts(txn)
+    assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == _events(txn), _counts(txn)
     assert txn["exactly_once"] == txn["acked"] and txn["lost"] == txn["unseen"] == 0, _counts(txn)
     if kafka:  # read_committed: only committed transactions count, each record once
         assert txn["source_duplicates"] == 0 and txn["topic_records"] == txn["acked"], txn
@@ -361,9 +431,10 @@ def check_05(reports, apache_kafka: bool | None = None):
     txn_abort = f"txn-abort@at={p['ABORT_AT']}s:count={p['ABORTED_TXNS']}"
     committed = _pick(reports, faults=txn_abort, isolation="read_committed")
     uncommitted = _pick(reports, faults=txn_abort, isolation="read_uncommitted")
-    for r in (committed, uncommitted):
-        assert r["aborted_sends"] == 100 * p["ABORTED_TXNS"] == r["aborted_in_topic"], r
-        assert r["exactly_once"] == r["acked"] == 1500 - r["aborted_sends"] and r["lost"] == 0, _counts(r)
+    for r in (committed, uncommitted):  # the aborted sends: those of the producer's txn-aborted events, all in the topic
+        aborted = [e["sends"] for e in _timeline(r) if e["type"] == "txn-aborted"]
+        assert len(aborted) == p["ABORTED_TXNS"] and r["aborted_sends"] == sum(aborted) == r["aborted_in_topic"], r
+        assert r["exactly_once"] == r["acked"] == _events(r) - r["aborted_sends"] and r["lost"] == 0, _counts(r)
     assert (uncommitted["unexpected"], _aborted_in_sink(uncommitted)) == (uncommitted["aborted_sends"],) * 2
     if kafka:  # Tansu hands aborted records to read_committed readers as well
         assert (committed["unexpected"], _aborted_in_sink(committed)) == (0, 0), committed
@@ -395,22 +466,22 @@ def check_06(reports):
     state, changes, operators = spark_state(append["run_dir"], [2, 3, 4])
     assert state.loc[3, "runs of the batch"] == 2 and operators[0]["operatorName"] == "stateStoreSave", state
     assert (state["counts in the state"] == state["events up to its end offsets"]).all(), state
-    assert set(changes["batch"]) == {2, 3, 4} and (changes["rows"] > 0).all(), changes
+    assert set(changes["batch"]) == {2, 3, 4}, changes
     run_dir = Path(idem["run_dir"])
     assert [(f["point"], f["batch"]) for f in idem["faults_fired"]] == [("mid-output", 3)]
     # The same verdict without the auditor: every (window, key) of the ledger, counted by the sink with SQL
     assert sink_counts(run_dir, "idempotent") == dict(owed(ledger_events(run_dir), 10_000))
     # Spark's state store on disk: one version per batch, in each of the state's partitions
     assert {"1.delta", "4.delta"} <= {p.name for p in (run_dir / "checkpoint" / "state" / "0").glob("*/*.delta")}
-    assert all(e["state_rows"] > 0 for e in read_events(run_dir) if e["type"] == "state-progress")
 
     append = _pick(window, sink="append")
     run_dir = Path(append["run_dir"])
     timeline = read_events(run_dir)
-    counted = [e["counted"] for e in timeline if e["type"] == "batch-done" and e["batch"] == 3]
-    assert append["windows_over"] > 0 and append["undercount"] == 0 and append["overcount"] == counted[-1] > 0, append
+    crashed = _crash_batch(append)
+    counted = [e["counted"] for e in timeline if e["type"] == "batch-done" and e["batch"] == crashed]
+    assert append["undercount"] == 0 and append["overcount"] == counted[-1] > 0, append
     assert append["drained"] and append["restarts"] == 1 and append["windows_under"] == 0
-    starts = [e for e in timeline if e["type"] == "batch-start" and e["batch"] == 3]
+    starts = [e for e in timeline if e["type"] == "batch-start" and e["batch"] == crashed]
     assert len(starts) == 2 and starts[0]["ranges"] == starts[1]["ranges"]
     # The replayed batch's contribution, from the ledger: its events, by the offsets the run logged
     ranges = {int(p): tuple(v) for p, v in starts[0]["ranges"].items()}
@@ -421,7 +492,11 @@ def check_06(reports):
     assert sum(measured.values()) - sum(expected.values()) == contribution
     assert all(measured[w] >= n for w, n in expected.items())
     late = _pick(window, late_fraction=0.05)
-    assert late["late_dropped"] > 0 and late["lost"] == 0 and late["windows"] == late["windows_exact"], late
+    # every acknowledged event is counted once or was dropped behind the watermark (the audit's late events); the
+    # windows, owed the ledger's events less those, are all exact. (Spark's own numRowsDroppedByWatermark is no
+    # second measure: its progress of the last batches may not come before the stop, 47 of 50 measured.)
+    assert late["acked"] - late["exactly_once"] == late["late_dropped"] > 0, late
+    assert late["lost"] == 0 and late["windows"] == late["windows_exact"], late
     # Section 7: transformWithStateInPandas. The append sink's sessions are over by the events of the replayed batch
     # (from the ledger, by the batch's offsets); Spark's reader finds each key's session in the state as the ledger
     # has it, the replayed batch's state included.
@@ -437,45 +512,53 @@ def check_06(reports):
     assert (state["sessions as in the ledger"] == state["state rows"]).all(), state
     lossy = [r for r in reports if r["settings"]["query"] in ("passthrough", "dedupe")]
     plain, dedupe = _pick(lossy, query="passthrough"), _pick(lossy, query="dedupe")
-    assert plain["source_duplicates"] > 0 and plain["duplicated"] > 0, _counts(plain)
-    assert dedupe["source_duplicates"] > 0 and dedupe["duplicated"] == 0 and dedupe["lost"] == 0, _counts(dedupe)
-    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == 1500
+    # passthrough: the sink holds exactly the topic's duplicates; dropDuplicates: one row per event id, the topic's
+    # records less its extra copies
+    assert plain["duplicated"] == plain["source_duplicates"] > 0, _counts(plain)
+    assert dedupe["topic_records"] - dedupe["stored_rows"] == dedupe["source_extra_copies"] > 0, dedupe
+    assert dedupe["duplicated"] == dedupe["lost"] == 0, _counts(dedupe)
+    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == _events(dedupe)
 
 
 def check_07(reports):
+    from pathlib import Path
+
     plain = [r for r in reports if r["pipeline"] == "plain"]
-    assert all(r["settings"]["nodes"] == 3 and r["restarts"] == 0 and r["drained"] for r in plain), plain
+    for r in plain:  # each run on the whole cluster it started on, no restart needed
+        brokers = json.loads((Path(r["run_dir"]) / "broker.json").read_text())["nodes"]
+        assert r["settings"]["nodes"] == len(brokers) and r["restarts"] == 0 and r["drained"], r
     lossy = _pick(plain, acks="1")
     t = lossy["topic"]  # acks=1, unclean election: acknowledged writes gone from the topic, all of partition 0
-    assert t["lost"] > 0 and t["acked"] == 3000 and t["present_once"] + t["duplicated"] + t["lost"] == t["acked"], t
+    assert t["acked"] == _events(lossy) and t["present_once"] + t["duplicated"] + t["lost"] == t["acked"], t
     import csv
-    from pathlib import Path
 
     with open(Path(lossy["run_dir"]) / "topic_lost.csv") as f:
         lost = list(csv.DictReader(f))
-    assert len(lost) == t["lost"] and {row["partition"] for row in lost} == {"0"}, t
+    assert len(lost) == t["lost"] > 0 and {row["partition"] for row in lost} == {"0"}, t
     safe = _pick(plain, acks="all", min_insync=2, elr="on")
-    assert safe["topic"]["lost"] == 0 and safe["topic"]["acked"] > 0 and safe["lost"] == 0, safe["topic"]
+    s = safe["topic"]
+    assert s["lost"] == safe["lost"] == 0 and s["present_once"] + s["duplicated"] == s["acked"] > 0, s
     # the table's ELR column is the level the broker reported at each run's start (a level-0 feature is not listed)
     off = _pick(plain, acks="all", min_insync=2, elr="off")
     assert off["topic"]["lost"] == 0 and off["broker_features"].get("eligible.leader.replicas.version", 0) == 0, off
     assert safe["broker_features"]["eligible.leader.replicas.version"] == 1
-    # the price: sends refused (not enough replicas in sync) or never answered while the followers lagged
-    assert safe["topic"]["failed_sends"] + safe["topic"]["unknown_sends"] > 0, safe["topic"]
+    # the price: every send not acknowledged was refused (not enough replicas in sync) or never answered
+    assert s["failed_sends"] + s["unknown_sends"] == _events(safe) - s["acked"] > 0, s
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
     # the killed attempt's half batch as aborted records
     eos, spark = _pick(reports, pipeline="kafka-eos", faults="driver-crash@batch=2:mid-output"), _pick(reports, pipeline="structured")
     for r in (eos, spark):
-        assert r["exactly_once"] == r["acked"] == 600 and r["restarts"] == 1, _counts(r)
-    half = (_first_rows(eos, 2) + 1) // 2
-    assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - 600 > 0, eos
+        assert r["exactly_once"] == r["acked"] == _events(r) and r["restarts"] == 1, _counts(r)
+    half = (_first_rows(eos, _crash_batch(eos)) + 1) // 2
+    assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - _events(eos) > 0, eos
     # 3b: a send that failed inside a transaction. Checked: the batch aborted and read again, exactly once.
     # Trusted: kafka-python committed past the failed sends, and exactly those events are lost.
     cut = [r for r in reports if r["pipeline"] == "kafka-eos" and r["faults"].startswith("leader-unreachable")]
     checked, trusted = _pick(cut, trust_commit=None), _pick(cut, trust_commit=True)
-    assert checked["guarantee"] == "exactly-once" and checked["acked"] == 2000, _counts(checked)
-    assert any(e["type"] == "batch-error" and e.get("failed_sends", 0) > 0
-               for e in read_events(Path(checked["run_dir"]))), "no send failed in the checked run"
+    assert checked["guarantee"] == "exactly-once" and checked["acked"] == _events(checked), _counts(checked)
+    # checked: the batch whose sends failed was aborted (its batch-error) and read again, never committed past them
+    failed = [e for e in _timeline(checked) if e["type"] == "batch-error" and e.get("failed_sends")]
+    assert failed and not [e for e in _timeline(checked) if e["type"] == "committed-with-failed-sends"], failed
     let_through = [e for e in read_events(Path(trusted["run_dir"])) if e["type"] == "committed-with-failed-sends"]
     assert let_through, "no commit past a failed send: the trusted run could not show its lesson"
     assert trusted["lost"] == sum(e["failed_sends"] for e in let_through) > 0, _counts(trusted)
@@ -483,7 +566,9 @@ def check_07(reports):
 
 def check_08(reports):
     flink = [r for r in reports if r["pipeline"] == "flink"]
-    assert len(flink) == 4 and all(r["restarts"] == 1 and r["drained"] and r["lost"] == 0 for r in flink), flink
+    runs = sorted((r["settings"]["checkpointing"], r["settings"]["slow_sink"]) for r in flink)
+    assert runs == [("aligned", False), ("aligned", True), ("at-least-once", False), ("unaligned", True)], runs
+    assert all(r["restarts"] == 1 and r["drained"] and r["lost"] == 0 for r in flink), flink
     from pathlib import Path
 
     from tests.integration.flink_checks import (
@@ -493,7 +578,7 @@ def check_08(reports):
     crash_batch = SMALL["08_other_engines"]["CRASH_BATCH"]
     timelines = {r["run_dir"]: check_flink_crash_run(r, crash_batch) for r in flink}
     aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
-    assert aligned["acked"] == 4500, _counts(aligned)
+    assert aligned["acked"] == _events(aligned), _counts(aligned)
     check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(aligned)
     alo = _pick(flink, checkpointing="at-least-once")
     check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(alo, timelines[alo["run_dir"]])
@@ -501,7 +586,7 @@ def check_08(reports):
     stored = {}
     for mode in ("aligned", "unaligned"):
         r = _pick(flink, checkpointing=mode, slow_sink=True)
-        assert r["exactly_once"] == r["acked"] == 8000, _counts(r)
+        assert r["exactly_once"] == r["acked"] == _events(r), _counts(r)
         stored[mode] = max(e.get("persisted_data") or 0 for e in read_events(Path(r["run_dir"]))
                            if e["type"] == "flink-checkpoint" and e["status"] == "completed")
     # In-flight records are stored by unaligned checkpoints only. How many depends on how full the buffers are
@@ -511,23 +596,33 @@ def check_08(reports):
     # key can only come out short (a race: short in 6 of 9 runs measured), never over.
     samza = {r["settings"]["samza_store_cache"]: r for r in reports if r["pipeline"] == "samza"}
     for r in samza.values():
-        assert r["acked"] == 4500 and r["restarts"] == 1 and r["lost"] == 0 and r["duplicated"] > 0, _counts(r)
-        assert r["changelog"]["keys"] > 0 and r["changelog"]["keys_over"] == 0, r["changelog"]
+        assert r["acked"] == _events(r) and r["restarts"] == 1 and r["lost"] == 0, _counts(r)
+        # killed with a window sent on and no checkpoint since: the restarted job resumed at the checkpointed
+        # offsets and sent again what the first job had sent past them, so in each partition the duplicated events
+        # are one unbroken run of offsets starting exactly where the restart resumed
+        _assert_duplicates_run_from_the_resume(r)
+        assert r["changelog"]["keys"] == r["changelog"]["keys_exact"] + r["changelog"]["keys_under"] > 0, r["changelog"]
     assert samza["off"]["changelog"]["keys_exact"] == samza["off"]["changelog"]["keys"], samza["off"]["changelog"]
     eos = _pick(reports, pipeline="kafka-eos")
-    assert eos["exactly_once"] == eos["acked"] == 4500 and eos["restarts"] == 1, _counts(eos)
+    assert eos["exactly_once"] == eos["acked"] == _events(eos) and eos["restarts"] == 1, _counts(eos)
     state = eos["changelog"]  # Samza's changelog: every key's restored count exact
-    assert state["keys"] > 0 and state["keys_exact"] == state["keys"], state
-    assert [r["attempt"] for r in state["restores"]] == [1, 2] and state["restores"][1]["records"] > 0, state
+    assert state["keys_exact"] == state["keys"] > 0, state
+    # the restart's store came from the changelog: at least a record per key it restored
+    assert [r["attempt"] for r in state["restores"]] == [1, 2], state
+    assert state["restores"][1]["records"] >= state["restores"][1]["keys"] > 0, state
     # Storm, killed with batch CRASH_BATCH in the sink and its tuples not yet acknowledged (or its txid not committed)
     storm = {r["settings"]["storm_mode"]: r for r in reports if r["pipeline"] == "storm"}
     assert set(storm) == {"unacked", "acked", "trident"}, storm.keys()
     for r in storm.values():
-        assert r["acked"] == 3000 and r["restarts"] == 1 and r["drained"], _counts(r)
-    assert storm["unacked"]["lost"] > 0 == storm["unacked"]["duplicated"], _counts(storm["unacked"])
-    assert storm["acked"]["duplicated"] >= _first_rows(storm["acked"], crash_batch) > 0 == storm["acked"]["lost"]
+        assert r["acked"] == _events(r) and r["restarts"] == 1 and r["drained"], _counts(r)
+    assert storm["unacked"]["duplicated"] == 0 < storm["unacked"]["lost"], _counts(storm["unacked"])
+    # acked: the spout resumed at the offsets whose trees had completed and replayed everything after them; what the
+    # first topology had written past them (the killed batch's rows among it) is in the sink twice
+    acked = storm["acked"]
+    _assert_duplicates_run_from_the_resume(acked)
+    assert acked["duplicated"] >= _first_rows(acked, crash_batch) > 0 == acked["lost"], _counts(acked)
     trident = storm["trident"]
-    assert trident["exactly_once"] == 3000 and trident["write_attempts"] > 3000, _counts(trident)  # the txid skipped
+    assert trident["exactly_once"] == trident["acked"] < trident["write_attempts"], _counts(trident)  # the txid skipped
 
 
 def check_09(reports):
@@ -535,25 +630,36 @@ def check_09(reports):
 
     from tests.integration.test_pause import refused_by_checkpoint
 
+    from lab.audit.deliveries import delivery_table, read_deliveries
+    from tests.integration.conftest import written_again
+
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:
-        assert r["acked"] == 3000 and r["drained"] and r["lost"] == 0, _counts(r)
+        assert r["acked"] == _events(r) and r["drained"] and r["lost"] == 0, _counts(r)
     crashed = _pick(share, faults="driver-crash@batch=20:after-output-before-commit")
-    assert crashed["restarts"] == 1 and crashed["duplicated"] > 0 and crashed["guarantee"] == "at-least-once", _counts(crashed)
+    assert crashed["restarts"] == 1 and crashed["guarantee"] == "at-least-once", _counts(crashed)
+    # a share group redelivers what was written and never acknowledged: the sink's duplicates are exactly the
+    # records the consumers' own delivery lines show written at two deliveries
+    twice = sum(1 for row in delivery_table(read_deliveries(crashed["run_dir"])).values() if row["fates"]["written"] > 1)
+    assert crashed["duplicated"] == twice > 0, (twice, _counts(crashed))
     plain = _pick(reports, pipeline="plain", faults="driver-crash@batch=20:after-output-before-commit")
-    assert plain["duplicated"] > 0 and plain["guarantee"] == "at-least-once", _counts(plain)
+    again = written_again(Path(plain["run_dir"]))
+    assert plain["duplicated"] == again["written_before_kill"] > 0 and plain["guarantee"] == "at-least-once", (again, _counts(plain))
     killed = _pick(share, faults="consumer-crash@at=3s")
     d = killed["deliveries"]
-    assert killed["guarantee"] == "exactly-once" and d["held_by_killed_consumers"] > 0, _counts(killed)
-    assert min(int(n) for n in d["held_delivery_counts"]) >= 2, d
+    assert killed["guarantee"] == "exactly-once", _counts(killed)
+    # every record the killed consumer held was delivered again: none stayed at its first delivery
+    assert sum(d["held_delivery_counts"].values()) == d["held_by_killed_consumers"] > 0, d
+    assert "1" not in d["held_delivery_counts"], d
     poisoned = _pick(share, faults="poison@key=7")
-    assert poisoned["archived"] == 1 and poisoned["deliveries"]["archived"][0]["delivery_count"] == 5, poisoned["deliveries"]
+    (archived,) = poisoned["deliveries"]["archived"]  # the one poison record, delivered the group's limit of times
+    assert poisoned["archived"] == 1 and archived["delivery_count"] == poisoned["deliveries"]["delivery_limit"], poisoned["deliveries"]
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
     # Two drivers on one checkpoint: the second to write a batch's log entry is refused, the zombie usually; on a
     # loaded machine (CI) the replacement was still starting when the zombie woke, and it was the one refused.
     spark = _pick(reports, pipeline="structured")
-    assert spark["restarts"] >= 1 and spark["lost"] == 0, _counts(spark)
+    assert spark["lost"] == 0, _counts(spark)
     refused = [p.name for p in Path(spark["run_dir"]).glob("driver-*.log") if refused_by_checkpoint(p.read_text())]
     assert refused, "one of the two drivers on the checkpoint is refused by its log"
 
