@@ -145,6 +145,16 @@ def independent_counts(run_dir: Path) -> dict:
     }
 
 
+def resumed_at(run_dir: Path) -> dict[int, int]:
+    """Per partition, the offset where the restarted driver's first batch reading it started (its ``batch-start``)."""
+    resume: dict[int, int] = {}
+    for e in read_events(run_dir):
+        if e["type"] == "batch-start" and e["attempt"] >= 2:
+            for part, (start, _) in (e.get("ranges") or {}).items():
+                resume.setdefault(int(part), start)
+    return resume
+
+
 def written_again(run_dir: Path) -> dict:
     """What a single driver crash must have written twice, from the run's own files, not through the auditor.
 
@@ -154,11 +164,7 @@ def written_again(run_dir: Path) -> dict:
     holds exactly them twice; ``resume``: those positions.
     """
     crash = next(e for e in read_events(run_dir) if e["type"] == "fault" and e["kind"] == "driver-crash")
-    resume = {}
-    for e in read_events(run_dir):
-        if e["type"] == "batch-start" and e["attempt"] >= 2:
-            for part, (start, _) in (e.get("ranges") or {}).items():
-                resume.setdefault(int(part), start)
+    resume = resumed_at(run_dir)
     sink = sqlite3.connect(run_dir / "sink.sqlite")
     try:
         before = {eid for eid, part, offset, at in sink.execute(

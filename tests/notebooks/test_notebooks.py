@@ -200,16 +200,6 @@ def _crash_batch(report) -> int:
     return crash["batch"]
 
 
-def _resumed_at(report) -> dict[int, int]:
-    """Per partition, the offset the restarted driver's first batch reading it started at."""
-    resume = {}
-    for e in _timeline(report):
-        if e["type"] == "batch-start" and e["attempt"] >= 2:
-            for p, (start, _) in e["ranges"].items():
-                resume.setdefault(int(p), start)
-    return resume
-
-
 def _duplicated_offsets(report) -> dict[int, list[int]]:
     """Per partition, the offsets of the events the audit found more than once (its ``audit.csv``)."""
     import pandas as pd
@@ -223,7 +213,11 @@ def _duplicated_offsets(report) -> dict[int, list[int]]:
 def _assert_duplicates_run_from_the_resume(report) -> None:
     """A restart that resumes at committed offsets and reads on: in each partition the duplicated events are one
     unbroken run of offsets starting exactly where the restart resumed (their end: where the dead driver had got)."""
-    resume, twice = _resumed_at(report), _duplicated_offsets(report)
+    from pathlib import Path
+
+    from tests.integration.conftest import resumed_at
+
+    resume, twice = resumed_at(Path(report["run_dir"])), _duplicated_offsets(report)
     runs = {p: list(range(resume[p], resume[p] + len(o))) for p, o in twice.items()}
     assert twice == runs and sum(map(len, twice.values())) == report["duplicated"] > 0, (resume, _counts(report))
 
