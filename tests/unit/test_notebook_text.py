@@ -191,3 +191,13 @@ def test_the_glossary_defines_each_term_with_a_link_to_its_documentation():
         assert re.search(r"\]\(https?://", section), f"{title}: no link to its documentation"
     for anchor in re.findall(r"\]\(#([^)\s]+)\)", text):
         assert anchor in entries, f"docs/glossary.md links #{anchor}, which it does not define"
+
+
+def test_notebook_04_asks_for_every_row_of_the_default_grid_in_its_order():
+    import yaml
+
+    grid = [s["name"] for s in yaml.safe_load((ROOT / "lab" / "templates" / "default_grid.yaml").read_text())["scenarios"]]
+    table = next(source(c) for c in cells(ROOT / "notebooks" / "04_semantics_matrix.ipynb")
+                 if c["cell_type"] == "markdown" and PREDICTION_TABLE.search(source(c)))
+    asked = re.findall(r"^\| ([^|]+?) \| \d\d \| *\|$", table, re.M)
+    assert asked == grid, (set(grid) - set(asked), set(asked) - set(grid))
