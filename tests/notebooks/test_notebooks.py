@@ -591,9 +591,9 @@ def check_08(reports):
     samza = {r["settings"]["samza_store_cache"]: r for r in reports if r["pipeline"] == "samza"}
     for r in samza.values():
         assert r["acked"] == _events(r) and r["restarts"] == 1 and r["lost"] == 0, _counts(r)
-        # killed with a window sent on and no checkpoint since: the restarted job resumed at the checkpointed
-        # offsets and sent again what the first job had sent past them, so in each partition the duplicated events
-        # are one unbroken run of offsets starting exactly where the restart resumed
+        # killed between two checkpoints: the restarted job resumed at the checkpointed offsets and sent again what
+        # the first job had sent past them, so in each partition the duplicated events are one unbroken run of
+        # offsets starting exactly where the restart resumed
         _assert_duplicates_run_from_the_resume(r)
         assert r["changelog"]["keys"] == r["changelog"]["keys_exact"] + r["changelog"]["keys_under"] > 0, r["changelog"]
     assert samza["off"]["changelog"]["keys_exact"] == samza["off"]["changelog"]["keys"], samza["off"]["changelog"]

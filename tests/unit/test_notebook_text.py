@@ -29,6 +29,47 @@ def _phrase(words: str) -> str:
 
 TOLD = re.compile("|".join([*map(_phrase, OUTCOMES), *(rf"\b{w}\b" for w in GIVEAWAYS)]), re.I)
 
+#: What gives an outcome away with no outcome word in it: the mechanism that decides the run, stated before the run
+#: (a replay, a skip, a fence, where the only copy of a block lives). Each group is a way the notebooks once did it;
+#: every pattern is matched on ``prose`` (no emphasis marks, one space between words), ignoring case.
+MECHANISMS = (
+    # a replay stated as what the restart does: with the crash point of the section, it is the answer
+    r"\b(?:runs?|ran|written|writes?|stores?|stored)\b(?:\s+[\w'\"-]+){0,4}?\s+again\b",
+    r"\bsame (?:ranges|offsets|records) (?:are |is )?read again\b",
+    r"\breads? again after\b",
+    # a sink or a log that recognises a repeat: the replay is refused before anyone asked what it does
+    r"\bskips? (?:a|the) (?:key|batch|txid)\b[^.;]{0,20}\balready\b",
+    r"\bfails? loudly\b",
+    r"(?<!may )\balready (?:has|holds?)\b",  # "records the broker may already have" only sets the scene
+    # a replayed batch's state: says the state is never counted twice
+    r"\bas the batch before left it\b|\bnever added to twice\b|\bstarts? from the version before\b",
+    # the audit's word for what a run drops on purpose: says it is not lost
+    r"\bcounts? (?:it|them) apart\b|\b(?:does not|doesn't|never) call (?:it|them) lost\b|\bfrom a lost one\b",
+    # fencing told before it is measured: who aborts what, who is refused
+    r"\brefuses? the (?:old|older)\b",
+    r"\b(?:restarted|successor'?s?|coordinator)\b[^.;]{0,60}\baborts?\b",
+    r"\bwhat fences it\b|\bfencing stops\b",
+    # an open transaction's records: says what a read_committed reader gets
+    r"\bsit in an open\b|\bmakes both visible at once\b",
+    # where the only copy lives: says what a crash of that place loses
+    r"\blive only in\b|\bkept on that executor only\b|\b(?:is|are|were) gone\b",
+    # a mechanism that removes or absorbs copies: says there are copies, and that they go
+    r"\bwhat removes each kind\b|\bremov(?:es?|ing) (?:which |a producer's )duplicates\b",
+    r"\beach do about it\b|\babsorbs?\b",
+    # one run's outcome carried over to the next run, or to the other mode
+    r"\bboth recover the same\b|\bat the price of a bigger\b|\bthe exactly-once mode too\b",
+    r"\bis an idempotent one too\b",
+    # Storm's spout without an acker: commits before it emits, so nothing comes back
+    r"\bcommits? each poll'?s offsets before\b|\bnothing is tracked\b",
+    # a documented promise quoted as the result
+    r"=\s*exactly-once\b|\b(?:transformations|receiving) (?:are|is) exactly-once\b",
+    r"\bat-least-once by default\b|\bmust go through the sink'?s metadata\b",
+    # single give-aways: files nobody lists, sends nobody is owed, offsets moved past lost output, the state rebuilt
+    r"\blisted nowhere\b|\bowed to nobody\b|\bmove the offsets past\b|\brebuilds the store as it was\b",
+    r"\bsafer settings?\b|\bevery send of the transaction acknowledged first\b",
+)
+MECHANISM = re.compile("|".join(f"(?:{p})" for p in MECHANISMS), re.I)
+
 #: A cell that takes a prediction: the buttons of ``nb.predict`` (the cells test_notebook_style checks), the
 #: panels and 07's settings picker (runs with a predict control of their own, test_notebook_style's
 #: UNPREDICTED_RUNS), or, in a notebook that runs nothing (04), a markdown table with a "your prediction" column.
@@ -53,11 +94,16 @@ def code_only(src: str) -> str:
 
 
 def prose(markdown: str) -> str:
-    """What a learner reads before opening anything: no folded ``<details>`` block, no code, no link targets."""
+    """What a learner reads before opening anything: no folded ``<details>`` block, no code, no link targets.
+
+    Emphasis marks go and every run of spaces and line breaks becomes one space, so that a phrase split by bold
+    (``runs **again, with**``) or by a line break (``live only`` / ``in``) still reads as one.
+    """
     text = re.sub(r"<details\b.*?</details>", " ", markdown, flags=re.S | re.I)
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
     text = re.sub(r"`[^`\n]*`", " ", text)
-    return re.sub(r"\]\([^)\s]*\)", "]", text)
+    text = re.sub(r"\]\([^)\s]*\)", "]", text)
+    return " ".join(text.replace("*", "").split())
 
 
 def is_prediction(cell: dict) -> bool:
@@ -68,15 +114,23 @@ def is_prediction(cell: dict) -> bool:
     return bool(PREDICT_CALL.search(src)) or any(mark in src for mark in CONTROLS)
 
 
-def before_predictions(book: list[dict]):
+def before_predictions(book: list[dict], opening: bool = False):
     """``(index, text)`` for each prediction cell: the markdown from its section's heading down to it.
 
     The walk goes up from the prediction cell over markdown (and code cells that run nothing, such as
     ``nb.show_code``) and stops at the nearest heading, taken from its line on, or at a cell that ran something.
+    With ``opening``, the first prediction's text is every markdown cell above it instead: the question, what you
+    will be able to explain, the introduction and "The code that runs" are all read before it.
     """
+    first = True
     for i, cell in enumerate(book):
         if not is_prediction(cell):
             continue
+        if opening and first:
+            first = False
+            yield i, "\n\n".join(source(c) for c in book[:i] if c["cell_type"] == "markdown")
+            continue
+        first = False
         parts = []
         for above in reversed(book[:i]):
             src = source(above)
@@ -116,6 +170,20 @@ def test_no_outcome_is_told_before_its_prediction(path):
             told.append(f"cell {i} under {heading!r}: {', '.join(words)}")
     assert not told, ("outcome words above a prediction (fold them into a <details> block after the run):\n"
                       + "\n".join(told))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_mechanism_gives_an_outcome_away_before_its_prediction(path):
+    """A sentence that states what decides a run gives it away with no outcome word. The opening is read too: the
+    outcome words are not looked for there, since it defines them."""
+    told = []
+    for i, text in before_predictions(cells(path), opening=True):
+        phrases = sorted({m.group(0).lower() for m in MECHANISM.finditer(prose(text))})
+        if phrases:
+            heading = next((line for line in text.splitlines() if line.startswith("#")), "(no heading)")
+            told.append(f"cell {i} under {heading!r}: {'; '.join(phrases)}")
+    assert not told, ("a mechanism that decides the run, stated above its prediction (ask it, and explain it in a "
+                      "<details> block after the run):\n" + "\n".join(told))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -159,6 +227,29 @@ def anchors(markdown: str) -> set[str]:
     text = re.sub(r"```.*?```", "", markdown, flags=re.S)
     seen: dict = {}
     return {slug(m.group(1), seen) for m in re.finditer(r"^#{1,6} (.+?)\s*#*\s*$", text, re.M)}
+
+
+def glossary_entries(markdown: str) -> dict[str, str]:
+    """Each heading's anchor and its text down to the next heading."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    parts = re.split(r"^#{1,6} (.+?)\s*#*\s*$", text, flags=re.M)
+    seen: dict = {}
+    return {slug(heading, seen): body for heading, body in zip(parts[1::2], parts[2::2])}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_glossary_entry_linked_above_a_prediction_gives_its_outcome_away(path):
+    """A link above a prediction is one click from the answer: the entry defines, its folded part concludes."""
+    glossary = glossary_entries(GLOSSARY.read_text())
+    told = []
+    for i, text in before_predictions(cells(path), opening=True):
+        unfolded = re.sub(r"<details\b.*?</details>", " ", text, flags=re.S | re.I)
+        for anchor in sorted(set(re.findall(r"\]\([^)#\s]*glossary\.md#([^)\s]+)\)", unfolded))):
+            phrases = sorted({m.group(0).lower() for m in MECHANISM.finditer(prose(glossary.get(anchor, "")))})
+            if phrases:
+                told.append(f"cell {i} links #{anchor}: {'; '.join(phrases)}")
+    assert not told, ("a glossary entry linked above a prediction states its outcome (fold that sentence in the "
+                      "entry, or link the entry from the fold after the run):\n" + "\n".join(told))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS + SOLUTIONS, ids=lambda p: p.relative_to(ROOT / "notebooks").as_posix())

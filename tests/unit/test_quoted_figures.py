@@ -138,3 +138,13 @@ def test_each_agenda_of_the_workshop_adds_up_to_its_length():
         for h, c in zip(header, cols):
             sums[h] += int(c) if c.isdigit() else 0
     assert sums == {h: lengths[h] for h in header}, sums
+
+
+def test_one_kafka_version_everywhere():
+    """The broker the lab runs (``lab/jars.json``) is the one every document and every reference page names."""
+    version = json.loads((ROOT / "lab" / "jars.json").read_text())["sets"]["kafka-broker"]["version"]
+    named = re.compile(r"(?:Apache Kafka|apache-kafka|Kafka) (\d+\.\d+\.\d+)")
+    pages = sorted((ROOT / "docs" / "reference").glob("**/*.html"))
+    other = sorted({(str(p.relative_to(ROOT)), m.group(1)) for p in [*DOCUMENTS, *pages]
+                    for m in named.finditer(_text(p)) if m.group(1) != version})
+    assert not other, f"not the lab's Kafka {version}: {other} (a page: rebuild it, `make reference`)"
