@@ -189,7 +189,7 @@ def _counts(r):
     return {k: r[k] for k in ("acked", "exactly_once", "duplicated", "extra_copies", "lost", "unseen")}
 
 
-def _events(report) -> int:
+def _asked(report) -> int:
     """The events the run was asked to produce (its own settings, the notebook's parameter)."""
     return report["settings"]["events"]
 
@@ -234,7 +234,7 @@ def check_00(reports):
 
     from tests.integration.conftest import written_again
 
-    assert r["acked"] == _events(r) and r["restarts"] == 1 and r["drained"], _counts(r)
+    assert r["acked"] == _asked(r) and r["restarts"] == 1 and r["drained"], _counts(r)
     assert (r["lost"], r["unseen"]) == (0, 0) and r["exactly_once"] + r["duplicated"] == r["acked"], _counts(r)
     # the lesson: the duplicates are exactly what the killed driver wrote past the offsets the restart resumed at
     again = written_again(Path(r["run_dir"]))
@@ -306,7 +306,7 @@ def check_02(reports):
         points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
         assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
     r = _pick(reports, offsets="sink")
-    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (_events(r),) * 2 + (0, 0, 0), _counts(r)
+    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (_asked(r),) * 2 + (0, 0, 0), _counts(r)
     starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start" and e["batch"] == _crash_batch(r)]
     assert len(starts) == 2 and starts[1]["replay"]
     # the sink holds the crashed batch's rows, each written by its first attempt alone, with the offsets that end it
@@ -330,12 +330,12 @@ def check_03(reports):
     rows = _first_rows(append, 2)
     assert append["duplicated"] == append["extra_copies"] == rows > 0 and append["lost"] == 0, _counts(append)
     after = _pick(reports, sink="files", faults="driver-crash@batch=2:after-output-before-commit")
-    assert after["exactly_once"] == after["acked"] == _events(after) and after["restarts"] == 1, _counts(after)
+    assert after["exactly_once"] == after["acked"] == _asked(after) and after["restarts"] == 1, _counts(after)
     # the task failure: tests/integration/test_structured.py's check, on the notebook's run
     from tests.integration.test_structured import check_task_failure_with_append
 
     task = _pick(reports, faults="task-failure@batch=2")
-    check_task_failure_with_append(task, Path(task["run_dir"]), _events(task))
+    check_task_failure_with_append(task, Path(task["run_dir"]), _asked(task))
     # The file sink killed mid-output: Spark's reader (the metadata log) sees each event once; the naive
     # reader sees every readable file, which is what the audit counts as write attempts.
     from lab.sinks.files import reader_views
@@ -343,7 +343,7 @@ def check_03(reports):
 
     files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
-    assert files["exactly_once"] == files["acked"] == _events(files) and spark_view["extra copies"] == 0, _counts(files)
+    assert files["exactly_once"] == files["acked"] == _asked(files) and spark_view["extra copies"] == 0, _counts(files)
     assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
     # the killed attempt's other tasks finished their files first (lab.pipelines.structured.pipeline.files_passthrough)
     assert naive_view["extra copies"] == naive_view["rows"] - spark_view["rows"] > 0, naive_view
@@ -356,10 +356,10 @@ def check_03(reports):
     for interval in (2, 5, 10):
         rt = _pick(reports, trigger=f"real-time:{interval}s")
         window = crash_window(SimpleNamespace(run_dir=Path(rt["run_dir"])))
-        assert rt["lost"] == 0 and rt["unseen"] == 0 and rt["latency"]["events"] == _events(rt), _counts(rt)
+        assert rt["lost"] == 0 and rt["unseen"] == 0 and rt["latency"]["events"] == _asked(rt), _counts(rt)
         assert rt["duplicated"] == window["written_before_kill"] <= window["past_commit"], (window, _counts(rt))
     micro = _pick(reports, trigger="micro-batch", sink="topic")
-    assert micro["lost"] == 0 and micro["latency"]["events"] == _events(micro), _counts(micro)
+    assert micro["lost"] == 0 and micro["latency"]["events"] == _asked(micro), _counts(micro)
     # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
     # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
     settings = append["settings"]
@@ -417,7 +417,7 @@ def check_05(reports, apache_kafka: bool | None = None):
     p = SMALL["05_exactly_once_production"]
     # Section 4: a transactional producer under the same lost acknowledgements
     txn = _pick(reports, transactional=True, faults=f"ack-loss@at={p['LOSS_AT']}s:count={p['LOST_ACKS']}")
-    assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == _events(txn), _counts(txn)
+    assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == _asked(txn), _counts(txn)
     assert txn["exactly_once"] == txn["acked"] and txn["lost"] == txn["unseen"] == 0, _counts(txn)
     if kafka:  # read_committed: only committed transactions count, each record once
         assert txn["source_duplicates"] == 0 and txn["topic_records"] == txn["acked"], txn
@@ -428,7 +428,7 @@ def check_05(reports, apache_kafka: bool | None = None):
     for r in (committed, uncommitted):  # the aborted sends: those of the producer's txn-aborted events, all in the topic
         aborted = [e["sends"] for e in _timeline(r) if e["type"] == "txn-aborted"]
         assert len(aborted) == p["ABORTED_TXNS"] and r["aborted_sends"] == sum(aborted) == r["aborted_in_topic"], r
-        assert r["exactly_once"] == r["acked"] == _events(r) - r["aborted_sends"] and r["lost"] == 0, _counts(r)
+        assert r["exactly_once"] == r["acked"] == _asked(r) - r["aborted_sends"] and r["lost"] == 0, _counts(r)
     assert (uncommitted["unexpected"], _aborted_in_sink(uncommitted)) == (uncommitted["aborted_sends"],) * 2
     if kafka:  # Tansu hands aborted records to read_committed readers as well
         assert (committed["unexpected"], _aborted_in_sink(committed)) == (0, 0), committed
@@ -511,7 +511,7 @@ def check_06(reports):
     assert plain["duplicated"] == plain["source_duplicates"] > 0, _counts(plain)
     assert dedupe["topic_records"] - dedupe["stored_rows"] == dedupe["source_extra_copies"] > 0, dedupe
     assert dedupe["duplicated"] == dedupe["lost"] == 0, _counts(dedupe)
-    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == _events(dedupe)
+    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == _asked(dedupe)
 
 
 def check_07(reports):
@@ -523,7 +523,7 @@ def check_07(reports):
         assert r["settings"]["nodes"] == len(brokers) and r["restarts"] == 0 and r["drained"], r
     lossy = _pick(plain, acks="1")
     t = lossy["topic"]  # acks=1, unclean election: acknowledged writes gone from the topic, all of partition 0
-    assert t["acked"] == _events(lossy) and t["present_once"] + t["duplicated"] + t["lost"] == t["acked"], t
+    assert t["acked"] == _asked(lossy) and t["present_once"] + t["duplicated"] + t["lost"] == t["acked"], t
     import csv
 
     with open(Path(lossy["run_dir"]) / "topic_lost.csv") as f:
@@ -537,19 +537,19 @@ def check_07(reports):
     assert off["topic"]["lost"] == 0 and off["broker_features"].get("eligible.leader.replicas.version", 0) == 0, off
     assert safe["broker_features"]["eligible.leader.replicas.version"] == 1
     # the price: every send not acknowledged was refused (not enough replicas in sync) or never answered
-    assert s["failed_sends"] + s["unknown_sends"] == _events(safe) - s["acked"] > 0, s
+    assert s["failed_sends"] + s["unknown_sends"] == _asked(safe) - s["acked"] > 0, s
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
     # the killed attempt's half batch as aborted records
     eos, spark = _pick(reports, pipeline="kafka-eos", faults="driver-crash@batch=2:mid-output"), _pick(reports, pipeline="structured")
     for r in (eos, spark):
-        assert r["exactly_once"] == r["acked"] == _events(r) and r["restarts"] == 1, _counts(r)
+        assert r["exactly_once"] == r["acked"] == _asked(r) and r["restarts"] == 1, _counts(r)
     half = (_first_rows(eos, _crash_batch(eos)) + 1) // 2
-    assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - _events(eos) > 0, eos
+    assert eos["aborted_output_records"] == half == eos["read_uncommitted_records"] - _asked(eos) > 0, eos
     # 3b: a send that failed inside a transaction. Checked: the batch aborted and read again, exactly once.
     # Trusted: kafka-python committed past the failed sends, and exactly those events are lost.
     cut = [r for r in reports if r["pipeline"] == "kafka-eos" and r["faults"].startswith("leader-unreachable")]
     checked, trusted = _pick(cut, trust_commit=None), _pick(cut, trust_commit=True)
-    assert checked["guarantee"] == "exactly-once" and checked["acked"] == _events(checked), _counts(checked)
+    assert checked["guarantee"] == "exactly-once" and checked["acked"] == _asked(checked), _counts(checked)
     # checked: the batch whose sends failed was aborted (its batch-error) and read again, never committed past them
     failed = [e for e in _timeline(checked) if e["type"] == "batch-error" and e.get("failed_sends")]
     assert failed and not [e for e in _timeline(checked) if e["type"] == "committed-with-failed-sends"], failed
@@ -572,7 +572,7 @@ def check_08(reports):
     crash_batch = SMALL["08_other_engines"]["CRASH_BATCH"]
     timelines = {r["run_dir"]: check_flink_crash_run(r, crash_batch) for r in flink}
     aligned = _pick(flink, checkpointing="aligned", slow_sink=False)
-    assert aligned["acked"] == _events(aligned), _counts(aligned)
+    assert aligned["acked"] == _asked(aligned), _counts(aligned)
     check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(aligned)
     alo = _pick(flink, checkpointing="at-least-once")
     check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(alo, timelines[alo["run_dir"]])
@@ -580,7 +580,7 @@ def check_08(reports):
     stored = {}
     for mode in ("aligned", "unaligned"):
         r = _pick(flink, checkpointing=mode, slow_sink=True)
-        assert r["exactly_once"] == r["acked"] == _events(r), _counts(r)
+        assert r["exactly_once"] == r["acked"] == _asked(r), _counts(r)
         stored[mode] = max(e.get("persisted_data") or 0 for e in read_events(Path(r["run_dir"]))
                            if e["type"] == "flink-checkpoint" and e["status"] == "completed")
     # In-flight records are stored by unaligned checkpoints only. How many depends on how full the buffers are
@@ -590,7 +590,7 @@ def check_08(reports):
     # key can only come out short (a race: short in 6 of 9 runs measured), never over.
     samza = {r["settings"]["samza_store_cache"]: r for r in reports if r["pipeline"] == "samza"}
     for r in samza.values():
-        assert r["acked"] == _events(r) and r["restarts"] == 1 and r["lost"] == 0, _counts(r)
+        assert r["acked"] == _asked(r) and r["restarts"] == 1 and r["lost"] == 0, _counts(r)
         # killed between two checkpoints: the restarted job resumed at the checkpointed offsets and sent again what
         # the first job had sent past them, so in each partition the duplicated events are one unbroken run of
         # offsets starting exactly where the restart resumed
@@ -598,7 +598,7 @@ def check_08(reports):
         assert r["changelog"]["keys"] == r["changelog"]["keys_exact"] + r["changelog"]["keys_under"] > 0, r["changelog"]
     assert samza["off"]["changelog"]["keys_exact"] == samza["off"]["changelog"]["keys"], samza["off"]["changelog"]
     eos = _pick(reports, pipeline="kafka-eos")
-    assert eos["exactly_once"] == eos["acked"] == _events(eos) and eos["restarts"] == 1, _counts(eos)
+    assert eos["exactly_once"] == eos["acked"] == _asked(eos) and eos["restarts"] == 1, _counts(eos)
     state = eos["changelog"]  # Samza's changelog: every key's restored count exact
     assert state["keys_exact"] == state["keys"] > 0, state
     # the restart's store came from the changelog: at least a record per key it restored
@@ -608,7 +608,7 @@ def check_08(reports):
     storm = {r["settings"]["storm_mode"]: r for r in reports if r["pipeline"] == "storm"}
     assert set(storm) == {"unacked", "acked", "trident"}, storm.keys()
     for r in storm.values():
-        assert r["acked"] == _events(r) and r["restarts"] == 1 and r["drained"], _counts(r)
+        assert r["acked"] == _asked(r) and r["restarts"] == 1 and r["drained"], _counts(r)
     assert storm["unacked"]["duplicated"] == 0 < storm["unacked"]["lost"], _counts(storm["unacked"])
     # acked: the spout resumed at the offsets whose trees had completed and replayed everything after them; what the
     # first topology had written past them (the killed batch's rows among it) is in the sink twice
@@ -629,7 +629,7 @@ def check_09(reports):
 
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:
-        assert r["acked"] == _events(r) and r["drained"] and r["lost"] == 0, _counts(r)
+        assert r["acked"] == _asked(r) and r["drained"] and r["lost"] == 0, _counts(r)
     crashed = _pick(share, faults="driver-crash@batch=20:after-output-before-commit")
     assert crashed["restarts"] == 1 and crashed["guarantee"] == "at-least-once", _counts(crashed)
     # a share group redelivers what was written and never acknowledged: the sink's duplicates are exactly the

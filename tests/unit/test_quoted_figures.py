@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.test_reference import REFERENCE, page_text
 
 #: Where learners and facilitators read figures.
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "notebooks").glob("*.ipynb"))]
@@ -35,14 +36,6 @@ def _text(path: Path) -> str:
     if path.suffix == ".ipynb":
         return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
     return path.read_text()
-
-
-def _page_text(path: Path) -> str:
-    """A page's text as a reader sees it (tags dropped, entities decoded)."""
-    import html
-
-    raw = re.sub(r"<script\b.*?</script>|<style\b.*?</style>", " ", path.read_text(), flags=re.S)
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", raw)))
 
 
 def resolve(file: str, how: str) -> str:
@@ -61,7 +54,7 @@ def resolve(file: str, how: str) -> str:
             value = value[int(part)] if isinstance(value, list) else value[part]
         return str(value)
     pattern = re.match(r're="(.*)"$', how).group(1).replace('\\"', '"')
-    text = _page_text(path) if path.suffix == ".html" else path.read_text()
+    text = page_text(str(path.relative_to(REFERENCE))) if path.suffix == ".html" else path.read_text()
     found = re.search(pattern, text)
     assert found, f"{file} holds nothing matching {pattern!r}"
     return found.group(1)
