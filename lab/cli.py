@@ -1,7 +1,7 @@
 """The ``lab`` command line (also ``python -m lab``).
 
 Commands: ``doctor``, ``fetch``, ``jupyter``, ``broker start|stop|status``, ``cluster start|stop|status``,
-``run``, ``matrix``, ``report``. Errors the user can fix print one line,
+``run``, ``matrix``, ``report``, ``predictions``. Errors the user can fix print one line,
 ``error: ...``, and exit with status 2; no error is a traceback.
 """
 
@@ -155,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="where your copies of the notebooks live (default LAB_WORKSPACE, else workspace/)")
     r = sub.add_parser("run", help="run one scenario and audit it")
     _add_run_args(r)
+    pr = sub.add_parser("predictions", help="the predictions recorded in a runs directory, per scenario: how many "
+                                            "predicted each outcome, what was measured, how many were right")
+    pr.add_argument("runs_dir", nargs="?", default=None, metavar="RUNS_DIR",
+                    help="a directory of runs, or one run's (default LAB_RUNS_DIR, else runs/ at the lab's root)")
+    pr.add_argument("--notebook", default=None, metavar="NN",
+                    help="only the scenarios notebook NN asks to predict, e.g. 02 (read from notebooks/)")
     return p
 
 
@@ -417,6 +423,40 @@ def cmd_jupyter(a) -> int:
     return serve(workspace, root / "notebooks", port=port, token=os.environ.get("LAB_JUPYTER_TOKEN") or None)
 
 
+def cmd_predictions(a) -> int:
+    from lab.audit import prediction_summary as ps
+    from lab.host import env
+
+    runs = ps.runs_directory(a.runs_dir or env.env_runs_dir())
+    keep, which = None, ""
+    if a.notebook is not None:
+        root = env.project_root()
+        if root is None:
+            raise LabError("--notebook reads the lab's notebooks/: run lab predictions from the lab's checkout")
+        books = ps.notebooks(root / "notebooks")
+        number = ps.notebook_number(a.notebook, books)
+        asked = ps.questions(books[number].read_text())
+        keep, which = partial(ps.asks, asked), f" of notebook {books[number].stem}"
+        if not asked:
+            print(f"notebook {books[number].stem} records no prediction in its runs: nothing to count")
+            return 1
+    recorded = ps.read_verdicts(runs)
+    summary = ps.summarise(recorded.verdicts, keep, recorded.unreadable)
+    if summary.tallies:
+        # One line a scenario, columns aligned: what a learner reads out or pastes for the room.
+        rows = summary.rows()
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        print(f"predictions{which} in {runs}:")
+        for row in rows:
+            print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]))
+        print(summary.total())
+    else:
+        print(f"no predictions{which} recorded in {runs}: run a notebook's prediction cells first")
+    if summary.unreadable:
+        print(f"not read ({len(summary.unreadable)}, not a prediction): {', '.join(summary.unreadable)}")
+    return 0 if summary.tallies else 1
+
+
 def cmd_doctor(a) -> int:
     from lab.doctor import check_jupyter, run_checks
 
@@ -434,7 +474,8 @@ def main(argv=None) -> int:
     a = _parser().parse_args(argv)
     try:
         commands = {"run": cmd_run, "broker": cmd_broker, "cluster": cmd_cluster, "matrix": cmd_matrix,
-                    "report": cmd_report, "doctor": cmd_doctor, "fetch": cmd_fetch, "jupyter": cmd_jupyter}
+                    "report": cmd_report, "doctor": cmd_doctor, "fetch": cmd_fetch, "jupyter": cmd_jupyter,
+                    "predictions": cmd_predictions}
         return commands[a.command](a)
     except LabError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -24,8 +24,8 @@ class Variable:
     internal: bool = False
 
 
-#: Every ``LAB_*`` variable the lab reads, in the order docs/cheatsheet.md lists them; that page's table gives each
-#: one's meaning as written here (a unit test checks both ways, and that the code reads no other).
+#: Every ``LAB_*`` variable the lab reads, in the order docs/reference-tables.md lists them; that page's table gives
+#: each one's meaning as written here (a unit test checks both ways, and that the code reads no other).
 VARIABLES = {
     'LAB_KAFKA_BOOTSTRAP': Variable('use this Kafka instead of the embedded broker (unset)'),
     'LAB_KAFKA_PROXY': Variable('`host:port` of the control port of a lab proxy in front of `LAB_KAFKA_BOOTSTRAP`, so `ack-loss` and `broker-outage` work there; ignored without it'),
