@@ -17,13 +17,14 @@ from lab import events as ev
 from lab.config import make_config
 from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdicts)
 from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
-                           read_json, spark_state, state_store)  # (the notebooks call them as nb.<name>)
-from lab.lessons.solve import solve  # noqa: F401  (solutions call nb.solve)
+                           read_json, same_counts, spark_state, state_store)  # (the notebooks call them as nb.<name>)
+from lab.lessons.solve import attempt as exercise, explain, solve  # noqa: F401  (exercises; solutions call nb.solve)
 from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
 from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult
-from lab.audit.predictions import NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES, topic_outcome_of  # noqa: F401  (03, 07)
+from lab.audit.predictions import (NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES, topic_outcome_of,  # noqa: F401  (03, 07)
+                                   uncommitted_reader_outcome)
 from lab.doctor import run_checks  # noqa: F401  (notebook 00)
 from lab.events import read_events
 from lab.flink import env as flink_env  # noqa: F401  (notebook 08)
@@ -39,6 +40,35 @@ def predict(scenarios, predictions=None, **kwargs):
     from lab.views.predict import predict as show_buttons
 
     return show_buttons(scenarios, predictions, interactive=is_interactive(), **kwargs)
+
+
+def ask(questions, predictions=None, **kwargs):
+    """:func:`lab.views.predict.ask` in the notebook's mode: a question's buttons, or ``PREDICTIONS`` headless."""
+    from lab.views.predict import ask as show_buttons
+
+    return show_buttons(questions, predictions, interactive=is_interactive(), **kwargs)
+
+
+def answers(frozen, measured, where):
+    """:func:`lab.views.predict.answers`: each question's prediction against what was measured, recorded in ``where``."""
+    from lab.views.predict import answers as judge_answers
+
+    return judge_answers(frozen, measured, where)
+
+
+def predict_grid(questions, predictions=None, **kwargs):
+    """:func:`lab.views.predict.predict_grid` in the notebook's mode: a row of buttons per grid row, or ``PREDICTIONS``."""
+    from lab.views.predict import predict_grid as show_buttons
+
+    return show_buttons(questions, predictions, interactive=is_interactive(), **kwargs)
+
+
+def grid_verdicts(sheet, answers):
+    """Notebook 04: the grid's predictions against the measured rows (:meth:`lab.views.predict.GridSheet.verdicts`).
+
+    Recorded under the runs directory the lab's settings give (``LAB_RUNS_DIR``).
+    """
+    return sheet.verdicts(answers, make_config().runs_dir)
 
 
 def compare(results: dict[str, RunResult]):
@@ -237,6 +267,7 @@ MATRIX_NAMES = {
     "lab.matrix.report": ("find_results", "matrix_view", "mismatches", "read_results", "results_dir", "results_note",
                           "table_html"),
     "lab.matrix.semantics": ("build_grid", "grid_html", "grid_from_results"),
+    "lab.matrix.questions": ("answers_for", "grid_questions"),
 }
 
 

@@ -37,6 +37,8 @@ OUTCOMES = (
 WORDS = tuple(o.word for o in OUTCOMES)
 #: The outcomes a learner predicts for a pipeline once its run drained (the prediction buttons).
 GUARANTEES = WORDS[:5]
+#: The outcomes a learner predicts for what the brokers kept of the acknowledged sends (the topic's final read).
+TOPIC_WORDS = ("acked-kept", "acked-lost")
 #: Each word's colour; unknown words are drawn as ``error``.
 COLORS = {o.word: o.color for o in OUTCOMES}
 #: How bad each word is, for colouring a cell by the worst of its runs.

@@ -20,6 +20,7 @@ ACCEPTS = {
     "exactly-once": ("exactly-once",),
     "at-least-once": ("at-least-once",),
     "unexpected rows": ("unexpected rows",),
+    "at-most-once": ("at-most-once",),
     "no-loss": ("exactly-once", "at-least-once", "unexpected rows"),
     "loss": ("at-most-once", "loss and duplicates"),
 }
@@ -27,7 +28,7 @@ _MEANING = {o.word: o.meaning for o in OUTCOMES}
 
 #: What a grid row may expect, and the measured counts that satisfy it.
 EXPECTATIONS = {
-    **{k: _MEANING[k] for k in ("exactly-once", "at-least-once", "unexpected rows")},
+    **{k: _MEANING[k] for k in ("exactly-once", "at-least-once", "unexpected rows", "at-most-once")},
     "no-loss": "no event lost: " + ", ".join(ACCEPTS["no-loss"]),
     "loss": "some events lost: " + " or ".join(ACCEPTS["loss"]),
     "source-duplicates": "duplicates already in the topic (written twice by the producer)",

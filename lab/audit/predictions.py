@@ -32,11 +32,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import LabError, choices_error
-from lab.outcomes import GUARANTEES
+from lab.outcomes import GUARANTEES, TOPIC_WORDS
 
 #: What a run's counts can show about delivery (:attr:`lab.audit.auditor.Audit.guarantee`), as choices to predict.
 #: What the brokers kept of the acknowledged sends (a report's ``topic.lost``), as choices to predict.
-TOPIC_OUTCOMES = ("every acked send kept", "acked sends lost")
+#: The lab's own words (:data:`lab.outcomes.TOPIC_WORDS`), the ones the matrix's ``acked-*`` rows are judged with.
+TOPIC_OUTCOMES = TOPIC_WORDS
 #: The file a run's judged prediction is written to.
 PREDICTION_FILE = "prediction.json"
 
@@ -61,14 +62,38 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
     topic = report.get("topic") or {}
     if topic.get("lost") is None:
         raise LabError(f"run {report.get('run_dir', '?')} has no final read of its topic (report field topic.lost)")
-    outcome = TOPIC_OUTCOMES[1] if topic["lost"] else TOPIC_OUTCOMES[0]
+    outcome = "acked-lost" if topic["lost"] else "acked-kept"
     return outcome, f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the topic"
 
 
 #: What a reader that ignores the file sink's ``_spark_metadata`` sees (:func:`lab.sinks.files.naive_reader_outcome`).
 NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
+#: Questions that are not a run's delivery guarantee, and the choices each is answered with. Each is measured by a
+#: function next to what it measures (:func:`uncommitted_reader_outcome`, lab.lessons.fencing, lab.views.flink,
+#: lab.views.run_files) and judged like a run (:func:`judge`).
+QUESTIONS = {
+    "open transaction": ("aborted by its successor", "committed", "still open"),
+    "zombie commit": ("refused", "accepted"),
+    "uncommitted reader": NAIVE_READER_OUTCOMES,
+    "bigger checkpoints": ("aligned's", "unaligned's"),
+    "state providers": ("the same counts", "different counts"),
+}
 #: Every outcome a notebook may ask to predict (:func:`check_mapping` checks a whole ``PREDICTIONS`` against it).
-ALL_OUTCOMES = GUARANTEES + TOPIC_OUTCOMES + NAIVE_READER_OUTCOMES
+ALL_OUTCOMES = tuple(dict.fromkeys(GUARANTEES + TOPIC_OUTCOMES + NAIVE_READER_OUTCOMES
+                                   + tuple(c for choices in QUESTIONS.values() for c in choices)))
+
+
+def uncommitted_reader_outcome(report: Mapping) -> tuple[str, str]:
+    """What a ``read_uncommitted`` reader of a kafka-eos run's output topic gets (one of :data:`NAIVE_READER_OUTCOMES`).
+
+    From the run's own reads of its output topic at both isolation levels (:mod:`lab.sinks.topic`).
+    """
+    extra = report.get("read_uncommitted_extra_copies")
+    if extra is None:
+        raise LabError(f"run {report.get('run_dir', '?')} read no output topic (report field read_uncommitted_extra_copies)")
+    outcome = NAIVE_READER_OUTCOMES[1] if extra else NAIVE_READER_OUTCOMES[0]
+    return outcome, (f"{report.get('read_uncommitted_records')} records for a read_uncommitted reader, {extra} of them "
+                     f"extra copies ({report.get('aborted_output_records', 0)} in aborted transactions)")
 
 
 def check_mapping(given) -> dict:
@@ -230,10 +255,22 @@ def judge(prediction: Prediction, report: Mapping,
                    prediction.recorded_at, prediction.source, not_judged)
 
 
-def record(verdict: Verdict, run_dir: Path | str) -> Path:
-    """Write the verdict to ``prediction.json`` in the run's directory and return its path."""
-    path = Path(run_dir) / PREDICTION_FILE
+def record(verdict: Verdict, run_dir: Path | str, name: str = PREDICTION_FILE) -> Path:
+    """Write the verdict to ``prediction.json`` (or ``name``: a question's file) in the run's directory; its path."""
+    path = Path(run_dir) / name
     path.write_text(json.dumps(asdict(verdict), indent=1, ensure_ascii=False))
+    return path
+
+
+#: The file a set of judged predictions (notebook 04's grid) is written to.
+PREDICTIONS_FILE = "predictions.json"
+
+
+def record_all(verdicts: Sequence[Verdict], directory: Path | str) -> Path:
+    """Write several verdicts (one per row of a grid) to ``predictions.json`` in ``directory`` (made) and return its path."""
+    path = Path(directory) / PREDICTIONS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([asdict(v) for v in verdicts], indent=1, ensure_ascii=False))
     return path
 
 

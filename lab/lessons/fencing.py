@@ -99,6 +99,8 @@ class FencingResult:
         The paused child's records at each isolation level.
     zombie_successor_read_uncommitted, zombie_successor_read_committed : int
         The fencing producer's records at each isolation level.
+    work_dir : str
+        The directory both cases wrote to.
     """
 
     broker: str
@@ -119,6 +121,7 @@ class FencingResult:
     zombie_read_committed: int
     zombie_successor_read_uncommitted: int
     zombie_successor_read_committed: int
+    work_dir: str = ""  # where both cases' files and result.json are
 
     def table(self) -> list[dict]:
         """One row per producer: what each isolation level returns of its records."""
@@ -133,6 +136,27 @@ class FencingResult:
                 ("zombie", "new producer, same transactional.id", "zombie_successor", self.successor_records),
             )
         ]
+
+    def open_transaction(self) -> tuple[str, str]:
+        """What became of the killed producer's open transaction (:data:`lab.audit.predictions.QUESTIONS`' words).
+
+        Committed when a ``read_committed`` reader gets its records; else aborted
+        when that reader gets the successor's (the open transaction ended), else
+        still open (it holds back every later record of its partitions).
+        """
+        detail = (f"read_committed returns {self.killed_read_committed} of its {self.records} records and "
+                  f"{self.killed_successor_read_committed} of its successor's {self.successor_records}")
+        if self.killed_read_committed == self.records:
+            return "committed", detail
+        if self.killed_successor_read_committed == self.successor_records:
+            return "aborted by its successor", detail
+        return "still open", detail
+
+    def zombie_commit(self) -> tuple[str, str]:
+        """What the broker answered the paused producer's commit after SIGCONT: ``refused`` or ``accepted``."""
+        if self.zombie_error:
+            return "refused", f"{self.zombie_error_module}.{self.zombie_error}: {self.zombie_message}"
+        return "accepted", f"no error; read_committed returns {self.zombie_read_committed} of its {self.records} records"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -335,7 +359,7 @@ def measure(broker, work_dir, records: int = 20, successor_records: int = 10, pa
         killed_epoch=killed, killed_successor_epoch=killed_successor,
         zombie_epoch=zombie, zombie_successor_epoch=zombie_successor,
         zombie_error=outcome.get("error", ""), zombie_error_module=outcome.get("module", ""),
-        zombie_message=outcome.get("message", ""),
+        zombie_message=outcome.get("message", ""), work_dir=str(work),
         **{f"{label}_{level}": reads[(case, level)].get(label, 0)
            for case in topics for label in (case, f"{case}_successor")
            for level in ("read_uncommitted", "read_committed")},

@@ -28,6 +28,7 @@ class Scenario:
     params: dict
     seed: int
     expect: str
+    notebook: str = ""  # the notebook where the scenario runs ("01"), for notebook 04's questions
 
     @property
     def key(self) -> str:
@@ -78,5 +79,5 @@ def load_grid(path: str | Path | None) -> Grid:
             raise LabError(f"scenario {i + 1} ({row.get('name', '?')}): {e}") from None
         for seed in row.get("seeds") or seeds:
             grid.scenarios.append(Scenario(name=row.get("name") or f"scenario {i + 1}", params=params,
-                                           seed=int(seed), expect=expect))
+                                           seed=int(seed), expect=expect, notebook=str(row.get("notebook") or "")))
     return grid

@@ -49,6 +49,24 @@ def checkpoints(result) -> "pandas.DataFrame":  # noqa: F821
     return pd.DataFrame(rows)
 
 
+def bigger_checkpoints(aligned, unaligned) -> tuple[str, str]:
+    """Which run's largest completed checkpoint (savepoints aside) is bigger: ``aligned's`` or ``unaligned's``.
+
+    Answers notebook 08's question (:data:`lab.audit.predictions.QUESTIONS`) from
+    each run's own checkpoint statistics (:func:`checkpoints`); equal sizes count as ``aligned's``, since
+    the question asks whether storing in-flight records makes unaligned checkpoints bigger.
+    """
+    def largest(result) -> float:
+        cp = checkpoints(result)
+        if cp.empty:
+            return 0.0
+        cp = cp[(cp["status"] == "completed") & ~cp["savepoint"]]
+        return float(cp["size (KB)"].max()) if len(cp) else 0.0
+
+    a, u = largest(aligned), largest(unaligned)
+    return ("unaligned's" if u > a else "aligned's"), f"largest completed checkpoint: aligned {a:.1f} KB, unaligned {u:.1f} KB"
+
+
 def restarts(result) -> "pandas.DataFrame":  # noqa: F821
     """Per restart: the checkpoint restored, where it started reading, and the duplicates predicted vs measured."""
     import pandas as pd

@@ -128,10 +128,16 @@ class Panel:
         Seconds between counter refreshes.
     """
 
-    def __init__(self, config: RunConfig, interactive: bool = True, refresh_s: float = 1.0) -> None:
+    def __init__(self, config: RunConfig, interactive: bool = True, refresh_s: float = 1.0,
+                 predictions=None, label: str = "") -> None:
         import ipywidgets as w
 
+        from lab.audit.predictions import as_choice, check_mapping
+
         self.config = config
+        #: The run's name in a notebook's ``PREDICTIONS`` (headless: the prediction; interactively: the start value).
+        self.label = label or f"{config.pipeline} pipeline"
+        given = as_choice(check_mapping(predictions).get(self.label), GUARANTEES, self.label)
         self.interactive = interactive
         self.refresh_s = refresh_s
         self.run: Run | None = None
@@ -140,6 +146,7 @@ class Panel:
         self._poller: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+        self._started_at: float | None = None
         spec = PIPELINES[config.pipeline]
 
         self.title = w.HTML(
@@ -148,7 +155,7 @@ class Panel:
         )
         self.errors = w.Output(layout={"border": "1px solid #d62728", "max_height": "200px", "overflow": "auto"})
         self.errors.layout.display = "none"
-        self.predict = choice_row(GUARANTEES, None, label="Your prediction:", inline=True)
+        self.predict = choice_row(GUARANTEES, given, label="Your prediction:", inline=True)
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.fault_buttons = {}
         for kind in spec.faults:  # the catalogue says which faults have a button, and its label
@@ -198,7 +205,8 @@ class Panel:
         if self.run is not None:
             return
         self.start_button.disabled = True
-        self.predict.disabled = True
+        self.predict.disabled = True  # the prediction is frozen here: what is chosen later does not count
+        self._started_at = time.time()
         # A Crash button may be pressed at any time: the next driver waits, started ahead (LAB_STANDBY).
         self.run = Run(self.config, tuning=StartTuning.from_env(standby_default="always"))
         self.run.start()
@@ -354,6 +362,7 @@ class Panel:
         if self.result is None:
             return
         self.verdict = verdict(self.predict.value, self.result)
+        self._record()
         self.counters.value = self._counters_html(LiveCounts(
             produced=self.result.audit.acked + self.result.audit.failed_sends + self.result.audit.unknown_sends,
             acked=self.result.audit.acked, stored_rows=self.result.audit.stored_rows,
@@ -364,6 +373,16 @@ class Panel:
         self._show_restart(read_events(self.result.run_dir))  # the last refresh may predate the run's end
         self.verdict_html.value = self._verdict_html(self.verdict)
         self._disable_faults()
+
+    def _record(self) -> None:
+        """The prediction as frozen at Start, judged on the run's counts, in the run's ``prediction.json``."""
+        from lab.audit.predictions import Prediction, judge, record
+
+        source = "buttons" if self.interactive else "PREDICTIONS"
+        outcome = self.predict.value
+        judged = judge(Prediction(self.label, outcome, source if outcome else "none", self._started_at or 0.0),
+                       self.result.report)
+        record(judged, self.result.run_dir)
 
     def _show_restart(self, events: list[dict]) -> None:
         """The latest restart: how long it has lasted, how long it took, or that it did no batch."""

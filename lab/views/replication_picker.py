@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The prediction choices; the first says acknowledged writes will be lost.
-PREDICTIONS = ("acknowledged writes lost", "none lost")
+from lab.outcomes import TOPIC_WORDS
+
+#: The prediction choices: the words every other question about the topic's final read uses.
+PREDICTIONS = TOPIC_WORDS
 
 
 def prediction_right(prediction: str, lost: int) -> bool:
     """Whether ``prediction`` (one of :data:`PREDICTIONS`) matches ``lost`` acknowledged-and-lost sends."""
-    return (lost > 0) == (prediction == PREDICTIONS[0])
+    return (lost > 0) == (prediction == "acked-lost")
 
 
 class SettingsPicker:
@@ -59,7 +61,7 @@ class SettingsPicker:
         from lab.views import replication as rv
 
         if self.prediction.value is None:
-            print("predict first: lost or none lost?")
+            print(f"predict first: {' or '.join(PREDICTIONS)}?")
             return
         self.button.disabled = True
         try:

@@ -198,3 +198,15 @@ def spark_state(run_dir: Path | str, batches):
         rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]
+
+
+def same_counts(results) -> tuple[str, str]:
+    """Whether runs of one window query with different state stores recovered the same counts (notebook 06).
+
+    ``the same counts`` when every window of every run is exact (each run's
+    audit compares each window's count with the ledger's), else ``different counts``.
+    """
+    exact = {label: (r.report.get("windows_exact"), r.report.get("windows")) for label, r in results.items()}
+    same = all(w is not None and e == w for e, w in exact.values())
+    return ("the same counts" if same else "different counts"), "; ".join(
+        f"{label}: {e}/{w} windows exact" for label, (e, w) in exact.items())

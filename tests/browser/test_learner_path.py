@@ -1,7 +1,8 @@
 """A learner's first minutes, in headless Chromium at 1280x800, exactly as the README says.
 
 ``make lab``, the link it prints, notebook 00 (a prediction, Start, Crash driver, the verdict), notebook 02 (a
-prediction clicked, then Shift-Enter from the keyboard, the verdict counting it), then Ctrl-C's SIGTERM. Each
+prediction clicked, then Shift-Enter from the keyboard, the verdict counting it), notebook 04 (the measured grid
+closed until each of its rows has a click, then the verdicts counting the clicks), then Ctrl-C's SIGTERM. Each
 step checks what the learner would see: the lab and not a login page, no pop-up over a verdict, timeline
 labels apart and the plot at the cell's width, the locked choice marked, rows on one line, a console free of
 errors and version warnings, and ``git status`` as it was. Screenshots of both verdicts go to
@@ -28,6 +29,8 @@ import pytest
 from lab.audit.restarts import driver_restarts
 from lab.events import read_events
 from lab.host import processes, workspace as ws
+from lab.matrix.grid import load_grid
+from lab.matrix.questions import answers_for, grid_questions
 from lab.outcomes import GUARANTEES
 from tests.conftest import ROOT
 
@@ -39,7 +42,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-component-update", "--disable-sync"]
 LINK = re.compile(r"^    (http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]+)$", re.M)
 #: The learner's own parameters (edited in the copies, as a learner may): short runs, the rest as shipped.
-PARAMS = {"00_start_here": {"EVENTS": 9000}, "02_direct_kafka": {"EVENTS": 1500}}
+PARAMS = {"00_start_here": {"EVENTS": 9000}, "02_direct_kafka": {"EVENTS": 1500},
+          "04_semantics_matrix": {"RESULTS": "docs/reference/matrix.csv"}}
 
 
 def free_port() -> int:
@@ -264,6 +268,10 @@ def test_a_learners_first_minutes(make_lab, runs_dir):
         run00 = next(d for d in runs_dir.iterdir() if d.is_dir())
         (restart,) = driver_restarts(read_events(run00))
         assert f"driver #2 back {restart.back_s:.1f} s after the crash" in shown
+        panel00 = json.loads((run00 / "prediction.json").read_text())  # the panel's prediction, recorded at Start
+        assert (panel00["scenario"], panel00["source"], panel00["predicted"]) == (
+            "the driver killed mid-stream", "buttons", "at-least-once")
+        assert panel00["right"] == (panel00["measured"] == "at-least-once")
 
         # 3. Notebook 02: Shift-Enter down to the buttons, a click, Shift-Enter: the scenario cell runs.
         open_from_browser(page, "02_direct_kafka")
@@ -290,15 +298,42 @@ def test_a_learners_first_minutes(make_lab, runs_dir):
         table = page.locator(".jp-OutputArea-output", has_text="Your predictions: 1 of 1").last
         assert_nothing_covers(page, table)
         page.screenshot(path=str(ARTIFACTS / "verdict-02.png"))
-        (run02,) = [d for d in runs_dir.iterdir() if (d / "prediction.json").exists()]
+        (run02,) = [d for d in runs_dir.iterdir() if d != run00 and (d / "prediction.json").exists()]
         recorded = json.loads((run02 / "prediction.json").read_text())
         assert (recorded["source"], recorded["predicted"], recorded["right"]) == ("buttons", "at-least-once", True)
         page.keyboard.press("Control+s")  # the learner saves: into the copy
         saved = workspace / "02_direct_kafka.ipynb"
         wait_until(lambda: "1 of 1 predictions right" in saved.read_text(), 30, "the notebook to be saved")
 
-    # 4. The console: no errors, no version warnings (a JupyterLab older than an extension expects).
+        # 4. Notebook 04: the grid stays closed until every row is predicted; then the verdicts count the clicks.
+        open_from_browser(page, "04_semantics_matrix")
+        run_menu(page, "Run All Cells")
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        rows = panel.locator(".lab-choice")
+        questions = grid_questions(load_grid(None))
+        wait_until(lambda: rows.count() == len(questions), 90, "a row of buttons per row of the grid")
+        page.get_by_text(re.compile(rf"^{len(questions)} of {len(questions)} rows have no prediction yet")).first.wait_for(timeout=60_000)
+        assert not panel.locator(".js-plotly-plot").count(), "the measured grid was drawn before any prediction"
+        for i, q in enumerate(questions):
+            rows.nth(i).locator("button.lab-choice-button", has_text=re.compile(rf"^\s*{re.escape(q.choices[0])}\s*$")).click()
+        assert_one_line(rows.nth(0))
+        panel.get_by_text("every row predicted").wait_for(timeout=10_000)
+        panel.locator(".jp-Cell", has_text="Your grid against the measured one").first.click()
+        run_menu(page, "Run Selected Cell and All Below")
+        answers = answers_for(questions, ROOT / "docs" / "reference" / "matrix.csv")
+        right = sum(q.choices[0] == answers[q.name].measured for q in questions)
+        score = panel.get_by_text(f"Your grid: {right} of {len(questions)} predictions right")
+        score.wait_for(timeout=60_000)
+        panel.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        score.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "grid-04.png"))
+        (recorded,) = runs_dir.glob("04-grid-*/predictions.json")
+        verdicts = json.loads(recorded.read_text())
+        assert [(v["scenario"], v["predicted"], v["source"]) for v in verdicts] == [
+            (q.name, q.choices[0], "buttons") for q in questions]
+
+    # 5. The console: no errors, no version warnings (a JupyterLab older than an extension expects).
     errors = [t for kind, t in console if kind == "error"]
     versions = [t for kind, t in console if kind == "warning" and re.search(r"[Vv]ersion", t)]
     assert not errors and not versions, (errors, versions)
-    # 5. `git status` and notebooks/ as they were: checked by the fixture once make lab has stopped.
+    # 6. `git status` and notebooks/ as they were: checked by the fixture once make lab has stopped.

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from lab.events import read_events
+from lab.matrix.grid import load_grid
+from lab.matrix.questions import grid_questions
 from tests.conftest import ROOT
 from tests.notebooks.headless import execute_headless
 
@@ -19,7 +21,8 @@ ARTIFACTS = ROOT / "test-artifacts" / "notebooks"
 SMALL = {
     # A crash at a fixed second could come before the first batch (at 1 s it did) and show nothing; mid-output of
     # batch 2 always replays rows that were written: the page shows the lesson (376-481 duplicated, measured).
-    "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, FAULTS="driver-crash@batch=2:mid-output"),
+    "00_start_here": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, FAULTS="driver-crash@batch=2:mid-output",
+                          PREDICTIONS={"the driver killed mid-stream": "exactly-once"}),
     # The crash at batch 3 needs four batches. On a loaded machine (two test processes, Flink's JVMs) a driver was
     # ready only after the producer had finished, and the receiver then took the whole backlog at its maxRate
     # (500 records a batch): 1,500 events fitted in three batches and the crash never came (CI). 2,500 events make
@@ -33,8 +36,10 @@ SMALL = {
                                     RT_INTERVALS=[2, 5, 10], RT_EVENTS=6000, RT_RATE=500, RT_CRASH_AT=10,
                                     PREDICTIONS={"append": "at-least-once", "files": "exactly-once",
                                                  "real-time 10s": "at-least-once"}),
-    # the committed default matrix, the page learners compare with (a wrong row's marking: test_a_wrong_row_is_flagged)
-    "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "docs" / "reference" / "matrix.csv")),
+    # the committed default matrix, the page learners compare with (a wrong row's marking: test_a_wrong_row_is_flagged);
+    # every row predicted with its first word, as a papermill user passes them
+    "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "docs" / "reference" / "matrix.csv"),
+                                PREDICTIONS={q.name: q.choices[0] for q in grid_questions(load_grid(None))}),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
     "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"]),
@@ -115,6 +120,22 @@ def test_notebook_runs_headless(path, shared_runs_dir):
         rows = len(pd.read_csv(SMALL[path.stem]["RESULTS"]))
         assert "MISMATCH" not in html and "<b>✘ " not in html and rows >= 25, rows
         assert html.count(">as expected<") >= rows, html.count(">as expected<")
+        check_grid_predictions(runs_dir, SMALL[path.stem])
+
+
+def check_grid_predictions(runs_dir, params):
+    """Notebook 04 headless: every row's prediction recorded, each judged right exactly when it is the row's measured word."""
+    from lab.matrix.questions import answers_for
+
+    (recorded,) = runs_dir.glob("04-grid-*/predictions.json")
+    verdicts = json.loads(recorded.read_text())
+    questions = grid_questions(load_grid(None))
+    answers = answers_for(questions, params["RESULTS"])
+    assert [v["scenario"] for v in verdicts] == [q.name for q in questions]
+    for v in verdicts:
+        assert (v["predicted"], v["source"]) == (params["PREDICTIONS"][v["scenario"]], "PREDICTIONS")
+        assert v["measured"] == answers[v["scenario"]].measured
+        assert v["right"] == (v["predicted"] == v["measured"]), v
 
 
 def test_a_wrong_row_is_flagged(tmp_path):
@@ -148,7 +169,7 @@ def check_predictions(stem, reports):
     from lab.audit.predictions import TOPIC_OUTCOMES
     from tests.unit.test_notebook_style import PREDICTING
 
-    if stem not in PREDICTING:
+    if stem not in PREDICTING and "PREDICTIONS" not in SMALL[stem]:  # 00: the panel's prediction, from PREDICTIONS
         return
     given = SMALL[stem].get("PREDICTIONS", {})
     verdicts = {}

@@ -85,8 +85,8 @@ def test_every_scenario_cell_takes_a_prediction(path):
 
 
 #: Cells that run scenarios without a prediction, and why: the panels (a run the learner drives with
-#: buttons, its own predict control), notebook 06's recovery timing and 07's settings picker.
-UNPREDICTED_RUNS = {"03_structured_streaming": ["Panel("], "06_stateful_streaming": ["Panel(", "nb.recovery_s("],
+#: buttons, its own predict control) and 07's settings picker.
+UNPREDICTED_RUNS = {"03_structured_streaming": ["Panel("], "06_stateful_streaming": ["Panel("],
                     "07_kafka_guarantees": ["SettingsPicker("]}
 
 

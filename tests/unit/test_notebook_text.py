@@ -73,7 +73,7 @@ MECHANISM = re.compile("|".join(f"(?:{p})" for p in MECHANISMS), re.I)
 #: A cell that takes a prediction: the buttons of ``nb.predict`` (the cells test_notebook_style checks), the
 #: panels and 07's settings picker (runs with a predict control of their own, test_notebook_style's
 #: UNPREDICTED_RUNS), or, in a notebook that runs nothing (04), a markdown table with a "your prediction" column.
-PREDICT_CALL = re.compile(r"^\w+ = nb\.predict\(", re.M)
+PREDICT_CALL = re.compile(r"^\w+ = nb\.(?:predict(?:_grid)?|ask)\(", re.M)
 CONTROLS = tuple(mark for marks in UNPREDICTED_RUNS.values() for mark in marks if mark != "nb.recovery_s(")
 PREDICTION_TABLE = re.compile(r"^\|.*\byour prediction\b.*\|\s*$", re.M | re.I)
 #: A code cell after which the learner has seen a run's result.
@@ -285,10 +285,16 @@ def test_the_glossary_defines_each_term_with_a_link_to_its_documentation():
 
 
 def test_notebook_04_asks_for_every_row_of_the_default_grid_in_its_order():
+    """Its buttons are the default grid's rows (grid_questions), and each cell that shows an answer waits for them."""
     import yaml
 
+    from lab.matrix.grid import load_grid
+    from lab.matrix.questions import grid_questions
+
     grid = [s["name"] for s in yaml.safe_load((ROOT / "lab" / "templates" / "default_grid.yaml").read_text())["scenarios"]]
-    table = next(source(c) for c in cells(ROOT / "notebooks" / "04_semantics_matrix.ipynb")
-                 if c["cell_type"] == "markdown" and PREDICTION_TABLE.search(source(c)))
-    asked = re.findall(r"^\| ([^|]+?) \| \d\d \| *\|$", table, re.M)
-    assert asked == grid, (set(grid) - set(asked), set(asked) - set(grid))
+    assert [q.name for q in grid_questions(load_grid(None))] == grid
+    book = [code_only(source(c)) for c in cells(ROOT / "notebooks" / "04_semantics_matrix.ipynb") if c["cell_type"] == "code"]
+    assert any("questions = nb.matrix.grid_questions(nb.matrix.load_grid(None))" in c for c in book)
+    asks = next(i for i, c in enumerate(book) if re.search(r"^sheet = nb\.predict_grid\(questions, PREDICTIONS\)", c, re.M))
+    shows = [c for c in book[asks + 1:] if re.search(r"nb\.plots\.|display\(|grid_verdicts\(", c)]
+    assert shows and all(c.startswith("if sheet.ready():") for c in shows), "an answer is shown before the grid is predicted"

@@ -60,7 +60,7 @@ def test_topic_outcome_is_read_from_the_final_read():
     assert topic_outcome_of({"topic": {"lost": 0}})[0] == TOPIC_OUTCOMES[0]
     with pytest.raises(LabError, match="no final read"):
         topic_outcome_of({"run_dir": "x"})
-    v = judge(Prediction("grid", "acked sends lost", "buttons", 1.0), {"topic": {"lost": 5}, "acked": 9},
+    v = judge(Prediction("grid", "acked-lost", "buttons", 1.0), {"topic": {"lost": 5}, "acked": 9},
               topic_outcome_of)
     assert v.right is True
 
@@ -99,9 +99,9 @@ def test_predictions_must_be_a_mapping_of_known_outcomes():
 
     with pytest.raises(LabError, match=r"must be a mapping.*got str.*-y 'PREDICTIONS"):
         check_mapping('{"reliable, WAL": "at-least-once"}')  # what papermill's -p passes
-    with pytest.raises(LabError, match=r"prediction for 'later cell' 'twice'.*acked sends lost"):
+    with pytest.raises(LabError, match=r"prediction for 'later cell' 'twice'.*acked-lost"):
         check_mapping({"later cell": "twice"})  # checked at the first prediction cell, whichever cell it is for
-    assert check_mapping(None) == {} and check_mapping({"x": "acked sends lost"}) == {"x": "acked sends lost"}
+    assert check_mapping(None) == {} and check_mapping({"x": "acked-lost"}) == {"x": "acked-lost"}
 
 
 def test_running_the_buttons_cell_again_keeps_the_choice(monkeypatch):

@@ -119,9 +119,10 @@ def test_the_report_recomputes_cluster_verdicts_from_the_final_read_column():
 def test_a_prediction_is_right_only_when_it_says_what_the_final_read_measured():
     from lab.views.replication_picker import PREDICTIONS, prediction_right
 
-    lost, none = PREDICTIONS  # "none lost" contains the word "lost": the choice itself decides
+    kept, lost = PREDICTIONS  # the lab's words (lab.outcomes.TOPIC_WORDS): the choice itself decides
+    assert (kept, lost) == ("acked-kept", "acked-lost")
     assert prediction_right(lost, 600) and not prediction_right(lost, 0)
-    assert prediction_right(none, 0) and not prediction_right(none, 600)
+    assert prediction_right(kept, 0) and not prediction_right(kept, 600)
 
 
 def test_eligible_leader_replicas_change_the_reason_not_the_claim():
