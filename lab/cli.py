@@ -435,7 +435,9 @@ def cmd_predictions(a) -> int:
             raise LabError("--notebook reads the lab's notebooks/: run lab predictions from the lab's checkout")
         books = ps.notebooks(root / "notebooks")
         number = ps.notebook_number(a.notebook, books)
-        asked = ps.questions(books[number].read_text())
+        from lab.matrix.grid import load_grid
+
+        asked = ps.questions(books[number].read_text(), [s.name for s in load_grid(None).scenarios])
         keep, which = partial(ps.asks, asked), f" of notebook {books[number].stem}"
         if not asked:
             print(f"notebook {books[number].stem} records no prediction in its runs: nothing to count")

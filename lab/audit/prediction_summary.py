@@ -282,9 +282,10 @@ def _code_cells(notebook_text: str) -> list[ast.AST]:
     return trees
 
 
-def questions(notebook_text: str) -> tuple[re.Pattern, ...]:
+def questions(notebook_text: str, grid_rows: Sequence[str] = ()) -> tuple[re.Pattern, ...]:
     """The scenarios a notebook asks to predict, as patterns: the labels of its ``nb.predict``, ``nb.ask`` and
-    ``nb.Panel(label=...)`` calls, the default grid's rows for ``nb.predict_grid``, ``exercise NN.n`` for its exercises.
+    ``nb.Panel(label=...)`` calls, ``grid_rows`` (the default grid's scenario names, which the caller reads: the
+    grid is the matrix's, a floor above this one) for ``nb.predict_grid``, ``exercise NN.n`` for its exercises.
 
     A label written out matches itself; one built by an f-string (``f"real-time {i:g}s"``) matches any text in
     place of each ``{...}``; one built by a function of the notebook's (07's ``label(*row)``) is read from that
@@ -304,10 +305,8 @@ def questions(notebook_text: str) -> tuple[re.Pattern, ...]:
                 found += labels.patterns(asked)
             elif node.func.attr == "Panel":  # the panel's label= names its run
                 found += labels.patterns(next((k.value for k in node.keywords if k.arg == "label"), None))
-            elif node.func.attr == "predict_grid":  # notebook 04: the default grid's rows
-                from lab.matrix.grid import load_grid
-
-                found += [re.escape(s.name) for s in load_grid(None).scenarios]
+            elif node.func.attr == "predict_grid":  # notebook 04: the grid's rows, given by the caller
+                found += [re.escape(name) for name in grid_rows]
     # the exercises' lines, in the notebook's last markdown cell: each run is recorded as "exercise NN.n"
     cells = json.loads(notebook_text).get("cells", [])
     text = "".join("".join(c.get("source", [])) for c in cells if c.get("cell_type") == "markdown")
