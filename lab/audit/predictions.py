@@ -226,6 +226,13 @@ class Verdict:
                 f"({counts}): {word}")
 
 
+def unshown(report: Mapping) -> list[str]:
+    """Why a run could not show its lesson: each planned fault that never fired, and lab.audit.shown's reasons."""
+    missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
+              for f in report.get("faults_not_applied") or []]
+    return missed + list(report.get("could_not_show") or [])  # a crash before any output or after the stream
+
+
 def judge(prediction: Prediction, report: Mapping,
           measure: Callable[[Mapping], tuple[str, str]] = measured_guarantee) -> Verdict:
     """Compare a frozen prediction with the outcome measured from a run report.
@@ -244,9 +251,7 @@ def judge(prediction: Prediction, report: Mapping,
     says why): the prediction was about the run with its fault, where its lesson shows.
     """
     measured, detail = measure(report)
-    missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
-              for f in report.get("faults_not_applied") or []]
-    missed += report.get("could_not_show") or []  # lab.audit.shown: a crash before any output or after the stream
+    missed = unshown(report)
     if report.get("cautions"):  # judged, with the caution beside the counts
         detail = f"{detail}; caution: {'; '.join(report['cautions'])}"
     not_judged = "; ".join(missed) if prediction.outcome is not None else ""

@@ -447,15 +447,15 @@ class Attempt:
 def judge_attempt(ex: Exercise, setting: str, predicted: str, report) -> Attempt:
     """A finished run's report judged against the prediction and the answer (the counts decide, never the answer)."""
     from lab.audit.expectations import measured
+    from lab.audit.predictions import unshown
 
     got = measured(ex.expect, report)
     counts = (f"{report.get('lost', 0)} lost, {report.get('duplicated', 0)} duplicated, "
               f"{report.get('unexpected', 0)} unexpected of {report.get('acked', 0)}")
     if got in ("acked-kept", "acked-lost"):
         counts = f"{(report.get('topic') or {}).get('lost')} acknowledged sends not in the topic; {counts}"
-    missed = [f"the planned {f.get('kind', 'fault')} never fired ({f.get('reason', 'no reason recorded')})"
-              for f in report.get("faults_not_applied") or []] + list(report.get("could_not_show") or [])
-    return Attempt(ex.id, setting, predicted, got, ex.expect, counts, str(report.get("run_dir", "")), "; ".join(missed))
+    return Attempt(ex.id, setting, predicted, got, ex.expect, counts, str(report.get("run_dir", "")),
+                   "; ".join(unshown(report)))
 
 
 def ready_line(ex: Exercise) -> str:

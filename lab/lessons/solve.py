@@ -7,6 +7,8 @@ this module runs and displays.
 
 from __future__ import annotations
 
+import time
+
 from lab.lessons.exercises import Exercise, check_setting, choices_of, config_call, exercise, judge_attempt
 
 #: Parameters that only make a run shorter or longer: a learner or a solution may pass them with any exercise.
@@ -65,6 +67,7 @@ def attempt(exercise_id: str, predict=..., **settings):
 
     from lab.audit.predictions import Prediction, as_choice, judge, record
     from lab.errors import LabError
+    from lab.views.predict import COLOURS
 
     ex = exercise(exercise_id)
     if ex.evidence:
@@ -81,23 +84,17 @@ def attempt(exercise_id: str, predict=..., **settings):
         return None
     result = _run(ex, {**ex.params, **settings})
     judged = judge_attempt(ex, check.setting, predicted, result.report)
-    verdict = judge(Prediction(f"exercise {ex.id}", predicted, "exercise", _now()), result.report,
+    verdict = judge(Prediction(f"exercise {ex.id}", predicted, "exercise", time.time()), result.report,
                     lambda _report: (judged.measured, judged.counts))
     record(verdict, result.run_dir)
-    colour = {True: "#d8f3dc", False: "#fde0dc", None: "#f1f1f1"}[judged.right if judged.as_documented else None]
+    colour = COLOURS[judged.right if judged.as_documented else None]
     display(HTML(f"<p class='lab-exercise' style='background:{colour};padding:4px'>{escape(judged.sentence())}</p>"))
     return result
 
 
-def _now() -> float:
-    import time
-
-    return time.time()
-
-
-#: What an evidence exercise's run must share with the exercise: every parameter but :data:`SIZING`, and the fault
-#: plan by kind and crash point (a lesson may crash at another batch or second).
 def _differences(ex: Exercise, result) -> list[str]:
+    """What differs between ``result``'s run and the one an evidence exercise is about: every parameter but
+    :data:`SIZING`, and the fault plan by kind and crash point (a lesson may crash at another batch or second)."""
     from lab.config import make_config
     from lab.faults.plan import parse_fault_plan
 

@@ -22,6 +22,25 @@ from lab.audit.predictions import (Prediction, Verdict, as_choice, check_given, 
 _CHOSEN: dict[str, str] = {}
 
 
+#: A verdict row's colour: right, wrong, not judged.
+COLOURS = {True: "#d8f3dc", False: "#fde0dc", None: "#f1f1f1"}
+
+
+def verdict_table(verdicts, first: str, last: str, label=lambda v: v.scenario) -> str:
+    """The verdicts as one HTML table under the score: mark, ``first`` column, predicted, measured, ``last`` column.
+
+    JupyterLab right-aligns table cells and wraps "exactly-once" at its hyphen: rows read left to right, words whole.
+    """
+    left, whole = "style='text-align:left'", "style='white-space:nowrap'"
+    rows = "".join(
+        f"<tr style='background:{COLOURS[v.right]}'><td>{v.mark}</td><td {left}>{label(v)}</td>"
+        f"<td {whole}>{v.predicted or '<i>none</i>'}</td><td {whole}><b>{v.measured}</b></td>"
+        f"<td {left}>{v.detail}{'<br><i>not judged: ' + v.not_judged + '</i>' if v.not_judged else ''}</td></tr>"
+        for v in verdicts)
+    return (f"<table><tr><th></th><th>{first}</th><th>predicted</th><th>measured</th><th>{last}</th></tr>"
+            f"{rows}</table>")
+
+
 class PredictionSheet:
     """One prediction per scenario: buttons interactively, the ``PREDICTIONS`` parameter headless.
 
@@ -169,14 +188,7 @@ def verdicts(frozen: Mapping[str, Prediction] | PredictionSheet, results: Mappin
         v = judge(Prediction(key, p.outcome, p.source, p.recorded_at), result.report, measure)
         record(v, result.run_dir)
         out.append(v)
-    colour = {True: "#d8f3dc", False: "#fde0dc", None: "#f1f1f1"}
-    rows = "".join(
-        f"<tr style='background:{colour[v.right]}'><td>{v.mark}</td><td>{v.scenario}</td>"
-        f"<td>{v.predicted or '<i>none</i>'}</td><td><b>{v.measured}</b></td>"
-        f"<td>{v.detail}{'<br><i>not judged: ' + v.not_judged + '</i>' if v.not_judged else ''}</td></tr>"
-        for v in out)
-    display(HTML(f"<p><b>Your predictions: {score(out)}</b></p><table><tr><th></th><th>run</th>"
-                 f"<th>predicted</th><th>measured</th><th>counts</th></tr>{rows}</table>"))
+    display(HTML(f"<p><b>Your predictions: {score(out)}</b></p>{verdict_table(out, 'run', 'counts')}"))
     print("\n".join(v.sentence() for v in out))
 
 
@@ -244,16 +256,9 @@ class GridSheet(PredictionSheet):
                              lambda _report, a=a: (a.measured, a.detail)))
         where = record_all(out, Path(runs_dir) / f"04-grid-{time.strftime('%Y%m%d-%H%M%S')}")
         tables = sorted({a.table for a in answers.values()})
-        colour = {True: "#d8f3dc", False: "#fde0dc", None: "#f1f1f1"}
-        # JupyterLab right-aligns table cells and wraps "exactly-once" at its hyphen: the rows read left to right
-        left, whole = "style='text-align:left'", "style='white-space:nowrap'"
-        rows = "".join(
-            f"<tr style='background:{colour[v.right]}'><td>{v.mark}</td><td {left}>{self.labels[v.scenario]}</td>"
-            f"<td {whole}>{v.predicted or '<i>none</i>'}</td><td {whole}><b>{v.measured}</b></td>"
-            f"<td {left}>{v.detail}</td></tr>" for v in out)
         display(HTML(f"<p><b>Your grid: {score(out)}</b> (answered by {', '.join(tables) or 'no table'}; "
-                     f"recorded in {where})</p><table><tr><th></th><th>scenario</th><th>predicted</th>"
-                     f"<th>measured</th><th>counts</th></tr>{rows}</table>"))
+                     f"recorded in {where})</p>"
+                     + verdict_table(out, "scenario", "counts", label=lambda v: self.labels[v.scenario])))
         return out
 
 
@@ -339,10 +344,5 @@ def answers(frozen: Mapping[str, Prediction] | PredictionSheet, measured: Mappin
         v = judge(p, {"run_dir": str(where)}, lambda _report, o=outcome, d=detail: (o, d))
         record(v, Path(where), name=f"question-{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}.json")
         out.append(v)
-    colour = {True: "#d8f3dc", False: "#fde0dc", None: "#f1f1f1"}
-    rows = "".join(f"<tr style='background:{colour[v.right]}'><td>{v.mark}</td><td>{v.scenario}</td>"
-                   f"<td>{v.predicted or '<i>none</i>'}</td><td><b>{v.measured}</b></td><td>{v.detail}</td></tr>"
-                   for v in out)
-    display(HTML(f"<p><b>Your predictions: {score(out)}</b></p><table><tr><th></th><th>question</th>"
-                 f"<th>predicted</th><th>measured</th><th>what decided it</th></tr>{rows}</table>"))
+    display(HTML(f"<p><b>Your predictions: {score(out)}</b></p>{verdict_table(out, 'question', 'what decided it')}"))
     print("\n".join(v.sentence() for v in out))
