@@ -100,12 +100,13 @@ test-stack: venv fetch
 	@tests/stack/preflight.sh
 	$(BIN)/python tests/stack/run.py
 
-# The pinned linter (ruff, pyproject.toml's [tool.ruff]) over the code and its tests and benchmarks.
+# The pinned linter (ruff, pyproject.toml's [tool.ruff]) over the code, its tests, benchmarks and docs tools.
 lint: venv
-	$(BIN)/ruff check --quiet lab tests bench
+	$(BIN)/ruff check --quiet lab tests bench docs/tools
 
 # docs/reference: every notebook (and its solutions) executed headless with its small parameters, as HTML.
 # The notebook tests execute and check them; lab.lessons.reference copies their HTML and records each notebook's digest.
+# The README's grid picture (docs/images/semantics_grid.png) from docs/reference/matrix.csv: docs/tools/render_grid.py.
 reference: venv
 	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
 	$(BIN)/python -m lab.lessons.reference

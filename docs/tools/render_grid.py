@@ -4,8 +4,8 @@ Plotly's static export needs kaleido, which the lab does not install; this write
 the figure's HTML (plotly.js inlined, so no network) and screenshots it in headless
 Chromium through playwright, the browser the browser test uses.
 
-    .venv/bin/python bench/render_grid.py                      # docs/reference/matrix.csv -> docs/images/semantics_grid.png
-    .venv/bin/python bench/render_grid.py --results data/results/matrix.csv --out grid.png
+    .venv/bin/python docs/tools/render_grid.py                 # docs/reference/matrix.csv -> docs/images/semantics_grid.png
+    .venv/bin/python docs/tools/render_grid.py --results data/results/matrix.csv --out grid.png
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # the flags the browser test launches Chromium with: no sandbox (containers), nothing fetched in the background
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
