@@ -5,7 +5,7 @@
 * ``format``: ``LAB_KAFKA_FORMAT=each`` (a ``StorageTool`` JVM per start) against
   ``template`` (:mod:`lab.broker.template`); figures in ``bench/results/broker_start.json``;
 * ``archive``: ``LAB_BROKER_ARCHIVE=off`` against ``on`` (:mod:`lab.broker.archive`);
-  figures in ``bench/results/broker_archive.json``.
+  it writes ``bench/results/broker_archive.json``; the last figures: bench/README.md, Past experiments.
 
 Two figures, each as a before/after pair measured in turns in one call
 (before, after, before, after ...) so that a drift of the machine's speed

@@ -1,7 +1,7 @@
 """A driver JVM kept between runs against a new one for each run: what a run's first driver would save.
 
 Every run of the lab starts its drivers fresh: a new Python process, a new JVM, a new
-SparkSession. The start-up techniques (:mod:`lab.tuning`) shortened that start; this bench
+SparkSession. The start-up techniques (:mod:`lab.host.start_tuning`) shortened that start; this bench
 measures what is left of it, by asking what the same run costs in a JVM that has already
 served one. It is a design question (a driver process per run is the lab's protocol), so the
 bench runs Spark directly, not ``lab run``.

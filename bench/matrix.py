@@ -9,7 +9,7 @@ runs only the 14 rows the grid had when its 4-minute target was set
 every row, for a before/after pair of one setting (``_set`` in the file name). ``--pair`` runs the whole grid
 twice, back to back, into ``bench/results/matrix.json``: first with every start-up technique off (the start as it
 was before them: no class archive, the JVM's default flags, the worker
-warm-up before the query, a 1 s restart delay; :data:`lab.tuning.ALL_OFF`),
+warm-up before the query, a 1 s restart delay; :data:`lab.host.start_tuning.ALL_OFF`),
 then with the defaults, and compares the two row by row: a technique may
 change the time, never a classification. ``--jobs-pair`` runs it with one
 scenario at a time (one shared broker), then two at once (a broker each), and
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.tuning import ALL_OFF
+from lab.host.start_tuning import ALL_OFF
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: make `bench` importable
 from bench.machine import core_seconds, cpu_model  # noqa: E402

@@ -184,7 +184,7 @@ class Sampler:
 
 def archive_variant(path: str) -> dict:
     """The environment of drivers that map the class archive at ``path`` rather than today's (pure)."""
-    from lab.tuning import DRIVER_JVM_OPTIONS
+    from lab.host.start_tuning import DRIVER_JVM_OPTIONS
 
     return {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": f"{DRIVER_JVM_OPTIONS} -XX:SharedArchiveFile={path}"}
 

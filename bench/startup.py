@@ -30,7 +30,7 @@ turn: its process had been started ``started_ahead_s`` earlier, and its
 ``jvm``, ``session`` and ``workers`` phases, done while it waited, are
 negative; ``standby`` is when it began to wait, ``turn`` when it had its turn.
 
-Variants (:mod:`lab.tuning`; ``all`` is the default start):
+Variants (:mod:`lab.host.start_tuning`; ``all`` is the default start):
 ``all``, ``no-class-archive``, ``no-jvm-flags``, ``warm-up-before``,
 ``restart-delay-1s``, ``no-standby``, ``pyspark-worker-daemon``, ``no-worker-preload``,
 ``task-fetch-wait-500`` (Kafka's own ``fetch.max.wait.ms`` in the tasks of Spark's Kafka
@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 from lab.events import read_events
-from lab.tuning import ALL_OFF
+from lab.host.start_tuning import ALL_OFF
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout

@@ -18,7 +18,10 @@ from lab.errors import LabError
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from lab.config import ELR, COMMIT_MODES, KAFKA_READERS, OFFSET_STORES, QUERIES, RECEIVER_ACKS, STATE_STORES
+    from lab.config import ELR
+    from lab.engines.kafka import COMMIT_MODES
+    from lab.engines.spark import KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS, STATE_STORES
+    from lab.queries import QUERIES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.kafka.eos_settings import DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S
     from lab.samza.settings import SAMZA_STORE_CACHES
@@ -361,7 +364,7 @@ def cmd_fetch(a) -> int:
         from lab.broker import archive as broker_archive
         from lab.spark import archive as class_archive
 
-        # retry: `lab fetch` is where a failed build is tried again (lab.spark.archive.ensure_archive)
+        # retry: `lab fetch` is where a failed build is tried again (lab.host.class_archive.ensure_archive)
         for label, who, make in (("class archive", "Spark drivers", class_archive.ensure),
                                  ("broker class archive", "Kafka brokers", broker_archive.ensure)):
             st = make(progress=print, retry=True)

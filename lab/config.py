@@ -30,21 +30,14 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from lab.flink import settings as flink_settings
-from lab.samza import settings as samza_settings
-from lab.share import settings as share_settings
-from lab.share.settings import DEFAULT_CONSUMERS
-from lab.spark import trigger as spark_trigger
-from lab.storm import settings as storm_settings
+from lab.engines.groups import ENGINES, EngineGroups
 from lab.errors import LabError, choices_error
+from lab.faults.catalogue import FAULTS, ON_PAUSE, on_pause_mode
+from lab.faults.plan import Fault, check_fault, check_plan, parse_fault_plan
 from lab.host.env import env_runs_dir, number, one_of
-from lab.kafka import eos_settings
-from lab.faults.plan import Fault, parse_fault_plan
-from lab.faults.catalogue import ON_PAUSE, on_pause_mode
-from lab.faults.plan import check_plan
-from lab.registry import COUNT_QUERIES, DEFAULT_BATCH_INTERVAL_S, PIPELINES
-from lab.sinks.spec import (FILES_SINK_PIPELINES, SINK_MODES, TOPIC_MODE, TOPIC_SINK_PIPELINES,
-                            TOPIC_SINK_WRITERS, TRANSACTIONAL_OUTPUT_PIPELINES)
+from lab.queries import COUNT_QUERIES, QUERIES
+from lab.registry import DEFAULT_BATCH_INTERVAL_S, DEFAULT_PIPELINE, PIPELINES, PipelineSpec
+from lab.sinks.spec import SINK_MODES, TOPIC_MODE
 
 #: The shortest batch interval: the receivers' block interval (``spark.streaming.blockInterval``).
 MIN_BATCH_INTERVAL_S = 0.2
@@ -66,65 +59,18 @@ def default_max_batch(events: int) -> int:
     return max(SMALL_BATCH, -(-int(events) // BATCHES_PER_RUN))
 
 
-
 def _default_interval(pipeline: str) -> float:
     """``--batch-interval``'s default for ``pipeline`` (its registry entry; an unknown name is refused later)."""
     spec = PIPELINES.get(pipeline)
     return spec.default_interval_s if spec else DEFAULT_BATCH_INTERVAL_S
 
 
-#: Why ``--kafka-reader spark`` is refused with Tansu (here, and by the driver: :mod:`lab.pipelines.structured.kafka_input`).
-SPARK_READER_NEEDS_KAFKA = (
-    "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
-    "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
-    "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
-
-
 ACKS = ("0", "1", "all")
-COMMIT_MODES = {
-    "auto": "offsets committed on a timer inside poll() (kafka-python auto-commit)",
-    "after-output": "offsets committed after the sink returns: at-least-once",
-    "before-output": "offsets committed before the sink is written: at-most-once",
-}
-OFFSET_STORES = {
-    "checkpoint": "offset ranges in the checkpoint, marked done after output (at-least-once output)",
-    "sink": "offsets committed in the sink's transaction with the rows (needs --sink transactional)",
-    "kafka": "offsets committed to the consumer group after output, like commitAsync",
-}
-RECEIVER_ACKS = {
-    "auto": "offsets committed on a timer as records reach the receiver (unreliable receiver)",
-    "stored": "offsets committed only for blocks Spark reports stored (reliable receiver)",
-}
-KAFKA_READERS = {
-    "auto": "Spark's own kafka format when its connector is on the classpath, else labkafka",
-    "labkafka": "the lab's own reader, no jar: kafka-python inside Spark tasks (structured: a Python data source)",
-    "spark": "Spark's kafka format (the spark-sql-kafka-0-10 connector `lab fetch` caches)",
-}
 ON_OFF = ("on", "off")
-#: ``LAB_SPARK_UI``'s values.
-SPARK_UI = {"0": False, "off": False, "1": True, "on": True}
 ISOLATIONS = {
     "auto": "read_committed with a transactional producer, else read_uncommitted",
     "read_committed": "readers skip records of open and aborted transactions",
     "read_uncommitted": "readers get every record, aborted transactions' included",
-}
-#: What the Spark pipelines compute (``--query``); :mod:`lab.pipelines.stateful` builds the stateful ones.
-QUERIES = {
-    "passthrough": "one record in, one row out (no state)",
-    "window-count": "event-time tumbling windows counted per key, state in Spark's state store (update mode); "
-                    "receiver: running counts per key with updateStateByKey",
-    "dedupe": "dropDuplicatesWithinWatermark on the event id before the sink (state: the ids seen)",
-    "key-count": "kafka-eos, samza: running counts per key, a local store and its compacted changelog (Samza's)",
-    "session-count": "events per key and session (a gap of --session-gap seconds of event time ends one), with "
-                     "transformWithStateInPandas: a state and an event-time timer per key (rocksdb state store)",
-}
-#: Pipelines that run each stateful query.
-QUERY_PIPELINES = {"window-count": ("structured", "receiver"), "dedupe": ("structured",),
-                   "key-count": ("kafka-eos", "samza"), "session-count": ("structured",)}
-#: Spark's state store providers (``--state-store``).
-STATE_STORES = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 BROKERS = {
     "kafka": "Apache Kafka 4.4.0, one KRaft node, data on disk (its jars come from `lab fetch`)",
@@ -141,9 +87,6 @@ ELR = {
 
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
-#: Spark's master forms. A count of 0 threads, workers or cores is refused here: Spark refuses it only once the
-#: driver runs ("Asked to run locally with 0 threads"), and the run restarted that driver three times, 17 s in all.
-_MASTER = re.compile(r"^(local(\[([1-9]\d*|\*)\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
 @dataclass(frozen=True)
@@ -185,15 +128,52 @@ class ProducerSettings:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """Everything one scenario run needs.
+class ClusterSettings:
+    """The run's Kafka: which broker, where, how many nodes, and the topic settings a cluster is given."""
+
+    kafka_bootstrap: str | None = None
+    kafka_proxy: str | None = None
+    broker: str = "kafka"
+    nodes: int = 1
+    min_insync: int = 1
+    unclean: str = "off"
+    elr: str = "broker"
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """What a stateful query's windows, sessions and watermark are, and how late the producer's late events come."""
+
+    window_s: float = 10.0
+    session_gap_s: float = 0.5
+    watermark_s: float = 10.0
+    late_fraction: float = 0.0
+    late_by_s: float = 60.0
+
+
+#: The groups of a :class:`RunConfig` other than the producer's (given flat, e.g. ``wal=``), by field name.
+GROUPS: dict[str, type] = {"cluster": ClusterSettings, "event_time": EventTime,
+                           **{name: engine.options for name, engine in ENGINES.items()}}
+#: Each flat parameter of a group, and its group.
+GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
+#: What the engines' settings decide of the faults and named points (:data:`lab.engines.hooks.Engine.requirements`).
+REQUIREMENTS: dict = {name: requires for engine in ENGINES.values() for name, requires in engine.requirements.items()}
+
+
+@dataclass(frozen=True)
+class RunConfig(EngineGroups):
+    """Everything one scenario run needs: its core settings, and groups (the producer's, the cluster's, event
+    time's and one per engine, :class:`lab.engines.groups.EngineGroups`).
 
     Build it with :func:`make_config`, which validates and fills ``LAB_*``
-    environment variables; the constructor alone does not validate.
+    environment variables; the constructor alone does not validate. Parameters,
+    ``config.json`` and a report's settings name every setting flat (``wal``, not
+    ``spark.wal``): :meth:`of`, :meth:`option` and :meth:`with_options` translate.
     """
 
-    pipeline: str = "plain"
+    pipeline: str = DEFAULT_PIPELINE
     sink: str = "append"
+    query: str = "passthrough"
     events: int = 3000
     rate: float = 1000.0
     partitions: int = 3
@@ -201,47 +181,72 @@ class RunConfig:
     seed: int = 1
     name: str = ""
     topic: str = "events"
-    commit: str = "auto"
     batch_interval_s: float = DEFAULT_BATCH_INTERVAL_S  # flink: 1 s (make_config: the registry's default_interval_s)
     max_batch_records: int = 500
     restart_delay_s: float = 0.2
     deadline_s: float = 120.0
-    kafka_bootstrap: str | None = None
-    kafka_proxy: str | None = None
-    broker: str = "kafka"
-    nodes: int = 1
-    min_insync: int = 1
-    unclean: str = "off"
     sink_url: str | None = None
-    spark_master: str = "local[2]"
-    spark_ui: bool = False
-    offsets: str = "checkpoint"
-    kafka_reader: str = "auto"
     isolation: str = "auto"
-    wal: str = "on"
-    ack: str = "stored"
-    replication: int = 1
-    query: str = "passthrough"
-    window_s: float = 10.0
-    session_gap_s: float = 0.5
-    watermark_s: float = 10.0
-    state_store: str = "hdfs"
-    late_fraction: float = 0.0
-    late_by_s: float = 60.0
-    checkpointing: str = "aligned"
-    flink_delivery: str = "auto"
-    slow_sink: bool = False
-    backlog: bool = False
-    storm_mode: str = "acked"
-    samza_store_cache: str = "off"
-    consumers: int = DEFAULT_CONSUMERS
-    trigger: str = spark_trigger.MICRO_BATCH
     on_pause: str = "auto"
-    elr: str = "broker"
-    trust_commit: bool = False
-    delivery_timeout_s: float = eos_settings.DELIVERY_TIMEOUT_S
+    backlog: bool = False
     runs_dir: str = "runs"
     producer: ProducerSettings = field(default_factory=ProducerSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    event_time: EventTime = field(default_factory=EventTime)
+
+    @classmethod
+    def core_fields(cls) -> tuple[str, ...]:
+        """The fields that are not a group."""
+        groups = {"producer", *GROUPS}
+        return tuple(f.name for f in fields(cls) if f.name not in groups)
+
+    @classmethod
+    def of(cls, **params) -> "RunConfig":
+        """A config from flat parameters (``wal="off"``, not ``spark=...``), unvalidated; ``producer`` as a group."""
+        grouped: dict[str, dict] = {group: {} for group in GROUPS}
+        core = {}
+        for key, value in params.items():
+            if key in GROUP_OF:
+                grouped[GROUP_OF[key]][key] = value
+            else:
+                core[key] = value
+        return cls(**core, **{group: GROUPS[group](**values) for group, values in grouped.items()})
+
+    @classmethod
+    def is_setting(cls, name: str) -> bool:
+        """Whether ``name`` is a setting's flat name (a core field, a group's field, or the producer's)."""
+        return name in GROUP_OF or name in cls.core_fields() or name in {f.name for f in fields(ProducerSettings)}
+
+    def option(self, name: str):
+        """A setting by its flat name (``config.option("wal")`` is ``config.spark.wal``; ``acks`` the producer's)."""
+        if name in GROUP_OF:
+            return getattr(getattr(self, GROUP_OF[name]), name)
+        if name in self.core_fields():
+            return getattr(self, name)
+        return getattr(self.producer, name)
+
+    def with_options(self, **flat) -> "RunConfig":
+        """This config with settings changed by their flat names."""
+        core = {k: v for k, v in flat.items() if k not in GROUP_OF}
+        groups = {}
+        for key, value in flat.items():
+            if key in GROUP_OF:
+                group = GROUP_OF[key]
+                groups[group] = replace(groups.get(group, getattr(self, group)), **{key: value})
+        return replace(self, **core, **groups)
+
+    def flat(self) -> dict:
+        """Every setting by its flat name, the producer's as a group (``config.json``'s shape)."""
+        out = {name: getattr(self, name) for name in self.core_fields()}
+        for group in GROUPS:
+            out.update(asdict(getattr(self, group)))
+        out["producer"] = asdict(self.producer)
+        return out
+
+    @property
+    def spec(self) -> PipelineSpec:
+        """The pipeline's registry entry."""
+        return PIPELINES[self.pipeline]
 
     @property
     def fault_plan(self) -> tuple[Fault, ...]:
@@ -252,27 +257,25 @@ class RunConfig:
         """What the pipeline's readers use: ``--isolation``, or for ``auto`` what the producer needs.
 
         ``auto``: transactional output is only final once committed, so
-        ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated). The kafka-eos
-        pipeline always reads ``read_committed`` (:mod:`lab.pipelines.kafka_eos`).
+        ``read_committed``; otherwise ``read_uncommitted`` (Kafka's default, stated). A pipeline whose output is
+        transactional (its registry entry) always reads ``read_committed``.
         """
-        if self.isolation == "auto" and self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES:
+        if self.isolation == "auto" and self.spec.transactional_output:
             return "read_committed"
         return self.producer.isolation_level if self.isolation == "auto" else self.isolation
 
     @property
     def real_kafka(self) -> bool:
         """The run reads Apache Kafka (the embedded one, or ``LAB_KAFKA_BOOTSTRAP``), not Tansu."""
-        return bool(self.kafka_bootstrap) or self.broker == "kafka"
-
-    @property
-    def may_use_connector(self) -> bool:
-        """The driver may read Kafka with Spark's connector: structured or direct, Apache Kafka, reader not labkafka."""
-        return ("kafka_reader" in PIPELINES[self.pipeline].options and self.real_kafka
-                and self.kafka_reader != "labkafka")
+        return bool(self.cluster.kafka_bootstrap) or self.cluster.broker == "kafka"
 
     @property
     def settings(self) -> dict:
         """The semantic settings a report lists next to the counts."""
+        spec = self.spec
+        stated = {}
+        for engine in ENGINES.values():
+            stated.update(engine.stated(self, spec))
         return {
             "sink": self.sink,
             "partitions": self.partitions,
@@ -283,17 +286,16 @@ class RunConfig:
             "idempotence": self.producer.idempotence,
             "transactional": self.producer.transactional,
             "isolation": self.isolation_level,
-            "spark_master": self.spark_master if PIPELINES[self.pipeline].uses_spark else None,
-            **{opt: getattr(self, opt) for opt in PIPELINES[self.pipeline].options},
-            "broker": "external" if self.kafka_bootstrap else "embedded",
-            "embedded_broker": None if self.kafka_bootstrap else self.broker,
+            **{opt: self.option(opt) for opt in spec.options},
+            "broker": "external" if self.cluster.kafka_bootstrap else "embedded",
+            "embedded_broker": None if self.cluster.kafka_bootstrap else self.cluster.broker,
             "sink_backend": ("files" if self.sink == "files" else "kafka" if self.sink == TOPIC_MODE
                              else "postgresql" if self.sink_url else "sqlite"),
             **self.query_settings,
             **self.replication_settings,
-            **({"elr": self.elr} if self.elr != "broker" else {}),
+            **({"elr": self.cluster.elr} if self.cluster.elr != "broker" else {}),
             **({"backlog": True} if self.backlog else {}),
-            **eos_settings.stated(self),
+            **stated,
             # What a pause leads to decides what it costs; stated only when one is planned.
             **({"on_pause": self.on_pause} if any(f.kind == "driver-pause" for f in self.fault_plan) else {}),
         }
@@ -301,43 +303,56 @@ class RunConfig:
     @property
     def replication_settings(self) -> dict:
         """For a cluster (``--nodes 3``): the run topic's replication factor and the settings it is created with."""
-        if self.nodes == 1:
+        c = self.cluster
+        if c.nodes == 1:
             return {}
-        return {"nodes": self.nodes, "replication_factor": self.nodes, "min_insync": self.min_insync,
-                "unclean": self.unclean}
+        return {"nodes": c.nodes, "replication_factor": c.nodes, "min_insync": c.min_insync, "unclean": c.unclean}
 
     @property
     def topic_configs(self) -> dict:
         """Kafka topic configs the run's topic is created with (set explicitly on a cluster, never left to the broker)."""
-        if self.nodes == 1:
+        c = self.cluster
+        if c.nodes == 1:
             return {}
-        return {"min.insync.replicas": str(self.min_insync),
-                "unclean.leader.election.enable": "true" if self.unclean == "on" else "false"}
+        return {"min.insync.replicas": str(c.min_insync),
+                "unclean.leader.election.enable": "true" if c.unclean == "on" else "false"}
 
     @property
     def query_settings(self) -> dict:
         """The query and, for a stateful one, what decides its state and its late events."""
+        t = self.event_time
         out = {"query": self.query}
         if self.query != "passthrough":
-            if PIPELINES[self.pipeline].running_counts:  # running counts per key: no window, no watermark
+            if self.spec.running_counts:  # running counts per key: no window, no watermark
                 return out
-            out.update(window_s=self.window_s if self.query == "window-count" else None,
-                       watermark_s=self.watermark_s, state_store=self.state_store)
+            out.update(window_s=t.window_s if self.query == "window-count" else None,
+                       watermark_s=t.watermark_s, state_store=self.option("state_store"))
             if self.query == "session-count":
-                out.update(session_gap_s=self.session_gap_s)
-        if self.late_fraction:
-            out.update(late_fraction=self.late_fraction, late_by_s=self.late_by_s)
+                out.update(session_gap_s=t.session_gap_s)
+        if t.late_fraction:
+            out.update(late_fraction=t.late_fraction, late_by_s=t.late_by_s)
         return out
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.flat(), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":
         data = json.loads(text)
-        data["producer"] = ProducerSettings(**data.get("producer", {}))
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        producer = ProducerSettings(**data.pop("producer", {}))
+        known = set(cls.core_fields()) | set(GROUP_OF)
+        return cls.of(**{k: v for k, v in data.items() if k in known}, producer=producer)
+
+    def why_not(self, name: str) -> str | None:
+        """Why this run's settings cannot carry out the fault kind or named point ``name``, or ``None`` when they can
+        (the catalogue's needs, and the engines': :data:`REQUIREMENTS`)."""
+        spec = FAULTS.get(name)
+        why = spec is not None and spec.requires is not None and spec.requires(self)
+        return why or (REQUIREMENTS[name](self) if name in REQUIREMENTS else None)
+
+    def check_fault(self, fault: Fault) -> None:
+        """Raise :class:`LabError` when this run cannot carry out ``fault`` (:func:`lab.faults.plan.check_fault`)."""
+        check_fault(fault, self, self.spec, PIPELINES, REQUIREMENTS)
 
     def validate(self) -> None:
         """Raise :class:`LabError` naming the first bad value and the valid choices."""
@@ -350,59 +365,36 @@ class RunConfig:
                            "starting with a letter or digit")
         if self.sink not in SINK_MODES:
             raise choices_error("sink", self.sink, SINK_MODES)
-        if self.pipeline in TOPIC_SINK_PIPELINES and self.sink != TOPIC_MODE:
+        if spec.topic_sink == "only" and self.sink != TOPIC_MODE:
             raise LabError(f"sink {self.sink!r} is not valid for pipeline {self.pipeline!r}, which writes its output "
                            f"topic (<topic>.out); valid choices: {TOPIC_MODE}")
-        if self.sink == TOPIC_MODE and self.pipeline not in TOPIC_SINK_WRITERS:
+        if self.sink == TOPIC_MODE and spec.topic_sink == "no":
             raise LabError(f"sink {TOPIC_MODE!r} is a pipeline's output topic; valid pipelines for it: "
-                           f"{', '.join(TOPIC_SINK_WRITERS)}")
-        if self.sink == "files" and self.pipeline not in FILES_SINK_PIPELINES:
-            raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: {', '.join(FILES_SINK_PIPELINES)}")
+                           f"{', '.join(n for n, p in PIPELINES.items() if p.topic_sink != 'no')}")
+        if self.sink == "files" and not spec.files_sink:
+            raise LabError(f"sink 'files' is Spark's file sink; valid pipelines for it: "
+                           f"{', '.join(n for n, p in PIPELINES.items() if p.files_sink)}")
         if self.on_pause not in ON_PAUSE:
             raise choices_error("on-pause", self.on_pause, ON_PAUSE)
-        if self.commit not in COMMIT_MODES:
-            raise choices_error("commit mode", self.commit, COMMIT_MODES)
-        if self.offsets not in OFFSET_STORES:
-            raise choices_error("offset store", self.offsets, OFFSET_STORES)
-        if self.offsets == "sink" and self.sink != "transactional":
-            raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {self.sink!r}")
-        if self.kafka_reader not in KAFKA_READERS:
-            raise choices_error("Kafka reader", self.kafka_reader, KAFKA_READERS)
-        if ("kafka_reader" in PIPELINES[self.pipeline].options and self.kafka_reader == "spark"
-                and not (self.kafka_bootstrap or self.broker == "kafka")):
-            raise LabError(SPARK_READER_NEEDS_KAFKA)
-        if self.broker not in BROKERS:
-            raise choices_error("broker", self.broker, BROKERS)
-        if self.elr not in ELR:
-            raise choices_error("elr", self.elr, ELR)
-        if self.elr != "broker" and (self.kafka_bootstrap or self.broker != "kafka"):
-            raise LabError(f"--elr {self.elr} finalizes a feature of the lab's own Apache Kafka; this run's broker is "
-                           f"{'LAB_KAFKA_BOOTSTRAP' if self.kafka_bootstrap else self.broker}: use --broker kafka "
-                           "without LAB_KAFKA_BOOTSTRAP, or --elr broker")
+        self._validate_cluster()
         if self.isolation not in ISOLATIONS:
             raise choices_error("isolation level", self.isolation, ISOLATIONS)
-        if self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES and self.isolation == "read_uncommitted":
+        if spec.transactional_output and self.isolation == "read_uncommitted":
             raise LabError(f"pipeline {self.pipeline!r} reads read_committed (its exactly-once needs it); "
                            "valid isolation for it: auto, read_committed")
-        if self.pipeline in TRANSACTIONAL_OUTPUT_PIPELINES and not self.real_kafka:
+        if spec.transactional_output and not self.real_kafka:
             raise LabError(f"pipeline {self.pipeline!r} needs a broker that honours transactions: Tansu delivers "
-                           f"aborted records to read_committed readers (this run: --broker {self.broker}); "
+                           f"aborted records to read_committed readers (this run: --broker {self.cluster.broker}); "
                            "valid: --broker kafka or LAB_KAFKA_BOOTSTRAP")
-        eos_settings.check(self)
-        if self.wal not in ON_OFF:
-            raise choices_error("wal setting", self.wal, ON_OFF)
-        if self.ack not in RECEIVER_ACKS:
-            raise choices_error("receiver ack mode", self.ack, RECEIVER_ACKS)
-        spark_trigger.check(self)  # first: a real-time run's refusal names the trigger, not the sink it implies
-        self._validate_query()
-        flink_settings.check(self)
-        storm_settings.check(self)
-        samza_settings.check(self)
-        share_settings.check(self)
+        for engine in ENGINES.values():
+            if not engine.after_query:
+                engine.check(self, spec, PIPELINES)
+        self._validate_query(spec)
+        for engine in ENGINES.values():
+            if engine.after_query:
+                engine.check(self, spec, PIPELINES)
         self._validate_replication()
-        if self.replication not in (1, 2):
-            raise LabError(f"replication must be 1 or 2, got {self.replication}")
-        if self.backlog and PIPELINES[self.pipeline].ready_when_running:
+        if self.backlog and spec.ready_when_running:
             raise LabError(f"--backlog: the {self.pipeline} pipeline's producer starts once its job runs, so its "
                            "driver cannot wait for the producer; valid with: "
                            + ", ".join(n for n, p in PIPELINES.items() if not p.ready_when_running))
@@ -420,50 +412,52 @@ class RunConfig:
                            "(a receiver stores a block every 200 ms)")
         if self.deadline_s <= 0 or self.restart_delay_s < 0:
             raise LabError("deadline must be > 0 s and restart delay >= 0 s")
-        if not isinstance(self.spark_ui, bool):
-            raise choices_error("spark_ui setting", self.spark_ui, ("True", "False"))
-        if self.spark_ui and not spec.uses_spark:
-            raise LabError(f"--spark-ui (spark_ui=True) is the Spark driver's web UI; pipeline {self.pipeline!r} "
-                           f"runs no Spark; valid pipelines: {', '.join(p for p, s in PIPELINES.items() if s.uses_spark)}")
-        if not _MASTER.match(self.spark_master):
-            raise LabError(
-                f"bad Spark master {self.spark_master!r}; valid forms: local, local[N] or local[*] (N >= 1), "
-                f"local-cluster[W,C,M] (each >= 1), spark://host:port"
-            )
-        if self.kafka_proxy:
-            check_proxy_address(self.kafka_proxy)
+        if self.cluster.kafka_proxy:
+            check_proxy_address(self.cluster.kafka_proxy)
         if self.sink_url and not self.sink_url.startswith(("postgresql://", "postgres://")):
             raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
         self.producer.validate()
-        check_plan(self.fault_plan, self)
+        check_plan(self.fault_plan, self, spec, PIPELINES, REQUIREMENTS)
+
+    def _validate_cluster(self) -> None:
+        c = self.cluster
+        if c.broker not in BROKERS:
+            raise choices_error("broker", c.broker, BROKERS)
+        if c.elr not in ELR:
+            raise choices_error("elr", c.elr, ELR)
+        if c.elr != "broker" and (c.kafka_bootstrap or c.broker != "kafka"):
+            raise LabError(f"--elr {c.elr} finalizes a feature of the lab's own Apache Kafka; this run's broker is "
+                           f"{'LAB_KAFKA_BOOTSTRAP' if c.kafka_bootstrap else c.broker}: use --broker kafka "
+                           "without LAB_KAFKA_BOOTSTRAP, or --elr broker")
 
     def _validate_replication(self) -> None:
+        c = self.cluster
         counts = _node_counts()
-        if isinstance(self.nodes, bool) or self.nodes not in counts:
-            raise choices_error("number of broker nodes", self.nodes, tuple(map(str, counts)))
-        if self.unclean not in ON_OFF:
-            raise choices_error("unclean leader election setting", self.unclean, ON_OFF)
-        if self.nodes == 1:
-            if self.min_insync != 1 or self.unclean != "off":
+        if isinstance(c.nodes, bool) or c.nodes not in counts:
+            raise choices_error("number of broker nodes", c.nodes, tuple(map(str, counts)))
+        if c.unclean not in ON_OFF:
+            raise choices_error("unclean leader election setting", c.unclean, ON_OFF)
+        if c.nodes == 1:
+            if c.min_insync != 1 or c.unclean != "off":
                 raise LabError(f"--min-insync and --unclean are replication settings: they need --nodes 3 "
-                               f"(this run: --nodes 1, --min-insync {self.min_insync}, --unclean {self.unclean})")
+                               f"(this run: --nodes 1, --min-insync {c.min_insync}, --unclean {c.unclean})")
             return
-        if self.kafka_bootstrap or self.broker != "kafka":
+        if c.kafka_bootstrap or c.broker != "kafka":
             raise LabError("--nodes 3 starts the lab's own Apache Kafka cluster: use --broker kafka and unset "
                            "LAB_KAFKA_BOOTSTRAP")
-        if not 1 <= self.min_insync <= self.nodes:
-            raise LabError(f"--min-insync {self.min_insync} is not possible with {self.nodes} replicas; "
-                           f"valid: 1 to {self.nodes}")
+        if not 1 <= c.min_insync <= c.nodes:
+            raise LabError(f"--min-insync {c.min_insync} is not possible with {c.nodes} replicas; "
+                           f"valid: 1 to {c.nodes}")
 
-    def _validate_query(self) -> None:
+    def _validate_query(self, spec: PipelineSpec) -> None:
+        t = self.event_time
         if self.query not in QUERIES:
             raise choices_error("query", self.query, QUERIES)
-        only = PIPELINES[self.pipeline].queries
-        if only is not None and self.query not in only:
-            raise LabError(f"pipeline {self.pipeline!r} runs --query {', '.join(only)}, not {self.query!r}")
-        pipelines = QUERY_PIPELINES.get(self.query)
-        if pipelines is not None and self.pipeline not in pipelines:
-            raise LabError(f"--query {self.query} runs on the {', '.join(pipelines)} pipeline, not {self.pipeline!r}")
+        if spec.queries is not None and self.query not in spec.queries:
+            raise LabError(f"pipeline {self.pipeline!r} runs --query {', '.join(spec.queries)}, not {self.query!r}")
+        if self.query != "passthrough" and self.query not in spec.stateful_queries:
+            runs_it = [n for n, p in PIPELINES.items() if self.query in p.stateful_queries]
+            raise LabError(f"--query {self.query} runs on the {', '.join(runs_it)} pipeline, not {self.pipeline!r}")
         if self.query in ("dedupe", *COUNT_QUERIES) and self.sink == TOPIC_MODE:
             # Spark's Kafka sink copies each record as it is (lab.pipelines.structured.kafka_sink).
             raise LabError(f"--sink topic runs --query passthrough, not {self.query!r}: use --sink append, "
@@ -471,25 +465,19 @@ class RunConfig:
         if self.query in COUNT_QUERIES and self.sink == "files":
             raise LabError(f"--query {self.query} writes counts to a database sink: use --sink append, idempotent "
                            "or transactional, not files")
-        if self.state_store not in STATE_STORES:
-            raise choices_error("state store", self.state_store, STATE_STORES)
         if self.query == "session-count":
-            if self.state_store != "rocksdb":
-                # Spark: transformWithState "is only supported with RocksDBStateStoreProvider".
-                raise LabError(f"--query session-count keeps its state in the rocksdb state store, not "
-                               f"{self.state_store!r}: leave --state-store out or give rocksdb")
-            if self.late_fraction:
+            if t.late_fraction:
                 # Late events reach a key out of event-time order; the ledger's sessions assume its order.
                 raise LabError("--query session-count runs without --late-fraction (its sessions follow each key's "
                                "events in event-time order)")
-            if not self.session_gap_s >= 0.001:
-                raise LabError(f"--session-gap must be >= 0.001 s, got {self.session_gap_s:g}")
-        if not self.window_s >= 0.001 or not self.watermark_s >= 0:
-            raise LabError(f"window must be >= 0.001 s and watermark >= 0 s, got {self.window_s:g} and {self.watermark_s:g}")
-        if not 0 <= self.late_fraction <= 1:
-            raise LabError(f"late_fraction must be between 0 and 1, got {self.late_fraction:g}")
-        if self.late_by_s < 0:
-            raise LabError(f"late_by must be >= 0 s, got {self.late_by_s:g}")
+            if not t.session_gap_s >= 0.001:
+                raise LabError(f"--session-gap must be >= 0.001 s, got {t.session_gap_s:g}")
+        if not t.window_s >= 0.001 or not t.watermark_s >= 0:
+            raise LabError(f"window must be >= 0.001 s and watermark >= 0 s, got {t.window_s:g} and {t.watermark_s:g}")
+        if not 0 <= t.late_fraction <= 1:
+            raise LabError(f"late_fraction must be between 0 and 1, got {t.late_fraction:g}")
+        if t.late_by_s < 0:
+            raise LabError(f"late_by must be >= 0 s, got {t.late_by_s:g}")
 
 
 def check_proxy_address(value: str) -> None:
@@ -514,9 +502,9 @@ def make_config(**params) -> RunConfig:
     Parameters
     ----------
     **params
-        Any :class:`RunConfig` field; producer settings may be given flat
-        (``acks=``, ``retries=``, ``idempotence=``). Parameters win over
-        environment variables.
+        Any setting by its flat name (a core field of :class:`RunConfig`, or a field of one of its groups:
+        ``wal=``, ``nodes=``); producer settings flat too (``acks=``, ``retries=``, ``idempotence=``).
+        Parameters win over environment variables.
 
     Raises
     ------
@@ -524,7 +512,7 @@ def make_config(**params) -> RunConfig:
         On an unknown parameter or a bad value.
     """
     producer_keys = {f.name for f in fields(ProducerSettings)}
-    known = {f.name for f in fields(RunConfig)}
+    known = {f.name for f in fields(RunConfig) if f.name not in GROUPS} | set(GROUP_OF)
     producer_params = {k: params.pop(k) for k in list(params) if k in producer_keys}
     unknown = set(params) - known
     if unknown:
@@ -535,53 +523,38 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         kafka_proxy=os.environ.get("LAB_KAFKA_PROXY") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
-        spark_master=os.environ.get("LAB_SPARK_MASTER") or "local[2]",
-        spark_ui=SPARK_UI[one_of(os.environ, "LAB_SPARK_UI", "0", SPARK_UI)],
-        kafka_reader=one_of(os.environ, "LAB_KAFKA_READER", "auto", KAFKA_READERS),
         broker=one_of(os.environ, "LAB_BROKER", "kafka", BROKERS),
         nodes=int(one_of(os.environ, "LAB_BROKER_NODES", "1", tuple(map(str, _node_counts())))),
         runs_dir=env_runs_dir(),
         restart_delay_s=number(os.environ, "LAB_RESTART_DELAY", 0.2),
         deadline_s=number(os.environ, "LAB_DEADLINE", 120.0),
     )
+    for engine in ENGINES.values():
+        base.update(engine.environment())
     base.update({k: v for k, v in params.items() if v is not None})
-    if params.get("sink") is None and base.get("pipeline") in TOPIC_SINK_PIPELINES:
-        base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
     spec = PIPELINES.get(base.get("pipeline"))
+    if params.get("sink") is None and spec is not None and spec.topic_sink == "only":
+        base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
     if params.get("query") is None and spec is not None and spec.queries:
         base["query"] = spec.queries[0]  # it runs only these: --query need not be given
-    if params.get("state_store") is None and base.get("query") == "session-count":
-        base["state_store"] = "rocksdb"  # the only provider transformWithState runs on
-    if params.get("sink") is None and spec is not None and spec.engine == "storm":
-        base["sink"] = storm_settings.default_sink(base.get("storm_mode", RunConfig.storm_mode))
+    for engine in ENGINES.values():
+        engine.defaults(base, params, spec)
     if params.get("batch_interval_s") is None:
         base["batch_interval_s"] = _default_interval(base.get("pipeline", RunConfig.pipeline))
     if params.get("max_batch_records") is None:
         base["max_batch_records"] = default_max_batch(base.get("events", RunConfig.events))
-    trigger = spark_trigger.parse_trigger(base.get("trigger", RunConfig.trigger))
-    base["trigger"] = trigger.to_text()  # config.json states the interval
-    if trigger.real_time and params.get("sink") is None and spark_trigger.has_trigger(base.get("pipeline")):
-        base["sink"] = TOPIC_MODE  # the only sink the lab's real-time runs write
-    if (trigger.real_time and spark_trigger.has_trigger(base.get("pipeline")) and not params.get("spark_master")
-            and not os.environ.get("LAB_SPARK_MASTER")):
-        # A partition's task runs the whole batch: one slot each (lab.spark.trigger).
-        base["spark_master"] = spark_trigger.real_time_master(int(base.get("partitions", RunConfig.partitions)))
-    config = RunConfig(**base, producer=ProducerSettings(**producer_params))
+    config = RunConfig.of(**base, producer=ProducerSettings(**producer_params))
     if not config.name:
         config = replace(config, name=f"{config.pipeline}-{config.sink}")
-    if config.kafka_proxy and not config.kafka_bootstrap:
+    if config.cluster.kafka_proxy and not config.cluster.kafka_bootstrap:
         # It names the proxy in front of LAB_KAFKA_BOOTSTRAP; the embedded broker brings its own. A typo
         # is still reported, and config.json does not claim a proxy the run never talks to.
-        check_proxy_address(config.kafka_proxy)
-        config = replace(config, kafka_proxy=None)
-    spec = PIPELINES.get(config.pipeline)
-    if config.on_pause == "auto" and spec is not None:
-        config = replace(config, on_pause=on_pause_mode(config))  # config.json states what a pause does
-    if config.spark_ui and params.get("spark_ui") is None and spec is not None and not spec.uses_spark:
-        config = replace(config, spark_ui=False)  # LAB_SPARK_UI is for a session's Spark runs; this one has none
-    if (spec is not None and "flink_delivery" in spec.options and config.flink_delivery == "auto"
-            and config.checkpointing in flink_settings.CHECKPOINTING):
-        config = replace(config, flink_delivery=flink_settings.delivery(config))  # config.json states the sink's guarantee
+        check_proxy_address(config.cluster.kafka_proxy)
+        config = config.with_options(kafka_proxy=None)
+    if spec is not None:
+        if config.on_pause == "auto":
+            config = replace(config, on_pause=on_pause_mode(config, spec))  # config.json states what a pause does
+        for engine in ENGINES.values():
+            config = config.with_options(**engine.resolve(config, spec, params))  # config.json states what auto became
     config.validate()
     return config
-

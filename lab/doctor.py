@@ -78,7 +78,7 @@ def check_jars() -> list[Check]:
 def check_class_archive() -> Check:
     """The driver JVM's class archive (:mod:`lab.spark.archive`): present for today's Java and Spark, or the fix."""
     from lab.spark import archive as class_archive
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     if not StartTuning.from_env().class_archive:
         return Check("class archive", True, "off (LAB_CLASS_ARCHIVE=off): Spark drivers start without it")

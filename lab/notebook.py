@@ -23,8 +23,8 @@ from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, 
 from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
 from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
 from lab.run.supervisor import RunResult
-from lab.audit.predictions import (NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES, topic_outcome_of,  # noqa: F401  (03, 07)
-                                   uncommitted_reader_outcome)
+from lab.audit.predictions import TOPIC_OUTCOMES, topic_outcome_of, uncommitted_reader_outcome  # noqa: F401  (07)
+from lab.outcomes import NAIVE_READER_OUTCOMES  # noqa: F401  (03)
 from lab.doctor import run_checks  # noqa: F401  (notebook 00)
 from lab.events import read_events
 from lab.flink import env as flink_env  # noqa: F401  (notebook 08)
@@ -148,7 +148,7 @@ def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
     from lab.pipelines.structured.kafka_input import READER_OPTIONS
 
     cfg = result.config
-    reader = result.report.get("settings", {}).get("kafka_reader", cfg.kafka_reader)
+    reader = result.report.get("settings", {}).get("kafka_reader", cfg.spark.kafka_reader)
     bootstrap = read_json(result.run_dir / "broker.json")["bootstrap"]
     options = READER_OPTIONS[reader][1](bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
                                         cfg.isolation_level)

@@ -39,6 +39,10 @@ WORDS = tuple(o.word for o in OUTCOMES)
 GUARANTEES = WORDS[:5]
 #: The outcomes a learner predicts for what the brokers kept of the acknowledged sends (the topic's final read).
 TOPIC_WORDS = ("acked-kept", "acked-lost")
+#: What a reader that ignores the file sink's ``_spark_metadata`` sees (:func:`lab.sinks.files.naive_reader_outcome`),
+#: and a ``read_uncommitted`` reader of an output topic (:func:`lab.audit.predictions.uncommitted_reader_outcome`).
+#: Here, with the other words, because the sinks that measure it sit below the audit.
+NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
 #: Each word's colour; unknown words are drawn as ``error``.
 COLORS = {o.word: o.color for o in OUTCOMES}
 #: How bad each word is, for colouring a cell by the worst of its runs.

@@ -3,10 +3,10 @@
 The one place that knows what a pipeline can do: code elsewhere asks a :class:`PipelineSpec`
 (its engine, its options, whether it counts per key or watermarks), never a pipeline's name.
 
-Which faults and named points each pipeline supports is the fault catalogue's
-business (:mod:`lab.faults.catalogue`); :attr:`PipelineSpec.faults` and ``points`` read
-it. Kept free of PySpark and kafka-python imports so configuration can be
-validated instantly, before any JVM starts.
+Each entry lists the faults and named points it accepts (what each one is, is the fault catalogue's,
+:mod:`lab.faults.catalogue`), the sinks it writes and the queries it runs. What an engine adds (its options
+group, checks, preparation, services) is :mod:`lab.engines`'. Kept free of PySpark and kafka-python imports so
+configuration can be validated instantly, before any JVM starts.
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lab.faults.catalogue import faults_for, points_for
+from lab.kafka.transactions import transactional_id
 
-#: The stateful queries whose sink holds counts (``lab.sinks.spec.WindowRow``: a session in place of a window for
-#: session-count), audited per window or session and key (lab.audit.window).
-COUNT_QUERIES = ("window-count", "session-count")
+from lab.faults.catalogue import faults_in_order, points_in_order
 #: The batch interval when none is given, for every pipeline but flink. Spark's pipelines cap a batch's
 #: records (``max_batch_records``), so the interval sets how fast a backlog drains: with batches of 500 once a
 #: second, a run at 500 events/s never catches up on what a restart left (measured, the 3,000-event structured
@@ -159,6 +157,29 @@ class PipelineSpec:
     coordination : str or None
         A service the supervisor starts for the run before its first driver and stops at its end:
         ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
+    faults : tuple of str
+        The fault kinds it accepts, in catalogue order (:func:`lab.faults.catalogue.faults_in_order`).
+    points : tuple of str
+        The named points its driver stops at, in catalogue order.
+    stateful_queries : tuple of str
+        The stateful ``--query`` values it runs (passthrough is every pipeline's unless :attr:`queries` says otherwise).
+    topic_sink : str
+        ``no``: it writes no output topic; ``only``: its output topic is the only sink it writes (and its default);
+        ``optional``: it may write one beside its other sinks (structured: Spark's Kafka sink).
+    files_sink : bool
+        It can write Spark's file sink (a Spark SQL query).
+    transactional_output : bool
+        It writes its output topic in Kafka transactions: its exactly-once needs read_committed readers, and a
+        broker that honours transactions.
+    pause_replace : str or None
+        What ``--on-pause`` may do with its paused driver: ``default`` (its drivers keep nothing on local disk, so
+        two run at once as two consumers of one group would: replaced unless asked to wait), ``allowed`` (two
+        drivers share one checkpoint, as two do when a cluster manager gives up on one), or ``None`` (wait only).
+    output_client : callable or None
+        ``output_client(run_id)``: the client id prefix of the producer writing its output topic, which the
+        leader-unreachable fault cuts off alone.
+    ui_tab : tuple of str or None
+        ``(tab, what it shows)``: where its batches show in the Spark driver's web UI (:func:`lab.spark.session.ui_hint`).
     batches_mark_output : bool
         Whether a ``batch-done`` comes once that batch's output is written, so that none before a crash means
         nothing was written (:mod:`lab.audit.shown`). Not flink: its batches are its checkpoints, and its
@@ -181,6 +202,15 @@ class PipelineSpec:
     coordination: str | None = None
     share_group: bool = False
     batches_mark_output: bool = True
+    faults: tuple[str, ...] = faults_in_order()
+    points: tuple[str, ...] = ()
+    stateful_queries: tuple[str, ...] = ()
+    topic_sink: str = "no"
+    files_sink: bool = False
+    transactional_output: bool = False
+    pause_replace: str | None = None
+    output_client: Callable[[str], str] | None = None
+    ui_tab: tuple[str, str] | None = None
 
     @property
     def uses_spark(self) -> bool:
@@ -192,15 +222,9 @@ class PipelineSpec:
         """The engine as a reader names it (:data:`ENGINES`)."""
         return ENGINES[self.engine]
 
-    @property
-    def faults(self) -> tuple[str, ...]:
-        """Fault kinds that apply to this pipeline (from the catalogue)."""
-        return faults_for(self.name)
-
-    @property
-    def points(self) -> tuple[str, ...]:
-        """Named points the driver stops at (from the catalogue)."""
-        return points_for(self.name)
+    def runs_query(self, query: str) -> bool:
+        """Whether it runs ``query`` (its only ones, or passthrough and its stateful ones)."""
+        return query in (self.queries if self.queries is not None else ("passthrough", *self.stateful_queries))
 
 
 PIPELINES: dict[str, PipelineSpec] = {
@@ -212,6 +236,8 @@ PIPELINES: dict[str, PipelineSpec] = {
         label=_plain_label,
         label_on_cluster=False,
         options=("commit",),
+        points=points_in_order("mid-output", "after-output-before-commit", "after-commit-before-output"),
+        pause_replace="default",
     ),
     "share": PipelineSpec(
         name="share",
@@ -223,6 +249,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         label_on_cluster=False,
         options=("commit", "consumers"),
         share_group=True,
+        faults=faults_in_order("consumer-crash", "poison"),
+        points=points_in_order("mid-output", "after-output-before-commit", "after-commit-before-output"),
+        pause_replace="default",
     ),
     "kafka-eos": PipelineSpec(
         name="kafka-eos",
@@ -232,6 +261,13 @@ PIPELINES: dict[str, PipelineSpec] = {
         engine="kafka",
         label=_kafka_eos_label,
         running_counts=True,
+        faults=faults_in_order("leader-unreachable"),
+        points=points_in_order("mid-output", "after-output-before-commit"),
+        stateful_queries=("key-count",),
+        topic_sink="only",
+        transactional_output=True,
+        pause_replace="default",
+        output_client=transactional_id,
     ),
     "flink": PipelineSpec(
         name="flink",
@@ -244,6 +280,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         ready_when_running=True,
         default_interval_s=FLINK_CHECKPOINT_INTERVAL_S,
         batches_mark_output=False,
+        points=points_in_order("mid-output"),
+        topic_sink="only",
+        transactional_output=True,
     ),
     "storm": PipelineSpec(
         name="storm",
@@ -255,6 +294,8 @@ PIPELINES: dict[str, PipelineSpec] = {
         options=("storm_mode",),
         ready_when_running=True,
         coordination="zookeeper",
+        faults=faults_in_order("bolt-fail"),
+        points=points_in_order("mid-output", "after-output-before-commit"),
     ),
     "samza": PipelineSpec(
         name="samza",
@@ -267,6 +308,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         queries=("key-count",),
         ready_when_running=True,
         running_counts=True,
+        points=points_in_order("after-output-before-commit"),
+        stateful_queries=("key-count",),
+        topic_sink="only",
     ),
     "structured": PipelineSpec(
         name="structured",
@@ -277,6 +321,13 @@ PIPELINES: dict[str, PipelineSpec] = {
         label=_structured_label,
         watermarks=True,
         options=("kafka_reader", "trigger"),
+        faults=faults_in_order("task-failure"),
+        points=points_in_order("after-offset-log", "mid-output", "after-output-before-commit"),
+        stateful_queries=("window-count", "dedupe", "session-count"),
+        topic_sink="optional",
+        files_sink=True,
+        pause_replace="allowed",
+        ui_tab=("Structured Streaming", "the query's input and processing rates and each micro-batch's duration"),
     ),
     "direct": PipelineSpec(
         name="direct",
@@ -286,6 +337,9 @@ PIPELINES: dict[str, PipelineSpec] = {
         engine="spark",
         label=_direct_label,
         options=("offsets", "kafka_reader"),
+        faults=faults_in_order("executor-crash", "task-failure"),
+        points=points_in_order("after-offset-log", "mid-output", "after-output-before-commit"),
+        ui_tab=("Jobs", "the ordinary Spark jobs each batch runs (no streaming tab: the driver plans its own batches)"),
     ),
     "receiver": PipelineSpec(
         name="receiver",
@@ -297,5 +351,12 @@ PIPELINES: dict[str, PipelineSpec] = {
         label=_receiver_label,
         running_counts=True,
         options=("wal", "ack", "replication"),
+        faults=faults_in_order("executor-crash", "receiver-restart"),
+        points=points_in_order("mid-output", "after-output-before-commit", "after-wal-before-ack"),
+        stateful_queries=("window-count",),
+        ui_tab=("Streaming", "the receiver's input rate and each batch's scheduling delay and processing time"),
     ),
 }
+
+#: ``--pipeline``'s default: the one with no engine and the fewest parts.
+DEFAULT_PIPELINE = "plain"

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # pandas is imported where the table is built: ``lab run`` imports this module before it starts its first
-# driver, which starts 0.4 s sooner without pandas (bench/results/code_pair_lazy_pandas.json;
+# driver, which starts 0.4 s sooner without pandas (bench/README.md, Past experiments;
 # lab.run.result.start_audit_imports).
 
 

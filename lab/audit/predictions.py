@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab.errors import LabError, choices_error
-from lab.outcomes import GUARANTEES, TOPIC_WORDS
+from lab.outcomes import GUARANTEES, NAIVE_READER_OUTCOMES, TOPIC_WORDS
 
 #: What a run's counts can show about delivery (:attr:`lab.audit.auditor.Audit.guarantee`), as choices to predict.
 #: What the brokers kept of the acknowledged sends (a report's ``topic.lost``), as choices to predict.
@@ -66,8 +66,6 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
     return outcome, f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the topic"
 
 
-#: What a reader that ignores the file sink's ``_spark_metadata`` sees (:func:`lab.sinks.files.naive_reader_outcome`).
-NAIVE_READER_OUTCOMES = ("each event once", "some events more than once")
 #: Questions that are not a run's delivery guarantee, and the choices each is answered with. Each is measured by a
 #: function next to what it measures (:func:`uncommitted_reader_outcome`, lab.lessons.fencing, lab.views.flink,
 #: lab.views.run_files) and judged like a run (:func:`judge`).

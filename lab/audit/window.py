@@ -52,7 +52,8 @@ import pandas as pd
 
 from lab import events as ev
 from lab.audit.ledger import acked_event_times
-from lab.registry import COUNT_QUERIES, PIPELINES
+from lab.queries import COUNT_QUERIES
+from lab.registry import PIPELINES
 
 if TYPE_CHECKING:
     from lab.audit.auditor import Audit
@@ -222,7 +223,7 @@ def window_ms_of(config) -> int:
     """The window in ms; 0 for the receiver's running counts per key (one window, ``[0, 0)``, for the whole run)."""
     if PIPELINES[config.pipeline].running_counts:
         return 0
-    return max(1, int(round(config.window_s * 1000)))
+    return max(1, int(round(config.event_time.window_s * 1000)))
 
 
 def session_of(keys: np.ndarray, times: np.ndarray, gap_ms: int) -> tuple[np.ndarray, np.ndarray]:
@@ -312,7 +313,7 @@ def audit_stateful(run_dir: Path, config, sink, positions: dict[int, int], final
     measured = sink.window_counts()
     sessions = None
     if config.query == "session-count":
-        sessions = ledger_sessions(events, seen & ~late, config.session_gap_s)
+        sessions = ledger_sessions(events, seen & ~late, config.event_time.session_gap_s)
     w = window_audit_core(events, late, seen, measured, window_ms_of(config), sessions)
     other = read_ledger(ledger_path)
     stored = len(measured)

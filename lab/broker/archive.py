@@ -4,7 +4,7 @@ Every ``lab run``, notebook scenario, matrix row and cluster node starts an
 Apache Kafka JVM, and most of its start is loading, parsing and verifying the
 classes of Kafka, Scala and their libraries. Mapped from an archive instead
 (measured on 2 cores, Kafka 4.1.1, Java 17, ``bench/broker_start.py
---technique archive``, see ``bench/results/broker_archive.json``): a one-node
+--technique archive``, see bench/README.md, Past experiments): a one-node
 broker is ready in about half the time and has used about half the CPU by then.
 
 Protocol
@@ -22,7 +22,7 @@ Protocol
   idempotent and transactional producers, a commit and an abort, a consumer
   group committing offsets), and is stopped with SIGTERM: Kafka shuts down
   cleanly and the JVM writes the archive as it exits. Built under the same lock
-  as the driver's (:func:`lab.spark.archive.ensure_archive`).
+  as the driver's (:func:`lab.host.class_archive.ensure_archive`).
 * Used by :func:`java_options`: every broker JVM (``kafka.Kafka``, one node or
   a cluster's, and the ``StorageTool`` format) maps it with
   ``-XX:SharedArchiveFile`` when it exists. The JVM checks it again itself and
@@ -31,7 +31,7 @@ Protocol
   maps it (the bench's "before").
 
 On failure: a training that fails, or a cache that cannot be written, is
-reported in :class:`lab.spark.archive.ArchiveStatus` and never raised; brokers
+reported in :class:`lab.host.class_archive.ArchiveStatus` and never raised; brokers
 then start without the archive, slower, the same.
 
 Delivery effect: none. The archive holds class metadata only; the broker runs
@@ -44,7 +44,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from lab.spark.archive import ArchiveStatus, archive_dir, build_archive, ensure_archive
+from lab.host.class_archive import ArchiveStatus, archive_dir, build_archive, ensure_archive
 
 #: The switch (see the module docstring).
 SWITCH = "LAB_BROKER_ARCHIVE"
@@ -57,7 +57,7 @@ def enabled(env=None) -> bool:
     ------
     LabError
         A value other than on/off, named with the choices (a run's start checks it too:
-        :class:`lab.tuning.StartTuning`).
+        :class:`lab.host.start_tuning.StartTuning`).
     """
     from lab.host.env import switch
 
@@ -117,7 +117,7 @@ def ensure(cache: str | Path | None = None, progress=None, retry: bool = False) 
         Called with one line before a build starts.
     retry : bool
         Build again even though an earlier build failed (``lab fetch``;
-        :func:`lab.spark.archive.ensure_archive`).
+        :func:`lab.host.class_archive.ensure_archive`).
 
     Returns
     -------

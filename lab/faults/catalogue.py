@@ -15,13 +15,12 @@ from lab import events as ev
 
 # -- the catalogue ----------------------------------------------------------------
 # One place says which faults and named points exist, who carries each out,
-# which pipelines support it and what else it needs. Configuration checks a plan
+# what else it needs (each pipeline's registry entry lists the faults and points it accepts). Configuration checks a plan
 # against it before any process starts (:func:`lab.faults.plan.check_plan`); the supervisor's
 # injector (:mod:`lab.run.injector`) carries out the control-plane faults; the panel
 # draws its buttons from it. Adding a fault or a point means an entry here and
 # its implementation (the injector, or the pipeline that stops at the point).
 
-SPARK_PIPELINES = ("structured", "direct", "receiver")
 #: The producer's event keys, ``k00`` to ``k63`` (:mod:`lab.run.producer`); ``poison@key=<n>`` names one.
 KEYS = 64
 
@@ -30,9 +29,6 @@ def event_keys(seed: int, count: int) -> list[str]:
     """The keys of a run's events in sequence order, as the producer draws them (same seed, same keys)."""
     rng = random.Random(seed + 1)
     return [f"k{rng.randrange(KEYS):02d}" for _ in range(count)]
-
-
-ALL_PIPELINES = ("plain", "kafka-eos", *SPARK_PIPELINES, "flink", "storm", "samza", "share")
 
 
 @dataclass(frozen=True)
@@ -50,8 +46,6 @@ class FaultSpec:
         responses), ``producer`` (the ledgered producer, e.g. aborting transactions), ``timeline`` (the supervisor writes the ``fault`` event and the
         pipeline's driver, watching the timeline, acts on it), ``driver`` (the
         pipeline itself at its trigger, e.g. a task raising; it reports the event).
-    pipelines : tuple of str
-        The pipelines it applies to.
     points : bool
         Whether a named point may follow the trigger.
     needs_batch : bool
@@ -64,7 +58,8 @@ class FaultSpec:
         Whether its trigger is ``key=<n>`` (records of event key ``k<nn>``), and only that.
     requires : callable, optional
         ``requires(config) -> str | None``: why this run's settings cannot
-        carry it out, or ``None`` when they can.
+        carry it out, or ``None`` when they can (an engine's own setting: that engine's
+        ``requirements``, :mod:`lab.engines`).
     button : tuple of str, optional
         ``(label, tooltip)`` of the panel's button; ``None``: no button.
     panel_options : dict
@@ -77,7 +72,6 @@ class FaultSpec:
     name: str
     summary: str
     by: str
-    pipelines: tuple[str, ...]
     points: bool = False
     needs_batch: bool = False
     options: tuple[str, ...] = ()
@@ -93,27 +87,20 @@ class FaultSpec:
 class PointSpec:
     """One named place inside a batch where a driver crash (or task failure) can be made to happen.
 
-    ``requires(config) -> str | None`` says why a run's settings make the point
-    unreachable (e.g. a write-ahead log point without the log).
+    Why a run's settings make a point unreachable (a write-ahead log point without the log) is its engine's
+    ``requirements`` (:mod:`lab.engines`).
     """
 
     name: str
     summary: str
-    pipelines: tuple[str, ...]
-    requires: Callable | None = None
 
 
-def _needs_executors(cfg) -> str | None:
-    if cfg.spark_master.startswith(("local-cluster", "spark://")):
-        return None
-    return (f"executor-crash needs executors in their own JVMs; master {cfg.spark_master!r} has none. "
-            "Valid masters for it: local-cluster[W,C,M], spark://host:port")
 
 
 def _needs_proxy(kind: str):
     def check(cfg) -> str | None:
         # The embedded broker always has the lab's proxy; a Kafka of one's own has one only when named.
-        if not cfg.kafka_bootstrap or cfg.kafka_proxy:
+        if not cfg.cluster.kafka_bootstrap or cfg.cluster.kafka_proxy:
             return None
         return (f"fault {kind!r} needs the lab's proxy in front of the broker; unset LAB_KAFKA_BOOTSTRAP to use "
                 "the embedded broker's, or set LAB_KAFKA_PROXY to the control address (host:port) of a lab proxy "
@@ -122,11 +109,11 @@ def _needs_proxy(kind: str):
 
 
 def _needs_durable_broker(cfg) -> str | None:
-    if cfg.kafka_bootstrap:
+    if cfg.cluster.kafka_bootstrap:
         return "fault 'broker-crash' kills the embedded broker's JVM; unset LAB_KAFKA_BOOTSTRAP to use it"
-    if cfg.broker != "kafka":
+    if cfg.cluster.broker != "kafka":
         return ("fault 'broker-crash' needs a broker that keeps its data: Tansu stores it in memory, so a "
-                f"restart would be an empty broker (this run: --broker {cfg.broker}); use --broker kafka")
+                f"restart would be an empty broker (this run: --broker {cfg.cluster.broker}); use --broker kafka")
     return None
 
 
@@ -138,7 +125,7 @@ def _needs_transactions(cfg) -> str | None:
 
 def _needs_cluster(kind: str, needs: str = "replicas to fail over to"):
     def check(cfg) -> str | None:
-        if getattr(cfg, "nodes", 1) > 1:
+        if cfg.cluster.nodes > 1:
             return None
         return (f"fault {kind!r} needs {needs}: run on the three-broker cluster (--nodes 3, "
                 "or LAB_BROKER_NODES=3)")
@@ -146,7 +133,7 @@ def _needs_cluster(kind: str, needs: str = "replicas to fail over to"):
 
 
 def _needs_one_node(cfg) -> str | None:
-    if getattr(cfg, "nodes", 1) > 1:
+    if cfg.cluster.nodes > 1:
         return "fault 'broker-crash' kills the one broker of a single-node Kafka; on a cluster use leader-crash"
     return _needs_durable_broker(cfg)
 
@@ -154,19 +141,17 @@ def _needs_one_node(cfg) -> str | None:
 #: Seconds a paused driver is stopped before ``--on-pause replace`` starts its replacement: the lab's
 #: supervisor gives up on a driver that has been silent this long (ON_PAUSE says it in words).
 PAUSE_REPLACE_AFTER_S = 2.0
-#: Pipelines whose paused driver is replaced by default (``--on-pause auto``): their drivers keep nothing on
-#: local disk, so two of them run at once as two consumers of one group would.
-PAUSE_REPLACE_BY_DEFAULT = ("plain", "kafka-eos", "share")
-#: Pipelines whose paused driver may be replaced (``--on-pause replace``): those, and Structured Streaming, whose
-#: two drivers then share one checkpoint, as two drivers do when a cluster manager gives up on one. Measured:
-#: the second to write a batch's entry in the checkpoint's logs fails (Spark's CONCURRENT_STREAM_LOG_UPDATE,
-#: "Multiple streaming jobs detected", or, when both write the entry at once, "Multiple streaming queries are
-#: concurrently using") and its query dies: the zombie, or, when its replacement was still
-#: starting as it woke (a loaded machine), the replacement. The direct and receiver drivers keep logs of their own.
-PAUSE_REPLACE_PIPELINES = (*PAUSE_REPLACE_BY_DEFAULT, "structured")
+#: Which pipelines' paused drivers are replaced is each one's registry entry (``pause_replace``): by default
+#: those whose drivers keep nothing on local disk, so two of them run at once as two consumers of one group
+#: would; on request also Structured Streaming, whose two drivers then share one checkpoint, as two drivers do
+#: when a cluster manager gives up on one. Measured: the second to write a batch's entry in the checkpoint's
+#: logs fails (Spark's CONCURRENT_STREAM_LOG_UPDATE, "Multiple streaming jobs detected", or, when both write the
+#: entry at once, "Multiple streaming queries are concurrently using") and its query dies: the zombie, or, when
+#: its replacement was still starting as it woke (a loaded machine), the replacement. The direct and receiver
+#: drivers keep logs of their own.
 #: What the supervisor does while a driver is paused (``--on-pause``).
 ON_PAUSE = {
-    "auto": "replace for " + ", ".join(PAUSE_REPLACE_BY_DEFAULT) + ", else wait",
+    "auto": "replace for a pipeline whose drivers keep nothing on local disk, else wait",
     "wait": "nothing: the driver is continued where it stopped, as after a long GC",
     "replace": "start a replacement once the driver has been stopped 2 s, as a cluster manager that gave up on it "
                "would; the paused one comes back as a zombie",
@@ -176,131 +161,113 @@ ON_PAUSE = {
 ZOMBIE_LIFETIME_S = 8.0
 
 
-def on_pause_mode(cfg) -> str:
-    """``--on-pause`` resolved: ``auto`` is ``replace`` for :data:`PAUSE_REPLACE_BY_DEFAULT`, else ``wait``."""
+def on_pause_mode(cfg, spec) -> str:
+    """``--on-pause`` resolved for a run of the pipeline ``spec``: ``auto`` is ``replace`` where its registry
+    entry's ``pause_replace`` is ``default``, else ``wait``."""
     if cfg.on_pause != "auto":
         return cfg.on_pause
-    return "replace" if cfg.pipeline in PAUSE_REPLACE_BY_DEFAULT else "wait"
+    return "replace" if spec.pause_replace == "default" else "wait"
 
 
-def _pause_can_be_handled(cfg) -> str | None:
-    if on_pause_mode(cfg) == "replace" and cfg.pipeline not in PAUSE_REPLACE_PIPELINES:
-        return (f"--on-pause replace runs two drivers at once, which pipeline {cfg.pipeline!r} cannot (they would "
-                f"share its local state); valid pipelines for it: {', '.join(PAUSE_REPLACE_PIPELINES)}; "
-                "or use --on-pause wait")
-    return None
 
 
-def _needs_acked_storm(cfg) -> str | None:
-    # Only the acker replays a failed tuple: without it (unacked) fail() does nothing, and Trident replays
-    # whole batches, never a tuple.
-    if cfg.storm_mode == "acked":
-        return None
-    return f"fault 'bolt-fail' fails tuples to the acker: it needs --storm-mode acked (this run: {cfg.storm_mode})"
 
 
-def _needs_commit_before_output(cfg) -> str | None:
-    # Only that commit order has a moment between the commit and the output; with another, a plan
-    # naming it would wait out the deadline and end with the fault not applied.
-    if cfg.commit == "before-output":
-        return None
-    return (f"point after-commit-before-output exists only with --commit before-output "
-            f"(this run: --commit {cfg.commit})")
-
-
-def _needs_wal_and_stored_acks(cfg) -> str | None:
-    if cfg.wal == "on" and cfg.ack == "stored":
-        return None
-    return (f"point after-wal-before-ack exists only with --wal on --ack stored "
-            f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
 
 
 FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor restarts it",
-              by="supervisor", pipelines=ALL_PIPELINES, points=True,
+              by="supervisor", points=True,
               button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its checkpoint")),
     FaultSpec("driver-pause", "SIGSTOP to the driver's process group, SIGCONT after for=Ns; with --on-pause replace "
               "a new driver takes over meanwhile and the paused one comes back as a zombie",
-              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_pause_can_be_handled,
+              by="supervisor", options=("for",),
               button=("Pause driver 15 s", "SIGSTOP the driver's process group for 15 s; with --on-pause replace a new "
                       "driver takes over and the paused one comes back as a zombie"),
               panel_options=(("duration_s", 15.0),)),
     FaultSpec("executor-crash", "SIGKILL to one executor JVM (local-cluster or a cluster)",
-              by="supervisor", pipelines=("direct", "receiver"), requires=_needs_executors,
+              by="supervisor",
               button=("Kill executor", "SIGKILL one executor JVM")),
     FaultSpec("task-failure", "one Spark task raises once after writing part of its rows; Spark retries it",
-              by="driver", pipelines=("structured", "direct"), points=True, needs_batch=True),
+              by="driver", points=True, needs_batch=True),
     FaultSpec("bolt-fail", "Storm's sink bolt fails count=K tuples of a batch (all by default) after writing them; "
               "the acker fails their trees and the spout replays them",
-              by="driver", pipelines=("storm",), needs_batch=True, options=("count",), requires=_needs_acked_storm),
+              by="driver", needs_batch=True, options=("count",)),
     FaultSpec("consumer-crash", "SIGKILL to one share consumer holding acquired records, before it writes them; "
               "its driver starts another",
-              by="timeline", pipelines=("share",), confirmed_by=ev.CONSUMER_KILLED,
+              by="timeline", confirmed_by=ev.CONSUMER_KILLED,
               button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
     FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
               "processes it, each time it is delivered (SIGKILL once the rows before it are written)",
-              by="driver", pipelines=("share",), key_trigger=True, options=("count",)),
+              by="driver", key_trigger=True, options=("count",)),
     FaultSpec("receiver-restart", "the receiver's connection drops",
-              by="timeline", pipelines=("receiver",),
+              by="timeline",
               button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),
     FaultSpec("broker-outage", "the lab's proxy refuses and cuts client connections for a while",
-              by="proxy", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_proxy("broker-outage"),
+              by="proxy", options=("for",), requires=_needs_proxy("broker-outage"),
               button=("Cut broker 3 s", "the proxy cuts and refuses every client connection for 3 s"),
               panel_options=(("duration_s", 3.0),)),
     FaultSpec("ack-loss", "the lab's proxy forwards produce requests and drops their responses",
-              by="proxy", pipelines=ALL_PIPELINES, options=("for", "count"), requires=_needs_proxy("ack-loss"),
+              by="proxy", options=("for", "count"), requires=_needs_proxy("ack-loss"),
               button=("Lose 5 acks", "the proxy drops the responses to the next 5 produce requests"),
               panel_options=(("count", 5),)),
     FaultSpec("leader-unreachable", "the lab's proxy cuts the pipeline's producer off from one broker for=Ns: one "
               "that leads a partition of the output topic and coordinates nothing (a cluster's); the sends to its "
               "partitions wait unsent and fail when the producer's delivery timeout passes, while the transaction "
               "stays open and its coordinators reachable",
-              by="proxy", pipelines=("kafka-eos",), points=True, options=("for",),
+              by="proxy", points=True, options=("for",),
               requires=_needs_cluster("leader-unreachable", "a broker other than the transaction coordinator")),
     FaultSpec("broker-crash", "SIGKILL to the embedded Apache Kafka broker's JVM; restarted on its data after for=Ns",
-              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_one_node,
+              by="supervisor", options=("for",), requires=_needs_one_node,
               button=("Crash broker 3 s", "SIGKILL the broker JVM; it restarts on its data 3 s later"),
               panel_options=(("duration_s", 3.0),)),
     FaultSpec("leader-crash", "SIGKILL to the broker leading the run topic's partition 0 (a cluster's broker JVM); "
               "restarted on its data after for=Ns",
-              by="supervisor", pipelines=ALL_PIPELINES, options=("for",), isr_trigger=True,
+              by="supervisor", options=("for",), isr_trigger=True,
               requires=_needs_cluster("leader-crash"),
               button=("Crash leader 5 s", "SIGKILL the broker that leads partition 0; it restarts on its data 5 s later"),
               panel_options=(("duration_s", 5.0),)),
     FaultSpec("follower-lag", "the replication proxies hold every follower fetch for=Ns: followers fall behind "
               "while leaders keep acknowledging",
-              by="proxy", pipelines=ALL_PIPELINES, options=("for",), requires=_needs_cluster("follower-lag"),
+              by="proxy", options=("for",), requires=_needs_cluster("follower-lag"),
               button=("Hold followers 8 s", "the replication proxies hold every follower fetch for 8 s"),
               panel_options=(("duration_s", 8.0),)),
     FaultSpec("txn-abort", "the transactional producer aborts its next count=K transactions instead of committing",
-              by="producer", pipelines=ALL_PIPELINES, options=("count",), requires=_needs_transactions,
+              by="producer", options=("count",), requires=_needs_transactions,
               button=("Abort a transaction", "the producer aborts its open transaction instead of committing it"),
               panel_options=(("count", 1),)),
 )}
 
 POINTS: dict[str, PointSpec] = {p.name: p for p in (
-    PointSpec("after-offset-log", "the batch is planned and its offsets logged; output has not started",
-              ("structured", "direct")),
+    PointSpec("after-offset-log", "the batch is planned and its offsets logged; output has not started"),
     PointSpec("mid-output", "part of the batch's rows are written (flink: half a checkpoint interval after the "
-              "checkpoint before the batch completed)", tuple(p for p in ALL_PIPELINES if p != "samza")),
-    PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done",
-              tuple(p for p in ALL_PIPELINES if p != "flink")),
-    PointSpec("after-commit-before-output", "offsets are committed; output has not started", ("plain", "share"),
-              requires=_needs_commit_before_output),
+              "checkpoint before the batch completed)"),
+    PointSpec("after-output-before-commit", "the sink returned; the batch is not yet marked done"),
+    PointSpec("after-commit-before-output", "offsets are committed; output has not started"),
     PointSpec("after-wal-before-ack",
-              "the receiver's block is in the write-ahead log; the source is not yet acknowledged",
-              ("receiver",), requires=_needs_wal_and_stored_acks),
+              "the receiver's block is in the write-ahead log; the source is not yet acknowledged"),
 )}
 
 #: Every fault kind with what really happens (the plan's vocabulary).
 FAULT_KINDS = {name: spec.summary for name, spec in FAULTS.items()}
 
 
-def faults_for(pipeline: str) -> tuple[str, ...]:
-    """The fault kinds that apply to ``pipeline``, in catalogue order."""
-    return tuple(name for name, spec in FAULTS.items() if pipeline in spec.pipelines)
+#: The faults every pipeline accepts: kills, pauses and the broker's faults.
+COMMON_FAULTS = ("driver-crash", "driver-pause", "broker-outage", "ack-loss", "broker-crash", "leader-crash",
+                 "follower-lag", "txn-abort")
 
 
-def points_for(pipeline: str) -> tuple[str, ...]:
-    """The named points ``pipeline`` stops at, in catalogue order."""
-    return tuple(name for name, spec in POINTS.items() if pipeline in spec.pipelines)
+def faults_in_order(*own: str) -> tuple[str, ...]:
+    """:data:`COMMON_FAULTS` and a pipeline's ``own`` fault kinds, in catalogue order (a registry entry's ``faults``)."""
+    unknown = set(own) - set(FAULTS)
+    if unknown:
+        raise ValueError(f"not in the catalogue: {sorted(unknown)}")
+    return tuple(name for name in FAULTS if name in COMMON_FAULTS or name in own)
+
+
+def points_in_order(*names: str) -> tuple[str, ...]:
+    """Named points in catalogue order (a registry entry's ``points``)."""
+    unknown = set(names) - set(POINTS)
+    if unknown:
+        raise ValueError(f"not in the catalogue: {sorted(unknown)}")
+    return tuple(name for name in POINTS if name in names)

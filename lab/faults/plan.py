@@ -33,8 +33,7 @@ from dataclasses import dataclass, replace
 
 from lab import events as ev
 from lab.errors import LabError, choices_error
-from lab.faults.catalogue import (FAULT_KINDS, FAULTS, KEYS, PAUSE_REPLACE_AFTER_S, POINTS, event_keys,
-                                  faults_for, on_pause_mode, points_for)
+from lab.faults.catalogue import FAULT_KINDS, FAULTS, KEYS, PAUSE_REPLACE_AFTER_S, POINTS, event_keys, on_pause_mode
 
 _TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$|^(key)=(\d+)$")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
@@ -188,42 +187,47 @@ def _parse_one(item: str, index: int) -> Fault:
     return fault
 
 
-def check_fault(fault: "Fault", config) -> None:
+def check_fault(fault: "Fault", config, pipeline, pipelines: dict, requirements: dict) -> None:
     """Raise :class:`LabError` when ``config``'s run cannot carry out ``fault``.
 
-    Checks the catalogue: the fault applies to the pipeline, its point exists
-    in it, and the run's settings meet the fault's and the point's needs.
-    Needs nothing but the config, so it runs before any process starts.
+    Checks the catalogue and the run's registry entry ``pipeline`` (``pipelines``: the registry): the fault
+    applies to the pipeline, its point exists in it, and the run's settings meet the fault's and the point's
+    needs (``requirements``: the engines' own, name -> ``requires(config)``). Needs nothing but the config, so it
+    runs before any process starts.
     """
     spec = FAULTS[fault.kind]
-    if config.pipeline not in spec.pipelines:
+    if fault.kind not in pipeline.faults:
         raise LabError(f"fault {fault.kind!r} does not apply to pipeline {config.pipeline!r}; "
-                       f"valid for it: {', '.join(faults_for(config.pipeline))}")
+                       f"valid for it: {', '.join(pipeline.faults)}")
     if fault.point:
-        if config.pipeline not in POINTS[fault.point].pipelines:
+        if fault.point not in pipeline.points:
             raise LabError(f"point {fault.point!r} does not exist in pipeline {config.pipeline!r}; "
-                           f"valid points: {', '.join(points_for(config.pipeline))}")
-        why = POINTS[fault.point].requires and POINTS[fault.point].requires(config)
+                           f"valid points: {', '.join(pipeline.points)}")
+        why = fault.point in requirements and requirements[fault.point](config)
         if why:
             raise LabError(why)
-    why = spec.requires and spec.requires(config)
+    why = (spec.requires and spec.requires(config)) or (fault.kind in requirements and requirements[fault.kind](config))
     if why:
         raise LabError(why)
-    if fault.kind == "driver-pause" and on_pause_mode(config) == "replace" and fault.duration_s <= PAUSE_REPLACE_AFTER_S:
+    if fault.kind == "driver-pause" and on_pause_mode(config, pipeline) == "replace" and pipeline.pause_replace is None:
+        raise LabError(f"--on-pause replace runs two drivers at once, which pipeline {config.pipeline!r} cannot (they "
+                       f"would share its local state); valid pipelines for it: "
+                       f"{', '.join(n for n, p in pipelines.items() if p.pause_replace)}; or use --on-pause wait")
+    if fault.kind == "driver-pause" and on_pause_mode(config, pipeline) == "replace" and fault.duration_s <= PAUSE_REPLACE_AFTER_S:
         raise LabError(f"fault {fault.to_text()!r}: with --on-pause replace the pause must outlast the "
                        f"{PAUSE_REPLACE_AFTER_S:g} s after which its replacement starts; valid: for=<n>s with n > "
                        f"{PAUSE_REPLACE_AFTER_S:g}")
-    nodes = getattr(config, "nodes", 1)
+    nodes = config.cluster.nodes
     if fault.isr is not None and fault.isr >= nodes:
         # Every replica is in sync when the topic is created: the trigger would fire at once.
         raise LabError(f"fault {fault.to_text()!r}: isr={fault.isr} must be below the replica count ({nodes}); "
                        f"valid: isr=1 to isr={nodes - 1}")
 
 
-def check_plan(faults, config) -> None:
+def check_plan(faults, config, pipeline, pipelines: dict, requirements: dict) -> None:
     """:func:`check_fault` for every fault of a plan."""
     for fault in faults:
-        check_fault(fault, config)
+        check_fault(fault, config, pipeline, pipelines, requirements)
 
 
 def poison_seqs(fault: "Fault", seed: int, events: int) -> list[int]:

@@ -24,7 +24,6 @@ import re
 import struct
 
 from lab.errors import LabError, choices_error
-from lab.registry import PIPELINES
 
 CHECKPOINTING = ("aligned", "unaligned", "at-least-once")
 FLINK_DELIVERIES = ("auto", "exactly-once", "at-least-once")
@@ -40,19 +39,19 @@ MIN_INTERVAL_S = 0.2
 
 def delivery(cfg) -> str:
     """The sink's guarantee this run uses (``auto`` resolved, see the module docstring)."""
-    if cfg.flink_delivery != "auto":
-        return cfg.flink_delivery
-    return "at-least-once" if cfg.checkpointing == "at-least-once" else "exactly-once"
+    if cfg.flink.flink_delivery != "auto":
+        return cfg.flink.flink_delivery
+    return "at-least-once" if cfg.flink.checkpointing == "at-least-once" else "exactly-once"
 
 
-def check(cfg) -> None:
-    """Raise :class:`LabError` for a bad Flink setting (only for ``--pipeline flink``; the others ignore them)."""
-    if cfg.checkpointing not in CHECKPOINTING:
-        raise choices_error("checkpointing", cfg.checkpointing, CHECKPOINTING)
-    if cfg.flink_delivery not in FLINK_DELIVERIES:
-        raise choices_error("Flink sink delivery", cfg.flink_delivery, FLINK_DELIVERIES)
-    if PIPELINES[cfg.pipeline].engine != "flink":
-        if cfg.checkpointing != "aligned" or cfg.flink_delivery != "auto" or cfg.slow_sink:
+def check(cfg, mine: bool) -> None:
+    """Raise :class:`LabError` for a bad Flink setting (``mine``: a flink run; the others may not set one)."""
+    if cfg.flink.checkpointing not in CHECKPOINTING:
+        raise choices_error("checkpointing", cfg.flink.checkpointing, CHECKPOINTING)
+    if cfg.flink.flink_delivery not in FLINK_DELIVERIES:
+        raise choices_error("Flink sink delivery", cfg.flink.flink_delivery, FLINK_DELIVERIES)
+    if not mine:
+        if cfg.flink.checkpointing != "aligned" or cfg.flink.flink_delivery != "auto" or cfg.flink.slow_sink:
             raise LabError(f"--checkpointing, --flink-delivery and --slow-sink are the flink pipeline's settings; "
                            f"this run's pipeline is {cfg.pipeline!r}")
         return
@@ -71,11 +70,11 @@ def job_spec(cfg, *, run_id: str, bootstrap: str, checkpoint_dir: str, savepoint
     return {
         "run_id": run_id, "bootstrap": bootstrap, "topic": cfg.topic, "out_topic": output_topic(cfg.topic),
         "group": f"lab-{run_id}", "partitions": cfg.partitions, "parallelism": PARALLELISM,
-        "interval_ms": int(round(cfg.batch_interval_s * 1000)), "checkpointing": cfg.checkpointing,
+        "interval_ms": int(round(cfg.batch_interval_s * 1000)), "checkpointing": cfg.flink.checkpointing,
         "delivery": delivery(cfg), "isolation": cfg.isolation_level,
         "checkpoint_dir": checkpoint_dir, "savepoint_dir": savepoint_dir, "restore": restore,
         "connector_jar": connector_jar, "txn_prefix": f"lab-{run_id}-flink",
-        "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS, "slow_sink": bool(cfg.slow_sink),
+        "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS, "slow_sink": bool(cfg.flink.slow_sink),
     }
 
 

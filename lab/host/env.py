@@ -2,7 +2,7 @@
 
 Two families, each as its callers have always read it: :func:`number` and :func:`one_of` for the run's
 settings (:func:`lab.config.make_config`: exact values), :func:`switch`, :func:`choice` and
-:func:`milliseconds` for the start-up techniques (:class:`lab.tuning.StartTuning`: trimmed, lower case).
+:func:`milliseconds` for the start-up techniques (:class:`lab.host.start_tuning.StartTuning`: trimmed, lower case).
 Each takes the environment as a mapping, so a caller can pass ``os.environ`` or a test's dict.
 """
 

@@ -1,11 +1,12 @@
-"""How a Spark driver starts: the start-up techniques, each one switchable for the bench's before/after pairs.
+"""How a driver's JVMs start: the start-up techniques, each one switchable for the bench's before/after pairs.
 
 None of them changes what a run delivers: they decide how fast a driver
 JVM comes up, not what it reads, writes or commits. ``bench/startup.py``
 measures each one off and on in the same run (``bench/results/startup.json``).
 
 ``LAB_CLASS_ARCHIVE``       ``on`` (default) / ``off``: the driver JVM maps its classes
-                            from the archive :mod:`lab.spark.archive` builds once.
+                            from the archive :mod:`lab.spark.archive` builds once
+                            (:mod:`lab.host.class_archive`).
 ``LAB_DRIVER_JVM_OPTIONS``  the driver JVM's flags (default :data:`DRIVER_JVM_OPTIONS`;
                             empty for the JVM's own defaults).
 ``LAB_EXECUTOR_JVM_OPTIONS`` the flags of a driver's executor JVMs on ``local-cluster`` and
@@ -30,7 +31,7 @@ measures each one off and on in the same run (``bench/results/startup.json``).
                             driver also without a planned crash (the panel's default, for
                             its Crash button); ``off``: every driver starts when needed.
                             Pipelines whose driver waits for its turn (``waits_for_turn`` in
-                            :mod:`lab.registry`), on a ``local`` master.
+                            the registry, which the caller passes in), on a ``local`` master.
 ``LAB_QUICK_STOP``          ``on`` (default) / ``off``: a driver's clean stop skips PySpark's wait for
                             its accumulator server's thread (:func:`lab.spark.session.skip_accumulator_wait`),
                             and a receiver's stops its streaming context without Spark's graceful
@@ -58,13 +59,13 @@ from lab.host.env import choice, milliseconds, switch
 #: competes with the start for them (measured, bench/startup.py, restarted structured driver to first
 #: batch done, medians of 3: 11.0 s → 9.0 s). The GC and the heap stay the JVM's (G1, Spark's -Xmx): the serial GC
 #: measured 37.4 against 36.2 machine CPU-s for the 3,000-event crash run, 21.2 against 20.6 s (bench/run_cpu.py,
-#: run_cpu_gc.json, 8 rounds in turns; the driver JVMs' GC threads 0.72 against 0.88 CPU-s), and with a 256 MB
-#: young generation 34.5 against 35.6 CPU-s (run_cpu_gc_heap.json, 4 rounds): within one run's spread (30-40 CPU-s).
+#: 8 rounds in turns; bench/README.md, Past experiments; driver JVMs' GC threads 0.72 vs 0.88 CPU-s), and with a 256 MB
+#: young generation 34.5 vs 35.6 CPU-s (4 rounds; bench/README.md, Past experiments): in a run's spread (30-40 CPU-s).
 #: C1 compiling fewer methods does not pay either: -XX:CompileThresholdScaling=3 and =10 cut the JIT threads' CPU
 #: 4.5 → 3.3 and 1.9 s, but the code they left interpreted cost more: 39.3 and 40.9 against 38.3 machine CPU-s, 22.6
-#: and 23.5 against 21.8 s (run_cpu_jit.json, 6 rounds in turns).
+#: and 23.5 against 21.8 s (6 rounds in turns; bench/README.md, Past experiments).
 #: Transparent huge pages for the heap (-XX:+UseTransparentHugePages; the kernel's are madvise) did not pay:
-#: 37.4 against 36.6 machine CPU-s, the driver JVMs 20.6 against 18.8 (run_cpu_thp.json, 4 rounds in turns).
+#: 37.4 vs 36.6 machine CPU-s, the driver JVMs 20.6 vs 18.8 (4 rounds in turns; bench/README.md, Past experiments).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: The same for executor JVMs (``local-cluster``, standalone): a direct run with an executor kill on
 #: ``local-cluster[2,1,1024]`` took 22.0 → 15.3 CPU-s, 28.6 → 25.5 s (bench/jvm_flags.py, medians of 3). The
@@ -91,9 +92,9 @@ TASK_FETCH_WAIT_MS = 20
 #: compiled 10; with both settings, 1; tests/integration/test_spark_session.py checks that it stays so). Every new
 #: driver JVM compiles each query's code with Janino (Spark's compiler cache lives in the JVM), then the JIT
 #: compiles that code: a restarted driver paid it again for batches of a few hundred records. Measured on the
-#: 3,000-event structured crash run, 6 rounds in turns (bench/run_cpu.py, run_cpu_codegen.json): 38.5 against 40.2
+#: 3,000-event structured crash run, 6 rounds in turns (bench/README.md, Past experiments): 38.5 against 40.2
 #: machine CPU-s, 21.6 against 22.6 s (less CPU in each round, by 0.2-4.3 s); bench/startup.py
-#: (startup_codegen.json, medians of 3): a new structured driver's first batch done 9.3 against 10.8 s, the
+#: (medians of 3; bench/README.md, Past experiments): a new structured driver's first batch done 9.3 against 10.8 s, the
 #: restarted one's 2.69 against 2.83 s; direct 8.9 against 9.1 and 2.54 against 2.79 s. The 200,000-event run
 #: drained in 51.0 s against 49.4 s (one run each). Interpreted evaluation computes the same rows.
 NO_CODEGEN_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
@@ -153,9 +154,12 @@ class StartTuning:
                    broker_archive=switch(env, "LAB_BROKER_ARCHIVE"),
                    codegen=switch(env, "LAB_CODEGEN", default="off"))
 
-    def wants_standby(self, pipeline: str, master: str, needed: bool, first: bool = False) -> bool:
+    def wants_standby(self, waits_for_turn: bool, master: str, needed: bool, first: bool = False) -> bool:
         """Whether a run starts its next driver ahead (see ``LAB_STANDBY``).
 
+        ``waits_for_turn``: the run's pipeline has a driver that waits for its turn
+        (its registry entry's, :attr:`lab.registry.PipelineSpec.waits_for_turn`);
+        a pipeline whose driver does not wait gains nothing from one started ahead.
         ``needed``: that driver will be needed (the first one; the next while a
         driver crash is planned). Only on a ``local`` master: elsewhere a
         standby's session would hold executors of its own beside the running
@@ -163,9 +167,7 @@ class StartTuning:
         beside: also on ``local-cluster``, whose executors are its session's own
         (an executor-crash row then starts its executors before its turn).
         """
-        from lab.registry import PIPELINES
-
         local = master.startswith("local[") or (first and master.startswith("local-cluster["))
-        if self.standby == "off" or not PIPELINES[pipeline].waits_for_turn or not local:
+        if self.standby == "off" or not waits_for_turn or not local:
             return False
         return self.standby == "always" or needed

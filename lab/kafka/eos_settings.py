@@ -20,14 +20,14 @@ EOS_OPTION_PIPELINES = ("kafka-eos",)
 
 def check(cfg) -> None:
     """Raise :class:`LabError` naming a bad ``trust_commit`` or ``delivery_timeout_s``, or a pipeline without them."""
-    if not isinstance(cfg.trust_commit, bool):
-        raise choices_error("trust_commit setting", cfg.trust_commit, ("True", "False"))
+    if not isinstance(cfg.kafka.trust_commit, bool):
+        raise choices_error("trust_commit setting", cfg.kafka.trust_commit, ("True", "False"))
     low, high = DELIVERY_TIMEOUT_RANGE_S
-    if not low <= cfg.delivery_timeout_s <= high:  # NaN too
-        raise LabError(f"--delivery-timeout {cfg.delivery_timeout_s:g} s: valid {low:g} to {high:g} s (more than "
+    if not low <= cfg.kafka.delivery_timeout_s <= high:  # NaN too
+        raise LabError(f"--delivery-timeout {cfg.kafka.delivery_timeout_s:g} s: valid {low:g} to {high:g} s (more than "
                        "one 10 s request, less than the 60 s transaction timeout with room to abort)")
-    changed = [name for name, on in (("--trust-commit", cfg.trust_commit),
-                                     ("--delivery-timeout", cfg.delivery_timeout_s != DELIVERY_TIMEOUT_S)) if on]
+    changed = [name for name, on in (("--trust-commit", cfg.kafka.trust_commit),
+                                     ("--delivery-timeout", cfg.kafka.delivery_timeout_s != DELIVERY_TIMEOUT_S)) if on]
     if changed and cfg.pipeline not in EOS_OPTION_PIPELINES:
         raise LabError(f"{changed[0]} is the kafka-eos pipeline's transactional producer setting; this run's "
                        f"pipeline is {cfg.pipeline!r}; valid pipelines: {', '.join(EOS_OPTION_PIPELINES)}")
@@ -35,5 +35,5 @@ def check(cfg) -> None:
 
 def stated(cfg) -> dict:
     """What a run's settings say of them: each only when changed from its default."""
-    return {**({"trust_commit": True} if cfg.trust_commit else {}),
-            **({"delivery_timeout_s": cfg.delivery_timeout_s} if cfg.delivery_timeout_s != DELIVERY_TIMEOUT_S else {})}
+    return {**({"trust_commit": True} if cfg.kafka.trust_commit else {}),
+            **({"delivery_timeout_s": cfg.kafka.delivery_timeout_s} if cfg.kafka.delivery_timeout_s != DELIVERY_TIMEOUT_S else {})}

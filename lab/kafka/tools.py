@@ -54,7 +54,7 @@ READ_SETTINGS = dict(
     # Measured with kafka-python's pure-Python CRC32C, before the C crc32c module was pinned (for the
     # producer, bench/results/kafka_crc.json): 38,000 records/s with the check, 146,000 without (the
     # check was three quarters of a read). With the C module: 200,000 records read in 4.02 s with the check,
-    # 3.26 s without (medians of 8 in turns, bench/results/audit_read_crc.json; the rounds' own differences
+    # 3.26 s without (medians of 8 in turns, bench/README.md, Past experiments; the rounds' own differences
     # have a median of 0.57 s, the check slower in 7 of 8), about half a second more on the largest run's
     # audit, for records the broker checked that cross loopback TCP only. labkafka's checkCrcs turns it on.
     check_crcs=False,

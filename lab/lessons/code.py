@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 
 #: The modules that hold lesson regions, by import name (a renamed module fails :func:`lessons` at once).
 LESSON_MODULES = ("lab.pipelines.structured.pipeline", "lab.pipelines.structured.kafka_input", "lab.pipelines.receiver.pipeline",
-                  "lab.pipelines.direct", "lab.pipelines.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
+                  "lab.pipelines.direct", "lab.pipelines.structured.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
                   "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer",
                   "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader",
                   "lab.pipelines.structured.sessions")

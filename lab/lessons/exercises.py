@@ -349,7 +349,8 @@ def choices_of(ex: Exercise) -> tuple[str, ...]:
 
 def blank_choices(ex: Exercise) -> str:
     """What may fill an exercise's blank, in words for an error line."""
-    from lab.config import COMMIT_MODES, ON_OFF
+    from lab.config import ON_OFF
+    from lab.engines.kafka import COMMIT_MODES
     from lab.sinks.spec import SINK_MODES
 
     known = {"commit": ", ".join(COMMIT_MODES), "sink": ", ".join(SINK_MODES), "wal": ", ".join(ON_OFF),
@@ -395,10 +396,9 @@ def check_setting(ex: Exercise, value) -> SettingCheck:
     rest = {k: v for k, v in ex.params.items() if k != "faults"}
     mine = make_config(**{**rest, ex.blank: value})
     asked = make_config(**rest)
-    field_name = ex.blank if hasattr(asked, ex.blank) else None
-    if field_name is None:
+    if not asked.is_setting(ex.blank):
         return SettingCheck(value == ex.params[ex.blank], setting)
-    return SettingCheck(getattr(mine, field_name) == getattr(asked, field_name), setting)
+    return SettingCheck(mine.option(ex.blank) == asked.option(ex.blank), setting)
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,8 @@ def _differences(ex: Exercise, result) -> list[str]:
 
             if shape(ex.params["faults"]) != shape(ran.faults):
                 out.append(f"faults {ran.faults!r} (this question needs {ex.params['faults']!r})")
-        elif hasattr(asked, key) and getattr(asked, key) != getattr(ran, key, None):
-            out.append(f"{key}={getattr(ran, key, None)!r} (this question needs {getattr(asked, key)!r})")
+        elif asked.is_setting(key) and asked.option(key) != ran.option(key):
+            out.append(f"{key}={ran.option(key)!r} (this question needs {asked.option(key)!r})")
     return out
 
 

@@ -68,7 +68,7 @@ def row_broker(params: dict) -> tuple[int, str]:
     from lab.config import make_config
 
     cfg = make_config(**params)
-    return cfg.nodes, PRODUCT_NAMES[cfg.broker]
+    return cfg.cluster.nodes, PRODUCT_NAMES[cfg.cluster.broker]
 
 
 class _BrokerStart(threading.Thread):

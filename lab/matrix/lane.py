@@ -9,7 +9,7 @@ brokers of :mod:`lab.matrix.brokers`):
 2. The lane waits until the relay has given its turn to the first row after
    its last timing-sensitive row (:data:`TIMING_SENSITIVE`: a receiver's loss
    depends on what was in its memory at the crash, and a busier machine
-   changes it; measured with two rows at once, ``bench/results/matrix_jobs.json``:
+   changes it; measured with two rows at once, bench/README.md, Past experiments:
    "receiver, unreliable ack, WAL, driver-crash" lost nothing). Every row after
    it ends where a named point, a batch or a count says, whatever the load.
 3. Then :class:`Lane` starts the cluster (:meth:`lab.matrix.brokers.SharedBrokers.start_cluster`:

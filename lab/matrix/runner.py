@@ -281,7 +281,7 @@ def _relay(todo: list, out: Path, shared, started: list, record, lane=None, star
     waited for (its plots and its notebook's end overlap row *n+1*'s run).
     These runs never overlap: the shared broker and its proxy's faults see one
     at a time (the cluster's rows may run beside them, on their own brokers:
-    :mod:`lab.matrix.lane`). Measured on the default grid (``bench/results/matrix_ahead.json``):
+    :mod:`lab.matrix.lane`). Measured on the default grid (bench/README.md, Past experiments):
     536 s to 490 s; the time outside the runs fell from 146 s to 71 s, the
     runs' own sum grew by 28 s (the overlapped work competes with them).
     Started at row *n*'s turn instead: 494 s to 468 s, the runs 32 s slower.

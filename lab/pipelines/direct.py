@@ -38,7 +38,7 @@ The checkpoint (``<run_dir>/checkpoint/``)
 ------------------------------------------
 (Ranges, planning, the offset log and the offset stores are in
 :mod:`lab.pipelines.direct_offsets`; the faults inside tasks in
-:mod:`lab.pipelines.tasks`.)
+:mod:`lab.pipelines.shared.tasks`.)
 
 ``offsets/<batch>.json``  the plan of one batch, written (atomically) before
                           the batch runs and never changed::
@@ -151,13 +151,14 @@ import threading
 import time
 
 from lab import events as ev
+from lab.engines.spark import may_use_connector
 from lab.kafka import tools as kafka_tools
 from lab.pipelines.driver import DriverContext
 from lab.events import EventTail
 from lab.kafka.read import earliest_offsets, read_range, record_row
 from lab.pipelines.direct_offsets import (OffsetLog, OffsetRange, OffsetStore, plan_ranges, ranges_dict,
                                           recovery_ranges, retry, start_positions)
-from lab.pipelines.tasks import midway_hook
+from lab.pipelines.shared.tasks import midway_hook
 from lab.sinks.reader import open_sink
 
 #: Name of the checkpoint directory inside the run directory.
@@ -222,7 +223,7 @@ def partition_writer(ctx: DriverContext, batch: int, offset_ranges: tuple, offse
     Batch key ``batch-<batch>-part-<kafka partition>``; with
     ``offset_store == "sink"`` the task's range ``{partition: (from, until)}``
     commits in the same transaction as its rows. ``faults``: the
-    ``fail_once`` / ``executor_crash`` flags of :func:`lab.pipelines.tasks.midway_hook`.
+    ``fail_once`` / ``executor_crash`` flags of :func:`lab.pipelines.shared.tasks.midway_hook`.
     ``by_kafka_partition``: a task's range is the one of its rows' Kafka partition
     (Spark's reader), not the one at its Spark partition index (the lab's RDD).
 
@@ -306,28 +307,28 @@ def run(ctx: DriverContext) -> None:
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
-    store = OffsetStore(cfg.offsets, ctx)
-    from lab.pipelines.structured.kafka_input import resolve_reader
+    store = OffsetStore(cfg.spark.offsets, ctx)
+    from lab.pipelines.shared.kafka_reader import resolve_reader
 
-    spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
+    spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
-                          kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=RDD_WORKER_IMPORTS)
+                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=RDD_WORKER_IMPORTS)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka.read).
-    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
+    reader = resolve_reader(spark, cfg.spark.kafka_reader, real_kafka=cfg.real_kafka)
     # With what the tasks import (lab.spark.session), beside the driver's planning (see lab.spark.session.warm_up).
     warm = warm_up(ctx, start_python_workers, sc)
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
     ctx.await_turn()
-    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.spark.kafka_reader)
     try:
         ctx.phase("query")
         earliest = retry(lambda: earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions))
         pending = log.pending()
         if pending is not None:
             batch, logged = pending
-            ranges = recovery_ranges(cfg.offsets, logged, store.stored(), earliest)
+            ranges = recovery_ranges(cfg.spark.offsets, logged, store.stored(), earliest)
             ctx.progress({r.partition: r.fromOffset for r in ranges}, batch - 1)
             _run_batch(ctx, sc, log, store, batch, ranges, replay=True, reader=reader)
             positions = {r.partition: r.untilOffset for r in ranges}
@@ -353,7 +354,7 @@ def run(ctx: DriverContext) -> None:
             if not any(r.count() for r in ranges):
                 ctx.progress(positions, batch - 1)
                 continue
-            log.write_plan(batch, ranges, cfg.offsets)
+            log.write_plan(batch, ranges, cfg.spark.offsets)
             _run_batch(ctx, sc, log, store, batch, ranges, replay=False, reader=reader)
             positions = {r.partition: r.untilOffset for r in ranges}
             batch += 1
@@ -378,7 +379,7 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
     executor_crash = any(f.kind == "executor-crash" and f.batch == batch for f in ctx.pending)
 
     def announce() -> None:
-        ctx.batch_start(batch, ranges_dict(ranges), rows, replay=replay, offset_store=cfg.offsets)
+        ctx.batch_start(batch, ranges_dict(ranges), rows, replay=replay, offset_store=cfg.spark.offsets)
 
     if not executor_crash:
         announce()
@@ -407,7 +408,7 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
             faults = {"fail_once": fail_once, "executor_crash": executor_crash}
             # The transformation (JSON to rows), then the output.
             kafka_rdd.map(lambda record: record_row(*record)).foreachPartition(
-                partition_writer(ctx, batch, offset_ranges, cfg.offsets, faults, counters, spark_reader))
+                partition_writer(ctx, batch, offset_ranges, cfg.spark.offsets, faults, counters, spark_reader))
     except Exception as e:
         ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[-500:])
         raise

@@ -154,7 +154,7 @@ class DriverContext:
 
     def _say_spark_ui(self) -> None:
         """Write ``spark-ui`` once, when the run asked for the UI, this driver has its turn and its UI is up."""
-        if not self.config.spark_ui or self.standby_go is not None or self._ui_said:
+        if not self.config.spark.spark_ui or self.standby_go is not None or self._ui_said:
             return
         from lab.spark.session import UI_TABS, ui_url
 

@@ -137,7 +137,7 @@ def _start_job(ctx: DriverContext, spec: dict, attempt_dir: Path) -> tuple[subpr
     spec = {**spec, "tmp_dir": str(tmp_dir)}
     spec_path.write_text(json.dumps(spec, indent=1))
     from lab.host.java import java_env
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     jvm_args = job_jvm_args(os.environ.get("JVM_ARGS", ""), StartTuning.from_env().flink_jvm_options, tmp_dir)
     env = {**os.environ, **java_env(), "FLINK_LOG_DIR": str(attempt_dir), "JVM_ARGS": jvm_args,
@@ -197,7 +197,7 @@ def run(ctx: DriverContext) -> None:
     attempt_dir = run_dir / "flink" / f"logs-{ctx.attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_dir = run_dir / "checkpoint"
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
     restore = flink_settings.newest_checkpoint(completed_checkpoints(checkpoint_dir))
     out_ends = kafka_tools.end_offsets(ctx.bootstrap, out, cfg.partitions)
     spec = flink_settings.job_spec(cfg, run_id=ctx.run_id, bootstrap=ctx.bootstrap,
@@ -212,7 +212,7 @@ def run(ctx: DriverContext) -> None:
         ctx.events.write(ev.FLINK_START, attempt=ctx.attempt, restore=restore and restore[0],
                          restore_checkpoint=restore and restore[1], start_offsets={str(p): o for p, o in begin.items()},
                          out_end_offsets={str(p): o for p, o in out_ends.items()},
-                         checkpointing=cfg.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
+                         checkpointing=cfg.flink.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
         began = time.monotonic()
         _remove_working_files(run_dir)  # earlier attempts': their JVMs went with their driver's process group
         child, spec_path = _start_job(ctx, spec, attempt_dir)

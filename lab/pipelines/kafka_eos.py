@@ -121,7 +121,7 @@ import time
 from lab.sinks import changelog as changelog_state
 from lab import events as ev
 from lab.kafka import tools as kafka_tools
-from lab.kafka.transactions import CallTimedOut, SendFailed, Sends, bounded
+from lab.kafka.transactions import CallTimedOut, SendFailed, Sends, bounded, transactional_id
 from lab.pipelines.driver import DriverContext
 from lab.events import read_events
 from lab.kafka.read import event_fields
@@ -148,11 +148,6 @@ TXN_CALL_S = MAX_BLOCK_MS / 1000
 ABORT_RETRY_S = 60.0
 #: The query that keeps a running count per key in a changelog-backed store (:mod:`lab.sinks.changelog`).
 KEY_COUNT = "key-count"
-
-
-def transactional_id(run_id: str) -> str:
-    """The producer's ``transactional_id``: one per run, the same for every driver attempt."""
-    return f"lab-{run_id}-eos"
 
 
 def transform(value: bytes, partition: int, offset: int, batch: int, attempt: int) -> bytes:
@@ -255,16 +250,16 @@ def run(ctx: DriverContext) -> None:
 
     cfg = ctx.config
     # After the delivery timeout every send of the transaction has completed, acknowledged or failed.
-    flush_s = cfg.delivery_timeout_s + REQUEST_TIMEOUT_MS / 1000
+    flush_s = cfg.kafka.delivery_timeout_s + REQUEST_TIMEOUT_MS / 1000
     group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
     changelog = changelog_state.changelog_topic(cfg.topic) if cfg.query == KEY_COUNT else None
     # On a cluster the output is replicated and configured as the input is: what the audit reads must
     # not be less durable than what was read.
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
     if changelog is not None:
-        kafka_tools.create_topic(ctx.bootstrap, changelog, cfg.partitions, replication=cfg.nodes,
+        kafka_tools.create_topic(ctx.bootstrap, changelog, cfg.partitions, replication=cfg.cluster.nodes,
                                  configs={**cfg.topic_configs, **changelog_state.CHANGELOG_CONFIGS})
-    producer = _producer(ctx.bootstrap, txn_id, int(cfg.delivery_timeout_s * 1000))
+    producer = _producer(ctx.bootstrap, txn_id, int(cfg.kafka.delivery_timeout_s * 1000))
     consumer = store = None
     try:
         # Before the consumer asks for the group's offsets: a read_committed consumer's offset fetch
@@ -308,13 +303,13 @@ def run(ctx: DriverContext) -> None:
                                             key=r.key, partition=r.partition))
                     if i + 1 == half:
                         producer.flush(timeout=flush_s)  # KafkaTimeoutError past it
-                        if not cfg.trust_commit:
+                        if not cfg.kafka.trust_commit:
                             sends.check()  # acknowledged: in the log, inside the open transaction
                         ctx.point("mid-output", batch)
                 # commit_transaction() would flush too; flushing here makes the named point below mean
                 # what it says. Measured without it: a kill there found 50 of 100 records in the log.
                 producer.flush(timeout=flush_s)
-                if not cfg.trust_commit:
+                if not cfg.kafka.trust_commit:
                     # Every send acknowledged, or no commit: kafka-python commits a transaction one of
                     # whose sends ran out of its delivery timeout (lab.kafka.transactions).
                     sends.check()
@@ -343,7 +338,7 @@ def run(ctx: DriverContext) -> None:
                     consumer.seek(tp, committed[tp.partition])
                 continue
             # end lesson: kafka-eos
-            if cfg.trust_commit:
+            if cfg.kafka.trust_commit:
                 _committed_unchecked(ctx, sends, batch)
             if store is not None:
                 store.put(counts, batch)  # only now: an aborted batch must never reach the store

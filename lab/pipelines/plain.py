@@ -57,7 +57,7 @@ def run(ctx: DriverContext) -> None:
     consumer = kafka_tools.consumer(
         ctx.bootstrap,
         group_id=f"lab-{ctx.run_id}",
-        enable_auto_commit=cfg.commit == "auto",
+        enable_auto_commit=cfg.kafka.commit == "auto",
         auto_commit_interval_ms=1000,
         max_poll_records=cfg.max_batch_records,
         isolation_level=cfg.isolation_level,
@@ -95,17 +95,17 @@ def run(ctx: DriverContext) -> None:
                 start, _ = ranges.get(r.partition, (r.offset, r.offset))
                 ranges[r.partition] = (start, r.offset + 1)
             ctx.batch_start(batch, ranges, len(rows))
-            if cfg.commit == "before-output":
+            if cfg.kafka.commit == "before-output":
                 commit()
                 ctx.point("after-commit-before-output", batch)
             sink.write_batch(rows, f"plain-{batch}", on_midway=lambda: ctx.point("mid-output", batch))
             ctx.point("after-output-before-commit", batch)
-            if cfg.commit == "after-output":
+            if cfg.kafka.commit == "after-output":
                 commit()
             ctx.batch_done(batch, len(rows))
             ctx.progress(positions(), batch)
             batch += 1
-        if cfg.commit != "before-output":
+        if cfg.kafka.commit != "before-output":
             commit()
     finally:
         consumer.close(autocommit=False)

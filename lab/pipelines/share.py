@@ -135,10 +135,10 @@ def run(ctx: DriverContext) -> None:
     group = share_settings.group_name(ctx.run_id)
     configs = share_settings.group_configs(cfg)
     set_group(ctx.bootstrap, group, configs)
-    ctx.events.write(ev.SHARE_GROUP, group=group, configs=configs, consumers=cfg.consumers, attempt=ctx.attempt)
+    ctx.events.write(ev.SHARE_GROUP, group=group, configs=configs, consumers=cfg.kafka.consumers, attempt=ctx.attempt)
     state = state_reader(ctx.bootstrap, group, share_dir(ctx.run_dir) / f"state-{ctx.attempt}.log",
                          interval_ms=STATE_INTERVAL_MS)
-    consumers = _Consumers(ctx, cfg.consumers)
+    consumers = _Consumers(ctx, cfg.kafka.consumers)
     positions: dict[int, int] = {}
     try:
         while not ctx.stopping:

@@ -132,7 +132,7 @@ def run(ctx: DriverContext, index: int) -> None:
     from lab.share.settings import group_name
 
     cfg = ctx.config
-    explicit = cfg.commit != "auto"
+    explicit = cfg.kafka.commit != "auto"
     consumer = ShareConsumer({
         "bootstrap.servers": ctx.bootstrap,
         "group.id": group_name(ctx.run_id),
@@ -181,7 +181,7 @@ def run(ctx: DriverContext, index: int) -> None:
                 ctx.events.write(ev.CONSUMER_KILLED, index=crash, consumer=index, pid=os.getpid(), batch=batch,
                                  held=[[p, o, n] for p, o, n, _ in records])
                 _die()
-            if explicit and cfg.commit == "before-output":
+            if explicit and cfg.kafka.commit == "before-output":
                 accept(messages)
                 ctx.point("after-commit-before-output", batch)
             bad = next((i for i, r in enumerate(records) if r[3][1] in poison), None)
@@ -202,7 +202,7 @@ def run(ctx: DriverContext, index: int) -> None:
                 _die()
             note(records, ["written"] * len(records))
             ctx.point("after-output-before-commit", batch)
-            if explicit and cfg.commit == "after-output":
+            if explicit and cfg.kafka.commit == "after-output":
                 accept(messages)
             ctx.batch_done(batch, len(records), consumer=index)
         # end lesson: share-consumer

@@ -101,7 +101,7 @@ class _Writer:
     def __init__(self, ctx: DriverContext, sink, positions: dict[int, int]) -> None:
         self.ctx = ctx
         self.sink = sink
-        self.mode = ctx.config.storm_mode
+        self.mode = ctx.config.storm.storm_mode
         self.batch = ctx.last_batch() + 1
         self.positions = dict(positions)  # next offset per partition past everything the run's drivers wrote
 
@@ -173,8 +173,8 @@ def run(ctx: DriverContext) -> None:
                 ctx.events.write(ev.STORM_REPLAY_GAP, txid=message.get("txid"), partition=message.get("partition"),
                                  resumes_at=message.get("resumes_at"), attempt=ctx.attempt)
             elif op == "submitted":
-                ctx.events.write(ev.STORM_TOPOLOGY, storm_mode=cfg.storm_mode, attempt=ctx.attempt,
-                                 spout=("KafkaTridentSpoutTransactional" if cfg.storm_mode == "trident"
+                ctx.events.write(ev.STORM_TOPOLOGY, storm_mode=cfg.storm.storm_mode, attempt=ctx.attempt,
+                                 spout=("KafkaTridentSpoutTransactional" if cfg.storm.storm_mode == "trident"
                                         else "KafkaSpout"), took_s=round(time.monotonic() - began, 3))
                 ctx.phase("query")
             elif op == "ready" and not ready:

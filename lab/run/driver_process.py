@@ -8,7 +8,7 @@ Python workers, then waits (:meth:`lab.pipelines.driver.DriverContext.await_turn
 without reading the checkpoint, the topic or the sink; :meth:`DriverProcess.start`
 promotes it by creating that file, after the driver it replaces is dead
 (the first driver: once the broker, the topic and the producer are up). A
-start then skips the start-up (``LAB_STANDBY``, :mod:`lab.tuning`).
+start then skips the start-up (``LAB_STANDBY``, :mod:`lab.host.start_tuning`).
 
 A pause is a real ``SIGSTOP`` of the driver's group and its children's groups, and its end a
 ``SIGCONT``. A paused driver can be set aside (:meth:`DriverProcess.set_aside`) so that a

@@ -53,7 +53,6 @@ from lab.broker import proxy
 from lab.errors import LabError, choices_error
 from lab.faults.plan import Fault
 from lab.faults.catalogue import FAULTS
-from lab.faults.plan import check_fault
 from lab.run.effects import EFFECTS
 
 
@@ -204,7 +203,7 @@ class FaultInjector:
         if kind not in FAULTS:
             raise choices_error("fault kind", kind, FAULTS)
         fault = Fault(kind=kind, at_s=round(self.elapsed(), 3), index=options.pop("index", -1), **options)
-        check_fault(fault, self.config)
+        self.config.check_fault(fault)
         if FAULTS[kind].by == "driver":
             raise LabError(f"fault {kind!r} is carried out by the pipeline at a batch; plan it: {kind}@batch=<n>")
         return self.apply(fault, source=source)

@@ -321,7 +321,7 @@ class LedgeredProducer:
         producer = None
         ids = event_ids(cfg.seed, cfg.events)
         keys = event_keys(cfg.seed, cfg.events)
-        late = LateEvents(cfg.seed, cfg.late_fraction, cfg.late_by_s)
+        late = LateEvents(cfg.seed, cfg.event_time.late_fraction, cfg.event_time.late_by_s)
         self.events.write(ev.PRODUCER_START, planned=cfg.events, rate=cfg.rate, **cfg.producer.__dict__)
         try:
             producer = self._make_producer()

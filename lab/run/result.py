@@ -34,7 +34,7 @@ from lab.kafka import tools as kafka_tools
 from lab.events import read_events
 from lab.audit.auditor import Audit, audit_run
 from lab.audit.latency import topic_latency
-from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, place_acks, sends_frame
+from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, acked_per_key, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
 from lab.audit.shown import cautions, could_not_show
 from lab.spark import trigger as spark_trigger
@@ -207,7 +207,8 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     if config.query == "key-count":  # the driver's changelog-backed counts per key (lab.sinks.changelog)
         from lab.sinks.changelog import changelog_report
 
-        source["changelog"] = changelog_report(run_dir, bootstrap, config.topic, events)
+        source["changelog"] = changelog_report(acked_per_key(run_dir / LEDGER_FILE), bootstrap, config.topic,
+                                               events)
     if PIPELINES[config.pipeline].share_group:
         from lab.audit.deliveries import delivery_report, delivery_table, read_deliveries
         from lab.share.settings import DELIVERY_LIMIT
@@ -261,7 +262,7 @@ def build_report(result: RunResult, events: list[dict]) -> dict:
     used = [e["reader"] for e in events if e["type"] == ev.KAFKA_READER]
     if used:
         # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
-        settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.kafka_reader
+        settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.spark.kafka_reader
     final = [e for e in events if e["type"] == ev.FINAL_STOP]
     return {
         "pipeline": cfg.pipeline,
@@ -278,7 +279,7 @@ def build_report(result: RunResult, events: list[dict]) -> dict:
         "faults_not_applied": [e for e in events if e["type"] == ev.FAULT_NOT_APPLIED],
         # lab.audit.shown: the states in which this run shows nothing of its lesson, and what to read its counts with
         "could_not_show": could_not_show(events, batches_mark_output=PIPELINES[cfg.pipeline].batches_mark_output
-                                         and not spark_trigger.parse_trigger(cfg.trigger).real_time),
+                                         and not spark_trigger.parse_trigger(cfg.spark.trigger).real_time),
         "cautions": cautions(events, cfg.rate, cfg.faults),
         "run_dir": str(result.run_dir),
         "timings": result.timings,

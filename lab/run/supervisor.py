@@ -31,21 +31,19 @@ from lab.broker import embedded as broker_mod
 from lab.broker import cluster as kafka_cluster
 from lab.broker import shared as shared_broker
 from lab import events as ev
-from lab.spark import cluster
 from lab.run import injector
 from lab.run.pause import DriverPause
 from lab.faults.catalogue import FAULTS, on_pause_mode
 from lab.kafka.tools import ELR_FEATURE
 from lab.kafka import tools as kafka_tools
 from lab.host import processes
-from lab.spark import session as spark_mod
 from lab.audit.auditor import Audit
 from lab.config import RunConfig
 from lab.run.driver_process import DriverProcess
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
 from lab.audit.ledger import LEDGER_FILE, Ledger
-from lab.registry import PIPELINES
+from lab.engines.groups import ENGINES
 from lab.run.producer import LedgeredProducer
 from lab.kafka.replication import ReplicationWatch
 from lab.run.run_dir import new_run_dir
@@ -55,11 +53,7 @@ from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, fi
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
 from lab.sinks.topic import output_topic
-from lab.pipelines.kafka_eos import transactional_id
-from lab.spark.executors import kill_executor
-from lab.storm import zookeeper
-from lab.host.atomic_file import write_atomic
-from lab.tuning import StartTuning
+from lab.host.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
@@ -91,7 +85,7 @@ class Run:
         Called with every timeline event (from the monitor thread; it must not
         touch widgets directly).
     tuning : StartTuning, optional
-        How drivers start (default: from ``LAB_*``, :mod:`lab.tuning`).
+        How drivers start (default: from ``LAB_*``, :mod:`lab.host.start_tuning`).
 
     Examples
     --------
@@ -155,8 +149,8 @@ class Run:
             directory or an unreachable Spark master or Kafka.
         """
         cfg = self.config
-        if cfg.spark_master.startswith("spark://"):
-            cluster.check_master(cfg.spark_master)
+        spec, engine = cfg.spec, ENGINES[cfg.spec.engine]
+        engine.check_reachable(cfg)
         try:
             self.run_dir = new_run_dir(cfg)
             # One topic per run: runs that share a broker (`lab broker start`, a notebook's
@@ -166,33 +160,30 @@ class Run:
             self.events = EventLog(self.run_dir, "supervisor")
             (self.run_dir / "config.json").write_text(cfg.to_json())
             self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
-            self._pause = DriverPause(self._driver, self.events, on_pause_mode(cfg), self._start_replacement)
+            self._pause = DriverPause(self._driver, self.events, on_pause_mode(cfg, spec), self._start_replacement)
             sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
             open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
             Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
-            spark_mod.prepare_drivers(cfg, PIPELINES[cfg.pipeline].uses_spark, self.events.write)
+            engine.prepare(cfg, spec, self.events.write)  # drivers never download or build
             # The first driver starts its JVM, session and workers while the broker starts, and has its turn
             # once the topic and the producer are there (lab.run.driver_process).
             self._keep_standby(needed=True, first=True)
             if hold is not None:
                 self.events.write(ev.RUN_HELD, waited_s=hold())
             self.broker = self._stack.enter_context(
-                shared_broker.broker_for_run(cfg.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.broker,
-                                          kafka_proxy=cfg.kafka_proxy, nodes=cfg.nodes))
+                shared_broker.broker_for_run(cfg.cluster.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.cluster.broker,
+                                          kafka_proxy=cfg.cluster.kafka_proxy, nodes=cfg.cluster.nodes))
             (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
-            elr = {"on": 1, "off": 0}.get(cfg.elr)
+            elr = {"on": 1, "off": 0}.get(cfg.cluster.elr)
             # A Kafka of one's own is already up: it answers within seconds or not at all (one line, not a hang).
             self._broker_features = kafka_tools.create_topic(
-                self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs,
+                self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs,
                 features=None if elr is None else {ELR_FEATURE: elr},
                 timeout_s=EXTERNAL_KAFKA_ANSWER_S if self.broker.external else 15.0)
             # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
-            self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=cfg.elr)
-            if PIPELINES[cfg.pipeline].coordination == "zookeeper":
-                # Before the first driver, stopped at the run's end: the state Storm keeps there outlives crashes.
-                zk = self._stack.enter_context(zookeeper.ZooKeeper(self.run_dir))
-                write_atomic(self.run_dir / zookeeper.INFO_FILE, json.dumps(zk.to_dict(), indent=2))
-                self.events.write(ev.ZOOKEEPER, **zk.to_dict())
+            self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=cfg.cluster.elr)
+            # Before the first driver, stopped at the run's end (Storm's ZooKeeper: its state outlives crashes).
+            self._stack.enter_context(engine.services(cfg, self.run_dir, self.events.write))
             self.faults = injector.FaultInjector(
                 cfg, self.events, elapsed=self.elapsed, stream_elapsed=self.stream_elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
                 kill_executor=self._kill_executor, control_port=self.broker.control_port,
@@ -204,7 +195,7 @@ class Run:
                 kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node,
                 # Only the pipeline's producer is cut off (its client id is its transactional id).
                 cut_output_leader=lambda seconds: kafka_cluster.cut_output_leader(
-                    self.broker, output_topic(cfg.topic), seconds, client_prefix=transactional_id(self.run_dir.name)),
+                    self.broker, output_topic(cfg.topic), seconds, client_prefix=spec.output_client(self.run_dir.name)),
                 pause_driver=lambda duration_s: self._pause.pause(duration_s))
             if self.broker.nodes:
                 self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
@@ -212,7 +203,7 @@ class Run:
             self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
             self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
                                              EventLog(self.run_dir, "producer"))
-            if not PIPELINES[cfg.pipeline].ready_when_running:  # else at the first driver-ready (registry)
+            if not spec.ready_when_running:  # else at the first driver-ready (registry)
                 self._start_producer()
             if not cfg.backlog:  # else at producer-done: its JVM, session and workers are up meanwhile (standby)
                 self._start_driver()
@@ -341,8 +332,9 @@ class Run:
         """
         if needed is None:
             needed = any(f.kind == "driver-crash" for f in [*self.faults.pending, *(d[0] for d in self.faults.deferred)])
-        if self._driver.standby is None and self._tuning.wants_standby(self.config.pipeline, self.config.spark_master,
-                                                                       needed, first=first):
+        waits = self.config.spec.waits_for_turn
+        if self._driver.standby is None and self._tuning.wants_standby(waits, self.config.option("spark_master"), needed,
+                                                                       first=first):
             pid = self._driver.start_standby()
             self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 
@@ -384,7 +376,7 @@ class Run:
     def _kill_executor(self) -> int | None:
         pid = self._driver.pid if self._driver.alive() else None
         targets = [e for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
-        return kill_executor(pid, self.config.spark_master, self.config.runs_dir, targets, self.run_dir)
+        return ENGINES[self.config.spec.engine].kill_executor(pid, self.config, targets, self.run_dir)
 
     def _kill_broker(self) -> int | None:
         """The broker-crash fault: SIGKILL the broker JVM's process group (the injector schedules the restart)."""

@@ -10,7 +10,6 @@ how often the job tells the driver which offsets it processed (a lab batch).
 from __future__ import annotations
 
 from lab.errors import LabError, choices_error
-from lab.registry import PIPELINES
 from lab.sinks.changelog import changelog_topic
 
 #: How often Samza checkpoints (task.commit.ms; 60 s by default): it flushes the producer and the store, then
@@ -38,11 +37,11 @@ JVM_FLAGS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1
 QUERY = "key-count"
 
 
-def check(cfg) -> None:
-    """Raise :class:`LabError` for a bad Samza setting (only ``--pipeline samza`` may set one)."""
-    if cfg.samza_store_cache not in SAMZA_STORE_CACHES:
-        raise choices_error("Samza store cache", cfg.samza_store_cache, SAMZA_STORE_CACHES)
-    if PIPELINES[cfg.pipeline].engine != "samza" and cfg.samza_store_cache != "off":
+def check(cfg, mine: bool) -> None:
+    """Raise :class:`LabError` for a bad Samza setting (``mine``: a samza run; only it may set one)."""
+    if cfg.samza.samza_store_cache not in SAMZA_STORE_CACHES:
+        raise choices_error("Samza store cache", cfg.samza.samza_store_cache, SAMZA_STORE_CACHES)
+    if not mine and cfg.samza.samza_store_cache != "off":
         raise LabError(f"--samza-store-cache is the samza pipeline's setting; this run's pipeline is {cfg.pipeline!r}")
 
 
@@ -52,7 +51,7 @@ def job_config(cfg, *, run_id: str, attempt: int, bootstrap: str, state_dir: str
     ``state_dir`` is the attempt's own: a restarted driver is a new host whose store starts empty and is
     restored from the changelog, as Samza restores a task moved to another machine.
     """
-    replication = str(cfg.nodes)
+    replication = str(cfg.cluster.nodes)
     return {
         "job.name": f"lab-{run_id}",
         "job.id": "1",
@@ -91,7 +90,7 @@ def job_config(cfg, *, run_id: str, attempt: int, bootstrap: str, state_dir: str
         "stores.counts.msg.serde": "string",
         "stores.counts.changelog": f"kafka.{changelog_topic(cfg.topic)}",
         "stores.counts.changelog.replication.factor": replication,
-        "stores.counts.object.cache.size": str(STORE_CACHE[cfg.samza_store_cache]),
+        "stores.counts.object.cache.size": str(STORE_CACHE[cfg.samza.samza_store_cache]),
         "lab.input.topic": cfg.topic,
         "lab.output.topic": output,
         "lab.attempt": str(attempt),

@@ -16,7 +16,6 @@ Group configs (KIP-932), set on the run's share group (``lab-<run id>``) before 
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.registry import PIPELINES
 
 #: Milliseconds a share consumer holds an acquired record before the broker may give it to another.
 LOCK_MS = 3000
@@ -48,16 +47,16 @@ def group_configs(cfg) -> dict[str, str]:
     }
 
 
-def check(cfg) -> None:
+def check(cfg, spec) -> None:
     """Raise :class:`LabError` for a bad share setting (only ``--pipeline share`` may set ``--consumers``)."""
-    if not PIPELINES[cfg.pipeline].share_group:
-        if cfg.consumers != DEFAULT_CONSUMERS:
+    if not spec.share_group:
+        if cfg.kafka.consumers != DEFAULT_CONSUMERS:
             raise LabError(f"--consumers is the share pipeline's setting; this run's pipeline is {cfg.pipeline!r}")
         return
-    if isinstance(cfg.consumers, bool) or not isinstance(cfg.consumers, int) or not 1 <= cfg.consumers <= MAX_CONSUMERS:
-        raise LabError(f"consumers {cfg.consumers!r}: valid are 1 to {MAX_CONSUMERS} share consumers")
-    if cfg.commit not in SHARE_COMMITS:
-        raise LabError(f"commit mode {cfg.commit!r} for the share pipeline; valid: {', '.join(SHARE_COMMITS)}")
+    if isinstance(cfg.kafka.consumers, bool) or not isinstance(cfg.kafka.consumers, int) or not 1 <= cfg.kafka.consumers <= MAX_CONSUMERS:
+        raise LabError(f"consumers {cfg.kafka.consumers!r}: valid are 1 to {MAX_CONSUMERS} share consumers")
+    if cfg.kafka.commit not in SHARE_COMMITS:
+        raise LabError(f"commit mode {cfg.kafka.commit!r} for the share pipeline; valid: {', '.join(SHARE_COMMITS)}")
     if not cfg.real_kafka:
         raise LabError("the share pipeline needs Apache Kafka 4.2 or newer (share groups); this run's broker is "
-                       f"{cfg.broker}: use --broker kafka")
+                       f"{cfg.cluster.broker}: use --broker kafka")

@@ -2,6 +2,7 @@
 
 Driver-process code: pipelines write through these modules, the control process
 reads through :func:`lab.sinks.reader.open_sink`. A sink module imports ``lab.host``,
-``lab.kafka`` and the root's words, and of the audit only what a sink is judged by
-(the ledger's readers, the naive reader's outcome words); never the run or the views.
+``lab.kafka`` and the root's words (the naive reader's outcome words among them); never
+the audit (what a sink is judged against, the ledger's counts, its caller passes in),
+the run or the views.
 """

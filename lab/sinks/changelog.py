@@ -55,7 +55,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, NamedTuple
 
-from lab.audit.ledger import LEDGER_FILE, acked_per_key
 from lab.kafka import tools as kafka_tools
 
 #: What the changelog topic's name adds to the input topic's.
@@ -256,12 +255,14 @@ def restore(store: LocalStore, bootstrap: str, topic: str, timeout_s: float = 60
 
 # -- the audit ------------------------------------------------------------------------
 
-def changelog_report(run_dir: Path | str, bootstrap: str, topic: str, timeline: list[dict]) -> dict:
+def changelog_report(acked: Mapping[str, int], bootstrap: str, topic: str, timeline: list[dict]) -> dict:
     """The report's ``changelog`` section of a ``key-count`` run (input ``topic``).
 
-    The audit of the committed changelog against the ledger, the changelog's
-    records at both isolation levels, and each driver's restore (from the
-    ``changelog-restore`` events of ``timeline``).
+    The audit of the committed changelog against ``acked``, the ledger's
+    acknowledged sends per key (:func:`lab.audit.ledger.acked_per_key`: the
+    caller reads the ledger, which belongs to the audit, above the sinks), the
+    changelog's records at both isolation levels, and each driver's restore
+    (from the ``changelog-restore`` events of ``timeline``).
     """
     from lab import events as ev
 
@@ -269,7 +270,7 @@ def changelog_report(run_dir: Path | str, bootstrap: str, topic: str, timeline: 
     committed = read_changelog(bootstrap, name, "read_committed")
     everything = read_changelog(bootstrap, name, "read_uncommitted")
     measured = {k: v["count"] for k, v in last_values(committed).items()}
-    audit = changelog_audit_core(acked_per_key(Path(run_dir) / LEDGER_FILE), measured)
+    audit = changelog_audit_core(acked, measured)
     restores = [{k: e.get(k) for k in ("attempt", "records", "keys", "bytes", "took_s")}
                 for e in timeline if e.get("type") == ev.CHANGELOG_RESTORE]
     return {"topic": name, **asdict(audit), "read_committed_records": len(committed),

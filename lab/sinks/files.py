@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from lab.errors import LabError
-from lab.audit.predictions import NAIVE_READER_OUTCOMES
+from lab.outcomes import NAIVE_READER_OUTCOMES
 from lab.sinks.spec import FILES_DIR, SinkSpec
 
 FILES_METADATA_DIR = "_spark_metadata"
@@ -203,7 +203,7 @@ def reader_views(out_dir: Path | str) -> list[dict]:
 def naive_reader_outcome(report) -> tuple[str, str]:
     """A files-sink run's outcome for a naive reader of its directory (:func:`reader_views`), and the counts.
 
-    A ``measure`` for :func:`lab.audit.predictions.judge`: one of :data:`NAIVE_READER_OUTCOMES`.
+    A ``measure`` for :func:`lab.audit.predictions.judge`: one of :data:`lab.outcomes.NAIVE_READER_OUTCOMES`.
     """
     spark, naive = reader_views(Path(report["run_dir"]) / FILES_DIR)
     outcome = NAIVE_READER_OUTCOMES[1] if naive["extra copies"] else NAIVE_READER_OUTCOMES[0]

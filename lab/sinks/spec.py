@@ -32,19 +32,9 @@ SINK_MODES = {
                 "consumed offsets, flink with its KafkaSink, samza with its producer, structured with Spark's "
                 "Kafka sink (at-least-once; kafka-eos, flink, samza and structured only)",
 }
-#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by kafka-eos, flink and samza.
+#: The modes a database sink (:class:`Sink`) writes; ``files`` is written by Spark itself, ``topic`` by the pipelines
+#: whose registry entry says so (``topic_sink``).
 DATABASE_MODES = tuple(m for m in SINK_MODES if m not in (FILES_MODE, TOPIC_MODE))
-#: Pipelines that can write the files sink (Spark SQL's file sink needs a Spark SQL query).
-FILES_SINK_PIPELINES = ("structured",)
-#: Pipelines that write their output topic in Kafka transactions (their exactly-once needs read_committed readers).
-TRANSACTIONAL_OUTPUT_PIPELINES = ("kafka-eos", "flink")
-#: Pipelines whose sink is an output topic (:mod:`lab.sinks.topic`), and the only sink they write.
-TOPIC_SINK_PIPELINES = (*TRANSACTIONAL_OUTPUT_PIPELINES, "samza")
-#: Pipelines that may write an output topic beside their other sinks (structured: Spark's Kafka sink, which
-#: real-time mode needs).
-TOPIC_SINK_OPTIONAL = ("structured",)
-#: Every pipeline that can write an output topic.
-TOPIC_SINK_WRITERS = (*TOPIC_SINK_PIPELINES, *TOPIC_SINK_OPTIONAL)
 
 Row = tuple  # (event_id, seq, partition, kafka_offset)
 WindowRow = tuple  # (window_start_ms, window_end_ms, key, count, delta)

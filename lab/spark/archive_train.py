@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.spark.archive import BUILD_TIMEOUT_S
+from lab.host.class_archive import BUILD_TIMEOUT_S
 
 
 def train(work: Path, archive: Path) -> None:

@@ -9,7 +9,7 @@ re-read the 4 MB zip's directory. The pip-installed PySpark carries the same
 files, compiled once into ``__pycache__``.
 
 ``spark.python.daemon.module`` names this module (:func:`lab.spark.session.session_conf`,
-``LAB_WORKER_DAEMON``, :mod:`lab.tuning`): it takes the two zips off
+``LAB_WORKER_DAEMON``, :mod:`lab.host.start_tuning`): it takes the two zips off
 ``sys.path`` (and out of the importer cache), then runs ``pyspark.daemon`` as
 ``__main__``, unchanged. The forked workers inherit the path. Where the
 remaining path has no PySpark (a Python without the package), the zips stay.
@@ -33,7 +33,7 @@ worker imported them again: pandas and pyarrow on PySpark's Arrow path
 :mod:`lab.config` brings psutil, asyncio and argparse. A module that fails to
 import here is left to the worker, which then fails with the real error as
 it would have (:func:`import_ahead`). ``LAB_WORKER_PRELOAD=off`` leaves the
-variable unset (:mod:`lab.tuning`).
+variable unset (:mod:`lab.host.start_tuning`).
 
 No thread before the fork: ``pyspark.daemon`` forks its workers, and a fork
 copies only the forking thread (PySpark imports its worker module after the

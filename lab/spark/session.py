@@ -27,25 +27,18 @@ from urllib.parse import urlsplit, urlunsplit
 from lab import events as ev
 from lab.host.java import find_java, java_env
 from lab.host.jar_sets import SPARK_KAFKA_JARS
-from lab.spark.daemon import WORKER_IMPORTS_ENV
 from lab.registry import PIPELINES
+from lab.spark.daemon import WORKER_IMPORTS_ENV
 
 #: The driver UI's first port. Spark's own bind retries take the next one when it is taken
 #: (``spark.port.maxRetries``, 16), so a standby and the driver it replaces, or a few runs at
 #: once, each get one of 4040-4056: a range a container can forward (``.devcontainer``).
 UI_BASE_PORT = 4040
 UI_PORT_RETRIES = 16
-#: Where each Spark pipeline's batches show in the driver's UI (:func:`ui_hint`; notebooks use it too).
-UI_TABS = {
-    "structured": "Structured Streaming",
-    "receiver": "Streaming",
-    "direct": "Jobs",
-}
-_UI_WATCH = {
-    "structured": "the query's input and processing rates and each micro-batch's duration",
-    "receiver": "the receiver's input rate and each batch's scheduling delay and processing time",
-    "direct": "the ordinary Spark jobs each batch runs (no streaming tab: the driver plans its own batches)",
-}
+#: Where each Spark pipeline's batches show in the driver's UI (its registry entry's ``ui_tab``; :func:`ui_hint`;
+#: notebooks use it too).
+UI_TABS = {name: spec.ui_tab[0] for name, spec in PIPELINES.items() if spec.ui_tab}
+_UI_WATCH = {name: spec.ui_tab[1] for name, spec in PIPELINES.items() if spec.ui_tab}
 
 
 def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuning=None) -> str:
@@ -53,10 +46,10 @@ def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuni
 
     ``archive_at_exit``: write the classes this JVM loads to that archive when it exits
     (the archive's training session only). ``tuning``: the switches already read
-    (:class:`lab.tuning.StartTuning`), else read from the environment.
+    (:class:`lab.host.start_tuning.StartTuning`), else read from the environment.
     """
     from lab.spark import archive as class_archive
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     tuning = tuning or StartTuning.from_env()
     opts = [f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}"] + tuning.jvm_options.split()
@@ -88,7 +81,7 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
     the Python worker daemon imports before it forks workers (:data:`SQL_WORKER_IMPORTS`,
     :data:`RDD_WORKER_IMPORTS`; :mod:`lab.spark.daemon`).
     """
-    from lab.tuning import NO_CODEGEN_CONF, StartTuning
+    from lab.host.start_tuning import NO_CODEGEN_CONF, StartTuning
 
     run_dir = Path(run_dir).resolve()
     tuning = StartTuning.from_env()
@@ -179,49 +172,6 @@ def ensure_connector(required: bool) -> str | None:
     return None
 
 
-def prepare_drivers(cfg, uses_spark: bool, write_event) -> None:
-    """What a run makes ready once, before its first driver starts: drivers never download or build.
-
-    Spark's Kafka connector when the driver may read with it
-    (:func:`ensure_connector`; a fetch that fails is ``kafka-connector-missing``
-    with ``--kafka-reader auto``), and the driver JVM's class archive for a
-    Spark pipeline (:func:`lab.spark.archive.ensure`, about 40 s once per
-    installed versions; ``class-archive`` records a build and its outcome).
-    A restarted driver then starts as fast as the first.
-
-    Raises
-    ------
-    LabError
-        With ``--kafka-reader spark`` and a connector that cannot be fetched; for the
-        flink pipeline, when its environment or connector is missing (it names ``make flink``).
-    """
-    from lab.spark import archive as class_archive
-    from lab.tuning import StartTuning
-
-    if PIPELINES[cfg.pipeline].engine == "flink":
-        from lab.flink import env as flink_env
-
-        flink_env.check_ready()  # the flink pipeline's environment and connector: built by `make flink`, never here
-    if PIPELINES[cfg.pipeline].engine in ("storm", "samza") or PIPELINES[cfg.pipeline].share_group:
-        from lab.samza.build import JOB
-        from lab.share.build import STATE
-        from lab.storm.build import TOPOLOGY
-
-        # Fetched and compiled once (`lab fetch` does it online); here only when missing, before any process starts.
-        (STATE if PIPELINES[cfg.pipeline].share_group else {"storm": TOPOLOGY, "samza": JOB}[PIPELINES[cfg.pipeline].engine]).ensure()
-
-    if cfg.may_use_connector:
-        missing = ensure_connector(required=cfg.kafka_reader == "spark")
-        if missing:
-            write_event(ev.KAFKA_CONNECTOR_MISSING, error=missing)
-    if uses_spark and StartTuning.from_env().class_archive:
-        archive = class_archive.ensure(progress=lambda line: write_event(ev.CLASS_ARCHIVE, status="building",
-                                                                         detail=line))
-        if archive.built or archive.error:
-            write_event(ev.CLASS_ARCHIVE, status="built" if archive.built else "failed", path=str(archive.path),
-                        seconds=archive.seconds, error=archive.error)
-
-
 def spark_session(master: str, run_dir: Path | str, app_name: str = "lab", extra: dict | None = None,
                   kafka_connector: bool = False, phase=None, archive_at_exit: Path | None = None,
                   ui: bool | None = None, worker_imports: tuple[str, ...] = ()):
@@ -285,7 +235,7 @@ def skip_accumulator_wait(sc, tuning=None) -> bool:
     process a moment later, and it still serves any update sent before then:
     nothing is lost, and a run's output and offsets are already committed.
     """
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     if not (tuning or StartTuning.from_env()).quick_stop:
         return False
@@ -361,7 +311,7 @@ def _import_modules(modules, _) -> None:
 
 
 #: What Spark's Python workers import for the lab's tasks: Kafka range reads and rows, the sink, the fault hooks.
-TASK_MODULES = ("kafka", "lab.kafka.read", "lab.sinks.reader", "lab.sinks.database", "lab.pipelines.tasks")
+TASK_MODULES = ("kafka", "lab.kafka.read", "lab.sinks.reader", "lab.sinks.database", "lab.pipelines.shared.tasks")
 #: And those of DataFrame work, whose Python data source is the lab's Kafka reader (:mod:`lab.spark.kafka_source`).
 SQL_TASK_MODULES = TASK_MODULES + ("lab.spark.kafka_source",)
 #: What unpickling a task's function brings into a worker beside the task modules (measured with
@@ -395,7 +345,7 @@ def warm_up(ctx, start, *args) -> threading.Thread:
 
     Beside the driver's other start-up work rather than before it: the JVM
     plans the query while Python workers start (``LAB_WARM_UP=before``, see
-    :mod:`lab.tuning`: the call returns once they have). A warm-up that fails is
+    :mod:`lab.host.start_tuning`: the call returns once they have). A warm-up that fails is
     recorded (``warm-up-error``) and not raised: the batch that needs the
     workers then starts them, and fails itself if they cannot start. The
     caller joins the thread before it stops the session.
@@ -408,7 +358,7 @@ def warm_up(ctx, start, *args) -> threading.Thread:
         except Exception as e:  # noqa: BLE001 - see the docstring
             ctx.events.write(ev.WARM_UP_ERROR, error=repr(e)[:300])
 
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     thread = threading.Thread(target=run, name="lab-warm-up", daemon=True)
     thread.start()

@@ -35,7 +35,6 @@ import re
 from dataclasses import dataclass
 
 from lab.errors import LabError
-from lab.registry import PIPELINES
 
 MICRO_BATCH = "micro-batch"
 REAL_TIME = "real-time"
@@ -118,33 +117,35 @@ def real_time_master(partitions: int) -> str:
     return f"local[{max(2, partitions)}]"
 
 
-def has_trigger(pipeline: str) -> bool:
-    """Whether ``pipeline`` takes ``--trigger`` (its registry entry lists the option)."""
-    return pipeline in PIPELINES and "trigger" in PIPELINES[pipeline].options
+def has_trigger(spec) -> bool:
+    """Whether a pipeline takes ``--trigger`` (its registry entry ``spec`` lists the option)."""
+    return spec is not None and "trigger" in spec.options
 
 
-def check(cfg) -> None:
-    """Raise :class:`LabError` naming what a run's ``--trigger`` (and a structured Kafka sink) cannot do."""
-    trigger = parse_trigger(cfg.trigger)
-    if not has_trigger(cfg.pipeline):
+def check(cfg, spec, pipelines) -> None:
+    """Raise :class:`LabError` naming what a run's ``--trigger`` (and a structured Kafka sink) cannot do.
+
+    ``spec`` is the run's registry entry, ``pipelines`` the registry (for the pipelines that take one)."""
+    trigger = parse_trigger(cfg.spark.trigger)
+    if not has_trigger(spec):
         if trigger.mode != MICRO_BATCH:
-            raise LabError(f"--trigger {cfg.trigger} applies to pipeline {', '.join(p for p in PIPELINES if has_trigger(p))}; "
+            raise LabError(f"--trigger {cfg.spark.trigger} applies to pipeline {', '.join(p for p, s in pipelines.items() if has_trigger(s))}; "
                            f"this run's pipeline is {cfg.pipeline!r}")
         return
     if trigger.real_time:
         if cfg.sink != "topic":
             raise LabError(f"real-time mode writes Spark's Kafka sink, not foreachBatch: use --sink topic with "
-                           f"--trigger {cfg.trigger} (this run: --sink {cfg.sink})")
+                           f"--trigger {cfg.spark.trigger} (this run: --sink {cfg.sink})")
         if cfg.query != "passthrough":
-            raise LabError(f"--trigger {cfg.trigger} runs --query passthrough in the lab, not {cfg.query!r}")
-        slots = task_slots(cfg.spark_master)
+            raise LabError(f"--trigger {cfg.spark.trigger} runs --query passthrough in the lab, not {cfg.query!r}")
+        slots = task_slots(cfg.spark.spark_master)
         if slots is not None and slots < cfg.partitions:
             raise LabError(f"real-time mode runs one task per partition for the whole batch: --partitions "
-                           f"{cfg.partitions} needs {cfg.partitions} task slots, Spark master {cfg.spark_master} "
+                           f"{cfg.partitions} needs {cfg.partitions} task slots, Spark master {cfg.spark.spark_master} "
                            f"has {slots}; valid: --partitions {slots} or fewer, or LAB_SPARK_MASTER="
                            f"{real_time_master(cfg.partitions)}")
     if cfg.sink == "topic":
-        if cfg.kafka_reader == "labkafka" or not cfg.real_kafka:
+        if cfg.spark.kafka_reader == "labkafka" or not cfg.real_kafka:
             raise LabError("the structured pipeline's Kafka sink reads with Spark's Kafka connector: it needs "
                            "Apache Kafka (--broker kafka) and --kafka-reader auto or spark")
         if cfg.producer.transactional:

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 from lab.errors import LabError, choices_error
-from lab.registry import PIPELINES
 
 STORM_MODES = {
     "unacked": "no acker; the Kafka spout commits each poll before it emits: at-most-once",
@@ -52,12 +51,12 @@ def default_sink(storm_mode: str) -> str:
     return DEFAULT_SINKS.get(storm_mode, "append")
 
 
-def check(cfg) -> None:
-    """Raise :class:`LabError` for a bad Storm setting (only ``--pipeline storm`` may set one)."""
-    if cfg.storm_mode not in STORM_MODES:
-        raise choices_error("storm mode", cfg.storm_mode, STORM_MODES)
-    if PIPELINES[cfg.pipeline].engine != "storm":
-        if cfg.storm_mode != "acked":
+def check(cfg, mine: bool) -> None:
+    """Raise :class:`LabError` for a bad Storm setting (``mine``: a storm run; only it may set one)."""
+    if cfg.storm.storm_mode not in STORM_MODES:
+        raise choices_error("storm mode", cfg.storm.storm_mode, STORM_MODES)
+    if not mine:
+        if cfg.storm.storm_mode != "acked":
             raise LabError(f"--storm-mode is the storm pipeline's setting; this run's pipeline is {cfg.pipeline!r}")
     # Its sinks are the database's: lab.config refuses `files` and `topic` for it already.
 
@@ -67,7 +66,7 @@ def topology_spec(cfg, *, run_id: str, attempt: int, bootstrap: str, zookeeper: 
     return {
         # Storm refuses a topology name with '/', '.', ':' or a backslash (Nimbus.validateTopologyName).
         "name": "lab-" + run_id.replace(".", "-"),
-        "storm_mode": cfg.storm_mode,
+        "storm_mode": cfg.storm.storm_mode,
         "bootstrap": bootstrap,
         "topic": cfg.topic,
         "group": f"lab-{run_id}",
@@ -75,7 +74,7 @@ def topology_spec(cfg, *, run_id: str, attempt: int, bootstrap: str, zookeeper: 
         "max_batch_records": cfg.max_batch_records,
         "batch_interval_ms": max(1, round(cfg.batch_interval_s * 1000)),
         "commit_period_ms": COMMIT_PERIOD_MS,
-        "poll_timeout_ms": POLL_TIMEOUT_MS[cfg.storm_mode],
+        "poll_timeout_ms": POLL_TIMEOUT_MS[cfg.storm.storm_mode],
         "max_uncommitted": MAX_UNCOMMITTED,
         "message_timeout_s": MESSAGE_TIMEOUT_S,
         "zookeeper_host": zookeeper["host"],

@@ -133,7 +133,7 @@ def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
                                                                       "offsets", "wal", "commit",
                                                                       "storm_mode")}
         rows.append({"run": label, "engine": PIPELINES[cfg.pipeline].engine_name,
-                     "pipeline": cfg.pipeline, "mechanism": (STORM_MECHANISMS.get(cfg.storm_mode, "") if PIPELINES[cfg.pipeline].engine == "storm"
+                     "pipeline": cfg.pipeline, "mechanism": (STORM_MECHANISMS.get(cfg.storm.storm_mode, "") if PIPELINES[cfg.pipeline].engine == "storm"
                                    else MECHANISMS.get(cfg.pipeline, "")),
                      "settings": ", ".join(f"{k}={v}" for k, v in settings.items()), "faults": cfg.faults or "none",
                      "acknowledged": r["acked"], "exactly once": r["exactly_once"], "duplicated": r["duplicated"],

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lab.audit.expectations import EXPECTATIONS
-from lab.faults.catalogue import ALL_PIPELINES, FAULTS, POINTS
+from lab.faults.catalogue import FAULTS, POINTS
 from lab.outcomes import GUARANTEES, OUTCOMES, TOPIC_WORDS, WORDS
 from lab.registry import PIPELINES
 
@@ -48,9 +48,14 @@ def first_clause(text: str) -> str:
     return re.split(r"[;:] ", plain(text))[0]
 
 
+def accepting(name: str, kind: str) -> tuple[str, ...]:
+    """The pipelines whose registry entry lists the fault or point ``name`` (``kind``: ``faults`` or ``points``)."""
+    return tuple(p for p, spec in PIPELINES.items() if name in getattr(spec, kind))
+
+
 def pipelines_cell(names: Sequence[str]) -> str:
     """The pipelines a fault or point applies to: ``all``, ``all but samza``, or their names in the registry's order."""
-    missing = [p for p in ALL_PIPELINES if p not in names]
+    missing = [p for p in PIPELINES if p not in names]
     if not missing:
         return "all"
     if len(missing) == 1:
@@ -106,13 +111,13 @@ def card() -> str:
         "",
         "| fault | what really happens (pipelines, if not all) |",
         "|---|---|",
-        *(f"| `{f.name}` | {first_clause(f.summary)}{_only(f.pipelines)} |" for f in FAULTS.values()),
+        *(f"| `{f.name}` | {first_clause(f.summary)}{_only(accepting(f.name, 'faults'))} |" for f in FAULTS.values()),
         "",
         "## Where a crash stops the driver (`driver-crash@batch=2:POINT`)",
         "",
         "| point | the driver dies when (pipelines, if not all) |",
         "|---|---|",
-        *(f"| `{p.name}` | {plain(p.summary)}{_only(p.pipelines)} |" for p in POINTS.values()),
+        *(f"| `{p.name}` | {plain(p.summary)}{_only(accepting(p.name, 'points'))} |" for p in POINTS.values()),
         "",
         "## The outcome words",
         "",

@@ -44,7 +44,7 @@ from lab.registry import PIPELINES
 from lab.outcomes import GUARANTEES  # the panel offers the same choices as the prediction buttons
 from lab.audit.restarts import driver_restarts, restart_line
 from lab.run.result import RunStatus
-from lab.tuning import StartTuning
+from lab.host.start_tuning import StartTuning
 from lab.run.supervisor import Run, RunResult
 
 
@@ -159,8 +159,7 @@ class Panel:
         self.start_button = w.Button(description="Start", button_style="success", icon="play")
         self.fault_buttons = {}
         for kind in spec.faults:  # the catalogue says which faults have a button, and its label
-            needs = FAULTS[kind].requires
-            if FAULTS[kind].button and not (needs and needs(config)):  # only what this run can carry out
+            if FAULTS[kind].button and not config.why_not(kind):  # only what this run can carry out
                 label, tip = FAULTS[kind].button
                 b = w.Button(description=label, tooltip=tip, button_style="danger", disabled=True)
                 b.on_click(self._callback(lambda _b, k=kind: self.inject(k)))

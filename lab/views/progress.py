@@ -77,7 +77,7 @@ def run(cfg: RunConfig, quiet: bool = False, turn: str = "") -> RunResult:
     if text:
         print(f"run {r.run_dir.name}: {cfg.events} events, faults: {cfg.faults or 'none'}", flush=True)
     last_line, last_restarts = 0.0, 0
-    ui = ev.EventTail(r.run_dir) if cfg.spark_ui else None
+    ui = ev.EventTail(r.run_dir) if cfg.spark.spark_ui else None
     try:
         while not r.status().finished:
             for e in ui.read_new() if ui else ():

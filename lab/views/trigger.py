@@ -56,7 +56,7 @@ def sweep_table(results: dict):
 
     rows = []
     for label, r in results.items():
-        trigger = parse_trigger(r.config.trigger)
+        trigger = parse_trigger(r.config.spark.trigger)
         window = crash_window(r) or {}
         lat = r.report.get("latency") or {}
         rows.append({"run": label, "trigger": trigger.to_text(),

@@ -4,12 +4,12 @@ The same checks hold wherever the executor ran: ``local-cluster`` (``test_direct
 (``test_cluster``) and a worker container of the compose stack (``tests/stack/run.py``, where the run's
 other files stay inside the stack). The expectation comes from the protocol: the task of Spark partition
 ``FAULT_PARTITION`` names its executor and waits for the kill once half of its rows are written
-(:mod:`lab.pipelines.tasks`); Spark reruns the task on a live executor.
+(:mod:`lab.pipelines.shared.tasks`); Spark reruns the task on a live executor.
 """
 
 from __future__ import annotations
 
-from lab.pipelines.tasks import FAULT_PARTITION
+from lab.pipelines.shared.tasks import FAULT_PARTITION
 
 
 def task_rows(ranges: dict) -> int:

@@ -19,7 +19,7 @@ from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
 from lab.pipelines.direct_offsets import OffsetLog, OffsetRange, plan_ranges, recovery_ranges
-from lab.pipelines.tasks import FAULT_PARTITION
+from lab.pipelines.shared.tasks import FAULT_PARTITION
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 from tests.integration.executor_checks import check_executor_crash

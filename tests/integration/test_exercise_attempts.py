@@ -43,7 +43,7 @@ def test_blank_wrong_and_right_are_three_different_results(runs_dir, shown):
     verdict = json.loads((result.run_dir / "prediction.json").read_text())
     report = result.report
     # the run's own counts decide: what it lost, against the prediction and the documented answer
-    assert result.config.commit == "before-output" and verdict["measured"] == report["guarantee"]
+    assert result.config.kafka.commit == "before-output" and verdict["measured"] == report["guarantee"]
     assert (verdict["predicted"], verdict["source"]) == ("exactly-once", "exercise")
     assert verdict["right"] == (report["guarantee"] == "exactly-once")
     said = html(shown)

@@ -1,4 +1,4 @@
-"""The structured pipeline's choice of Kafka reader, with a real Spark session (in a child process).
+"""A Spark pipeline's choice of Kafka reader and the structured one's rows, with a real Spark session (in a child process).
 
 These tests put no connector on the classpath (``LAB_SPARK_PACKAGES`` unset, an
 empty ``LAB_CACHE_DIR``), so the ``spark`` reader is checked up to the connector:
@@ -20,22 +20,23 @@ PROBE = r"""
 import datetime, json, sys
 from lab.errors import LabError
 from lab.spark.kafka_source import SCHEMA
+from lab.pipelines.shared import kafka_reader as kr
 from lab.pipelines.structured import kafka_input as si
 from lab.spark.session import spark_session
 
 spark = spark_session("local[1]", sys.argv[1], "probe")
-out = {"auto": si.resolve_reader(spark, "auto", real_kafka=True),
-       "labkafka": si.resolve_reader(spark, "labkafka", real_kafka=True),
-       "connector": si.connector_on_classpath(spark)}
+out = {"auto": kr.resolve_reader(spark, "auto", real_kafka=True),
+       "labkafka": kr.resolve_reader(spark, "labkafka", real_kafka=True),
+       "connector": kr.connector_on_classpath(spark)}
 for external in (True, False):
     try:
-        si.resolve_reader(spark, "spark", real_kafka=external)
+        kr.resolve_reader(spark, "spark", real_kafka=external)
         out[f"spark-{external}"] = "no error"
     except LabError as e:
         out[f"spark-{external}"] = type(e).__name__ + ": " + str(e)
 # The detection answers yes for a class that is there.
-si.KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.SparkSession"
-out["present_class"] = si.connector_on_classpath(spark)
+kr.KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.SparkSession"
+out["present_class"] = kr.connector_on_classpath(spark)
 # Rows shaped as Spark's Kafka source documents them.
 kafka_schema = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")

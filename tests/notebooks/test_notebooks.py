@@ -163,7 +163,7 @@ def check_predictions(stem, reports):
     """Every run of a predicting notebook has its verdict next to it, judged on its own measured counts."""
     from pathlib import Path
 
-    from lab.audit.predictions import NAIVE_READER_OUTCOMES
+    from lab.outcomes import NAIVE_READER_OUTCOMES
     from lab.sinks.files import reader_views
     from lab.sinks.spec import FILES_DIR
     from lab.audit.predictions import TOPIC_OUTCOMES

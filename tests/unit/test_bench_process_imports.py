@@ -29,7 +29,8 @@ def test_the_driver_imports_are_those_its_run_function_makes_before_the_session(
     code = driver_imports(root)
     assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.pipelines.driver")
     # run() imports these at its top (lab/pipelines/structured/pipeline.py); the bench must time the same statements
-    assert "from lab.pipelines.structured.kafka_input import kafka_event_stream, resolve_reader" in code
+    assert "from lab.pipelines.structured.kafka_input import kafka_event_stream" in code
+    assert "from lab.pipelines.shared.kafka_reader import resolve_reader" in code
     assert "from lab.spark.session import " in code and "spark_session" in code
     assert "spark_session(" not in code, "only import statements, nothing that starts the session"
 

@@ -81,7 +81,7 @@ def test_summarise_takes_medians_of_successful_runs_only():
 
 def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
     from bench.run_cpu import archive_variant, main
-    from lab.tuning import DRIVER_JVM_OPTIONS, StartTuning
+    from lab.host.start_tuning import DRIVER_JVM_OPTIONS, StartTuning
 
     env = archive_variant("/c/old.jsa")
     tuning = StartTuning.from_env(env)
@@ -97,7 +97,7 @@ def test_an_archive_variant_maps_the_named_archive_instead_of_todays(tmp_path):
 
 def test_a_flags_variant_starts_drivers_with_its_flags_and_keeps_todays_archive(tmp_path):
     from bench.run_cpu import flags_variant, main
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     tuning = StartTuning.from_env(flags_variant("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
     assert tuning.jvm_options == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" and tuning.class_archive

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from lab.broker import archive as broker_archive
-from lab.spark import archive as class_archive
+from lab.host import class_archive
 from lab.broker import apache as kafka_broker
 from lab.errors import LabError
 
@@ -126,7 +126,7 @@ def test_the_training_broker_does_not_wait_for_its_own_archive(tmp_path, monkeyp
 
 
 def test_a_bad_switch_value_stops_a_run_at_its_start_whatever_its_broker():
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     with pytest.raises(LabError, match="LAB_BROKER_ARCHIVE"):
         StartTuning.from_env({"LAB_BROKER_ARCHIVE": "maybe"})

@@ -16,8 +16,8 @@ def test_environment_is_read(runs_dir, monkeypatch):
     monkeypatch.setenv("LAB_SPARK_MASTER", "local-cluster[2,1,1024]")
     monkeypatch.setenv("LAB_DEADLINE", "30")
     c = make_config()
-    assert c.sink_url.startswith("postgresql://") and c.spark_master == "local-cluster[2,1,1024]" and c.deadline_s == 30
-    assert make_config(spark_master="local[1]").spark_master == "local[1]"  # a parameter wins
+    assert c.sink_url.startswith("postgresql://") and c.option("spark_master") == "local-cluster[2,1,1024]" and c.deadline_s == 30
+    assert make_config(spark_master="local[1]").option("spark_master") == "local[1]"  # a parameter wins
 
 
 @pytest.mark.parametrize(
@@ -76,11 +76,11 @@ def test_settings_name_everything_that_changes_semantics(runs_dir):
 def test_kafka_reader_from_the_environment(runs_dir, monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_READER", "labkafka")
     c = make_config(pipeline="structured")
-    assert c.kafka_reader == "labkafka" and c.settings["kafka_reader"] == "labkafka"
-    assert make_config(pipeline="structured", kafka_reader="auto").kafka_reader == "auto"  # a parameter wins
+    assert c.option("kafka_reader") == "labkafka" and c.settings["kafka_reader"] == "labkafka"
+    assert make_config(pipeline="structured", kafka_reader="auto").option("kafka_reader") == "auto"  # a parameter wins
     # Spark's connector with a Kafka of one's own is a valid choice; other pipelines ignore the setting.
     monkeypatch.setenv("LAB_KAFKA_READER", "spark")
-    assert make_config(pipeline="structured", kafka_bootstrap="127.0.0.1:9092").kafka_reader == "spark"
+    assert make_config(pipeline="structured", kafka_bootstrap="127.0.0.1:9092").option("kafka_reader") == "spark"
     assert "kafka_reader" not in make_config(pipeline="plain").settings
     monkeypatch.setenv("LAB_KAFKA_READER", "Spark")
     with pytest.raises(LabError) as e:
@@ -93,7 +93,7 @@ def test_kafka_proxy_from_the_environment(runs_dir, monkeypatch, value):
     monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "kafka-proxy:19092")
     monkeypatch.setenv("LAB_KAFKA_PROXY", value)
     c = make_config()
-    assert c.kafka_proxy == value and RunConfig.from_json(c.to_json()).kafka_proxy == value
+    assert c.option("kafka_proxy") == value and RunConfig.from_json(c.to_json()).option("kafka_proxy") == value
 
 
 @pytest.mark.parametrize("value", ["kafka-proxy", "kafka-proxy:", ":19093", "kafka-proxy:abc", "kafka-proxy:0",
@@ -109,8 +109,8 @@ def test_a_bad_kafka_proxy_is_one_line_naming_it(runs_dir, monkeypatch, value):
 
 def test_kafka_proxy_without_a_bootstrap_is_dropped_but_still_checked(runs_dir, monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy:19093")
-    assert make_config().kafka_proxy is None  # the embedded broker has its own proxy
-    assert make_config(kafka_bootstrap="k:1").kafka_proxy == "kafka-proxy:19093"
+    assert make_config().option("kafka_proxy") is None  # the embedded broker has its own proxy
+    assert make_config(kafka_bootstrap="k:1").option("kafka_proxy") == "kafka-proxy:19093"
     monkeypatch.setenv("LAB_KAFKA_PROXY", "kafka-proxy")
     with pytest.raises(LabError, match="LAB_KAFKA_PROXY 'kafka-proxy'"):
         make_config()

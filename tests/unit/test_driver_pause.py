@@ -31,7 +31,7 @@ def test_on_pause_auto_is_stated_in_the_config(pipeline, mode):
 @pytest.mark.parametrize("params, must_name", [
     (dict(pipeline="plain", on_pause="later"), ["on-pause 'later'", "auto, replace, wait"]),
     (dict(pipeline="direct", on_pause="replace", faults="driver-pause@at=2s:for=9s"),
-     ["'direct'", "plain, kafka-eos, share, structured", "--on-pause wait"]),
+     ["'direct'", "plain, share, kafka-eos, structured", "--on-pause wait"]),
     (dict(pipeline="plain", faults="driver-pause@at=2s:for=2s"), ["for=2s", "n > 2"]),
 ])
 def test_a_pause_the_run_cannot_carry_out_is_one_line_before_it_starts(params, must_name):

@@ -8,18 +8,18 @@ from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.plan import parse_fault_plan
-from lab.faults.catalogue import FAULTS, POINTS, faults_for, points_for
-from lab.faults.plan import check_plan
+from lab.faults.catalogue import COMMON_FAULTS, FAULTS, POINTS
 from lab.registry import PIPELINES
 from tests.conftest import ROOT
 
 
 def test_every_pipeline_has_faults_and_points_from_the_catalogue():
     for name, spec in PIPELINES.items():
-        assert spec.faults == faults_for(name) and "driver-crash" in spec.faults
-        assert spec.points == points_for(name) and spec.points
+        assert set(COMMON_FAULTS) <= set(spec.faults) <= set(FAULTS), name
+        assert spec.faults == tuple(f for f in FAULTS if f in spec.faults), f"{name}: faults in catalogue order"
+        assert spec.points and spec.points == tuple(p for p in POINTS if p in spec.points), name
     assert all(f.by in ("supervisor", "proxy", "producer", "timeline", "driver") for f in FAULTS.values())
-    assert all(set(p.pipelines) <= set(PIPELINES) for p in POINTS.values())
+    assert all(any(p in spec.points for spec in PIPELINES.values()) for p in POINTS), "a point no pipeline stops at"
 
 
 @pytest.mark.parametrize("params, words", [
@@ -65,13 +65,15 @@ def test_proxy_faults_with_a_kafka_of_ones_own_and_its_proxy(monkeypatch):
     with pytest.raises(LabError, match="broker-crash.*unset LAB_KAFKA_BOOTSTRAP"):
         make_config(faults="broker-crash@at=3s:for=3s")
     monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP")
-    assert make_config(faults="ack-loss@at=1s:count=2").kafka_proxy is None  # the embedded broker's own proxy
+    assert make_config(faults="ack-loss@at=1s:count=2").cluster.kafka_proxy is None  # the embedded broker's own proxy
 
 
 def test_what_the_catalogue_allows_passes(monkeypatch):
     monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
     cfg = make_config(pipeline="receiver", faults="driver-crash@batch=2:after-wal-before-ack")
-    check_plan(parse_fault_plan("executor-crash@batch=2"), make_config(pipeline="direct", spark_master="local-cluster[1,1,1024]"))
+    executors = make_config(pipeline="direct", spark_master="local-cluster[1,1,1024]")
+    for fault in parse_fault_plan("executor-crash@batch=2"):
+        executors.check_fault(fault)
     assert cfg.fault_plan[0].point == "after-wal-before-ack"
 
 

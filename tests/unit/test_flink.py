@@ -15,11 +15,11 @@ DATA = Path(__file__).parent / "data"
 
 
 def test_auto_delivery_follows_the_checkpointing_and_is_written_into_the_config(runs_dir):
-    assert make_config(pipeline="flink").flink_delivery == "exactly-once"
-    assert make_config(pipeline="flink", checkpointing="unaligned").flink_delivery == "exactly-once"
-    assert make_config(pipeline="flink", checkpointing="at-least-once").flink_delivery == "at-least-once"
+    assert make_config(pipeline="flink").option("flink_delivery") == "exactly-once"
+    assert make_config(pipeline="flink", checkpointing="unaligned").option("flink_delivery") == "exactly-once"
+    assert make_config(pipeline="flink", checkpointing="at-least-once").option("flink_delivery") == "at-least-once"
     assert make_config(pipeline="flink", checkpointing="at-least-once",
-                       flink_delivery="exactly-once").flink_delivery == "exactly-once"
+                       flink_delivery="exactly-once").option("flink_delivery") == "exactly-once"
     cfg = make_config(pipeline="flink", slow_sink=True)
     assert cfg.sink == "topic" and cfg.settings["slow_sink"] is True and cfg.settings["flink_delivery"] == "exactly-once"
 

@@ -107,6 +107,103 @@ def test_no_import_loop_in_lab():
     assert not found, "import loops in lab/: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def imports_from(g: dict[str, set[str]], source: str, target: str) -> list[str]:
+    """``importer -> imported`` for each module under package ``source`` that imports one under ``target``."""
+    return sorted(f"{src} -> {dst}" for src, targets in g.items() if under(src, source)
+                  for dst in targets if under(dst, target))
+
+
+def test_no_module_of_the_brokers_imports_spark():
+    """The class archive's build is the host's (lab.host.class_archive); the broker's archive needs nothing of Spark."""
+    found = imports_from(graph(), "lab.broker", "lab.spark")
+    assert not found, "lab/broker imports lab/spark: " + ", ".join(found)
+
+
+def test_no_sink_imports_the_audit():
+    """A sink writes and reads rows; its words are in lab.outcomes, the ledger's counts come from its caller."""
+    found = imports_from(graph(), "lab.sinks", "lab.audit")
+    assert not found, "lab/sinks imports lab/audit: " + ", ".join(found)
+
+
+#: Inside lab/pipelines/, what every pipeline may import besides itself: the driver's protocol (``DriverContext``)
+#: and what more than one pipeline uses. These import no pipeline.
+PIPELINES_SHARED = ("lab.pipelines.driver", "lab.pipelines.shared")
+
+
+def pipeline_of(module: str, names: set[str]) -> str | None:
+    """The pipeline a module of lab/pipelines/ belongs to, or None (the package, the shared part, or outside).
+
+    A pipeline is a folder (``structured``, ``receiver``) or a module, whose helpers beside it are named after
+    it: ``share_consumer`` is ``share``'s, ``direct_offsets`` is ``direct``'s. ``names``: the names directly
+    in lab/pipelines/.
+    """
+    if not module.startswith("lab.pipelines.") or any(under(module, s) for s in PIPELINES_SHARED):
+        return None
+    name = module.split(".")[2]
+    return min((n for n in names if name == n or name.startswith(n + "_")), key=len, default=name)
+
+
+def sideways_imports(g: dict[str, set[str]]) -> list[str]:
+    """``importer -> imported`` for each import from one pipeline into another, or from the shared part into a pipeline.
+
+    The packages above an imported module are left out when the module itself is named.
+    """
+    names = {m.split(".")[2] for m in g if m.startswith("lab.pipelines.")}
+    found = []
+    for src in sorted(g):
+        if not src.startswith("lab.pipelines."):
+            continue
+        mine = pipeline_of(src, names)
+        bad = {dst for dst in g[src] if pipeline_of(dst, names) not in (None, mine)}
+        found += [f"{src} -> {dst}" for dst in sorted(bad) if not any(o.startswith(dst + ".") for o in bad)]
+    return found
+
+
+def test_no_pipeline_imports_another_pipeline():
+    found = sideways_imports(graph())
+    assert not found, ("imports between pipelines (move what both use to lab/pipelines/shared/): "
+                       + ", ".join(found))
+
+
+def test_each_pipeline_of_the_registry_is_a_pipeline_of_its_own_for_the_sideways_check():
+    from lab.registry import PIPELINES
+
+    names = {m.split(".")[2] for m in graph() if m.startswith("lab.pipelines.")}
+    owners = {name: pipeline_of(spec.module, names) for name, spec in PIPELINES.items()}
+    assert None not in owners.values() and len(set(owners.values())) == len(owners), owners
+
+
+def test_the_floor_checks_name_each_import_they_refuse():
+    g = {"lab.broker.archive": {"lab.host.class_archive", "lab.spark.archive", "lab.spark"},
+         "lab.spark.archive": {"lab.host.class_archive"},
+         "lab.sinks.files": {"lab.outcomes", "lab.audit.predictions", "lab.audit"},
+         "lab.pipelines.direct": {"lab.pipelines", "lab.pipelines.direct_offsets", "lab.pipelines.driver",
+                                  "lab.pipelines.shared", "lab.pipelines.shared.kafka_reader",
+                                  "lab.pipelines.structured", "lab.pipelines.structured.kafka_input"},
+         "lab.pipelines.direct_offsets": {"lab.pipelines.driver"},
+         "lab.pipelines.share": {"lab.pipelines.share_consumer"},
+         "lab.pipelines.share_consumer": set(),
+         "lab.pipelines.kafka_eos": set(),
+         "lab.pipelines.structured.kafka_input": {"lab.pipelines.structured", "lab.pipelines.shared.tasks"},
+         "lab.pipelines.receiver.pipeline": {"lab.pipelines.receiver.epoch", "lab.pipelines.structured.sessions"},
+         "lab.pipelines.shared.tasks": {"lab.pipelines.driver", "lab.pipelines.receiver.epoch"}}
+    assert imports_from(g, "lab.broker", "lab.spark") == ["lab.broker.archive -> lab.spark",
+                                                          "lab.broker.archive -> lab.spark.archive"]
+    assert imports_from(g, "lab.sinks", "lab.audit") == ["lab.sinks.files -> lab.audit",
+                                                         "lab.sinks.files -> lab.audit.predictions"]
+    assert sideways_imports(g) == ["lab.pipelines.direct -> lab.pipelines.structured.kafka_input",
+                                   "lab.pipelines.receiver.pipeline -> lab.pipelines.structured.sessions",
+                                   "lab.pipelines.shared.tasks -> lab.pipelines.receiver.epoch"]
+    g["lab.pipelines.direct"] -= {"lab.pipelines.structured", "lab.pipelines.structured.kafka_input"}
+    g["lab.pipelines.receiver.pipeline"].discard("lab.pipelines.structured.sessions")
+    g["lab.pipelines.shared.tasks"].discard("lab.pipelines.receiver.epoch")
+    assert sideways_imports(g) == []  # its own helpers, the shared part and the driver's protocol pass
+
+
 def test_the_root_holds_few_modules_and_every_other_module_is_in_a_role_folder():
     root = sorted(p.name for p in LAB.glob("*.py"))
     assert len(root) <= ROOT_MODULES_AT_MOST, f"lab/ holds {len(root)} modules: {', '.join(root)}"

@@ -10,7 +10,8 @@ from lab.audit.auditor import LedgerView, audit_core
 from lab.config import make_config
 from lab.errors import LabError
 from lab.kafka.read import NotALabEvent, event_fields
-from lab.pipelines.kafka_eos import batch_from_metadata, batch_metadata, transactional_id, transform
+from lab.kafka.transactions import transactional_id
+from lab.pipelines.kafka_eos import batch_from_metadata, batch_metadata, transform
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import SinkSpec, sink_spec_for_run
 

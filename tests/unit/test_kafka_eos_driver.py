@@ -114,8 +114,9 @@ def driver(tmp_path, monkeypatch):
     def make(producer, records, batch=2, trust_commit=False):
         written = []
         ctx = SimpleNamespace(
-            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, nodes=1, topic_configs={},
-                                   query="passthrough", trust_commit=trust_commit, delivery_timeout_s=45.0),
+            config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, topic_configs={},
+                                   query="passthrough", cluster=SimpleNamespace(nodes=1),
+                                   kafka=SimpleNamespace(trust_commit=trust_commit, delivery_timeout_s=45.0)),
             run_id="r1",
             bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,

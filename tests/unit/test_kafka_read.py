@@ -106,7 +106,7 @@ def test_arrow_chunks_batch_the_polls_to_at_least_chunk_rows():
 def test_workers_import_it_without_pyspark():
     import subprocess
 
-    code = ("import sys, lab.kafka.read, lab.pipelines.tasks; "
+    code = ("import sys, lab.kafka.read, lab.pipelines.shared.tasks; "
             "print(sorted(m for m in ('pyspark', 'kafka', 'pyarrow', 'psutil') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.audit.predictions import NAIVE_READER_OUTCOMES, TOPIC_OUTCOMES
-from lab.outcomes import WORDS
+from lab.audit.predictions import TOPIC_OUTCOMES
+from lab.outcomes import NAIVE_READER_OUTCOMES, WORDS
 from tests.conftest import ROOT
 from tests.unit.test_notebook_style import PREDICTING, UNPREDICTED_RUNS
 

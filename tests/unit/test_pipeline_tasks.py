@@ -5,9 +5,10 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
+from lab.config import make_config
 from lab.errors import DriverConfigError
 from lab.faults.plan import Fault
-from lab.pipelines import tasks
+from lab.pipelines.shared import tasks
 from lab.spark.executors import is_executor
 
 
@@ -100,10 +101,10 @@ def test_executor_crash_in_local_mode_carries_on(task, monkeypatch):
 def test_receiver_driver_refuses_an_impossible_point_as_a_config_error():
     from lab.pipelines.receiver.pipeline import _check_points
 
-    ctx = SimpleNamespace(config=SimpleNamespace(wal="off", ack="stored"),
+    ctx = SimpleNamespace(config=make_config(pipeline="receiver", wal="off", ack="stored"),
                           pending=[crash_at("after-wal-before-ack", 1)])
     with pytest.raises(DriverConfigError, match="after-wal-before-ack exists only with --wal on --ack stored "
                                                 r"\(this run: --wal off --ack stored\)"):
         _check_points(ctx)
-    ctx.config.wal = "on"
+    ctx.config = ctx.config.with_options(wal="on")
     _check_points(ctx)  # possible: no error

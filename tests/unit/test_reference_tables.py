@@ -20,7 +20,7 @@ import pytest
 from lab.kafka import tools as kafka_tools
 from lab.audit.auditor import Audit, LedgerView, audit_core
 from lab.config import RunConfig
-from lab.faults.catalogue import FAULTS, POINTS, faults_for, points_for
+from lab.faults.catalogue import FAULTS, POINTS
 from lab.audit.ledger import LEDGER_FILE, Ledger, LedgerEntry
 from lab.audit.expectations import EXPECTATIONS
 from lab.registry import PIPELINES
@@ -110,8 +110,8 @@ def test_the_per_pipeline_grids_are_the_catalogue():
     faults, points = grid(text, "fault"), grid(text, "named point")
     assert set(faults) == set(FAULTS) and set(points) == set(POINTS)
     for pipeline in PIPELINES:
-        assert {k for k, ticked in faults.items() if pipeline in ticked} == set(faults_for(pipeline)), pipeline
-        assert {p for p, ticked in points.items() if pipeline in ticked} == set(points_for(pipeline)), pipeline
+        assert {k for k, ticked in faults.items() if pipeline in ticked} == set(PIPELINES[pipeline].faults), pipeline
+        assert {p for p, ticked in points.items() if pipeline in ticked} == set(PIPELINES[pipeline].points), pipeline
     assert set().union(*faults.values(), *points.values()) <= set(PIPELINES)
     assert first_column(text) >= set(PIPELINES)  # the registry's table: every pipeline
 
@@ -213,8 +213,8 @@ def test_every_top_level_key_of_a_report_is_in_the_report_tables(tmp_path, final
 def test_every_setting_and_timing_is_in_the_outline():
     outline = set(TICKED.findall(section("`settings` and `timings` in outline")))
     configs = [RunConfig(pipeline=p) for p in PIPELINES] + [
-        RunConfig(pipeline="structured", query="window-count", late_fraction=0.1),
-        RunConfig(pipeline="plain", nodes=3),
+        RunConfig.of(pipeline="structured", query="window-count", late_fraction=0.1),
+        RunConfig.of(pipeline="plain", nodes=3),
     ]
     settings = set().union(*(c.settings for c in configs)) | {"kafka_reader", "kafka_reader_asked"}
     assert not settings - outline, sorted(settings - outline)
@@ -283,7 +283,7 @@ def test_the_environment_table_is_the_catalogue():
 def test_the_catalogue_defaults_are_the_code_defaults():
     from lab.config import make_config
     from lab.host.env import VARIABLES
-    from lab.tuning import StartTuning
+    from lab.host.start_tuning import StartTuning
 
     clean = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     old = dict(os.environ)
@@ -296,9 +296,9 @@ def test_the_catalogue_defaults_are_the_code_defaults():
         os.environ.update(old)
     on = {True: "on", False: "off"}
     tuning = StartTuning.from_env({})
-    code = {"LAB_SPARK_MASTER": cfg.spark_master, "LAB_KAFKA_READER": cfg.kafka_reader, "LAB_BROKER": cfg.broker,
-            "LAB_BROKER_NODES": str(cfg.nodes), "LAB_RESTART_DELAY": f"{cfg.restart_delay_s:g}",
-            "LAB_DEADLINE": f"{cfg.deadline_s:g}", "LAB_SPARK_UI": "1" if cfg.spark_ui else "0",
+    code = {"LAB_SPARK_MASTER": cfg.spark.spark_master, "LAB_KAFKA_READER": cfg.spark.kafka_reader, "LAB_BROKER": cfg.cluster.broker,
+            "LAB_BROKER_NODES": str(cfg.cluster.nodes), "LAB_RESTART_DELAY": f"{cfg.restart_delay_s:g}",
+            "LAB_DEADLINE": f"{cfg.deadline_s:g}", "LAB_SPARK_UI": "1" if cfg.spark.spark_ui else "0",
             "LAB_CLASS_ARCHIVE": on[tuning.class_archive], "LAB_DRIVER_JVM_OPTIONS": tuning.jvm_options,
             "LAB_WARM_UP": tuning.warm_up, "LAB_STANDBY": tuning.standby, "LAB_WORKER_DAEMON": tuning.worker_daemon,
             "LAB_WORKER_PRELOAD": on[tuning.worker_preload], "LAB_FLINK_JVM_OPTIONS": tuning.flink_jvm_options,

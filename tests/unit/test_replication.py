@@ -7,7 +7,6 @@ from lab.broker import cluster as kafka_cluster
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.plan import parse_fault_plan
-from lab.faults.plan import check_plan
 from lab.kafka.replication import changes, partition_states
 from lab.audit.topic import LOST_COLUMNS, topic_audit_core
 
@@ -78,7 +77,7 @@ def test_bad_replication_settings_are_one_line_errors(params, says, monkeypatch)
 def test_cluster_settings_reach_the_topic_and_the_report(monkeypatch):
     monkeypatch.setenv("LAB_BROKER_NODES", "3")
     cfg = make_config(acks="1", idempotence=False, min_insync=2, unclean="on")
-    assert cfg.nodes == 3 and cfg.topic_configs == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}
+    assert cfg.cluster.nodes == 3 and cfg.topic_configs == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}
     assert cfg.settings["replication_factor"] == 3 and cfg.settings["unclean"] == "on"
     monkeypatch.setenv("LAB_BROKER_NODES", "5")
     with pytest.raises(LabError, match="LAB_BROKER_NODES"):
@@ -93,7 +92,9 @@ def test_cluster_faults_need_a_cluster_and_round_trip(monkeypatch):
         make_config(faults="leader-crash@at=3s")
     with pytest.raises(LabError, match="on a cluster use leader-crash"):
         make_config(nodes=3, faults="broker-crash@at=3s")
-    check_plan(parse_fault_plan(plan), make_config(nodes=3))
+    cluster = make_config(nodes=3)
+    for fault in parse_fault_plan(plan):
+        cluster.check_fault(fault)
 
 
 def test_an_isr_trigger_names_its_valid_range(monkeypatch):

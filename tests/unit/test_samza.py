@@ -10,7 +10,7 @@ def test_samza_counts_per_key_into_its_output_topic_by_default():
     from lab.samza import settings as samza_settings
 
     cfg = make_config(pipeline="samza", nodes=1)
-    assert (cfg.query, cfg.sink, cfg.samza_store_cache) == ("key-count", "topic", "off")
+    assert (cfg.query, cfg.sink, cfg.samza.samza_store_cache) == ("key-count", "topic", "off")
     job = samza_settings.job_config(cfg, run_id="r", attempt=2, bootstrap="127.0.0.1:9", state_dir="/s", output="o")
     assert job["stores.counts.changelog"] == f"kafka.{cfg.topic}.changelog"
     assert job["stores.counts.object.cache.size"] == "0" and job["task.commit.ms"] == "1000"

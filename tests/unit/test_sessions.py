@@ -100,7 +100,7 @@ def test_a_session_count_it_cannot_run_is_refused_in_one_line(params, words):
 
 def test_session_count_picks_the_rocksdb_state_store_and_states_its_gap():
     cfg = make_config(pipeline="structured", query="session-count")
-    assert cfg.state_store == "rocksdb"
+    assert cfg.spark.state_store == "rocksdb"
     assert cfg.query_settings["session_gap_s"] == 0.5
     with pytest.raises(LabError, match="structured"):
         make_config(pipeline="direct", query="session-count")

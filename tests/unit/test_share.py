@@ -39,7 +39,7 @@ def test_share_settings_are_refused_where_they_mean_nothing():
         make_config(pipeline="share", consumers=0)
     with pytest.raises(LabError, match="does not apply to pipeline 'plain'"):
         make_config(pipeline="plain", faults="consumer-crash@at=3s")
-    assert make_config(pipeline="share", consumers=3, faults="poison@key=7").consumers == 3
+    assert make_config(pipeline="share", consumers=3, faults="poison@key=7").option("consumers") == 3
 
 
 LINES = [  # seq 0 written once; seq 1 held by a killed consumer, then written; seq 2 the poison, 5 deliveries

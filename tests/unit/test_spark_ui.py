@@ -27,25 +27,25 @@ def no_ui_env(runs_dir, monkeypatch):
 # -- the setting ------------------------------------------------------------------
 def test_off_by_default_and_kept_in_config_json(no_ui_env):
     c = make_config(pipeline="structured")
-    assert c.spark_ui is False
+    assert c.option("spark_ui") is False
     on = make_config(pipeline="structured", spark_ui=True)
-    assert RunConfig.from_json(on.to_json()).spark_ui is True
+    assert RunConfig.from_json(on.to_json()).option("spark_ui") is True
     old = json.loads(c.to_json())
     del old["spark_ui"]  # a run directory from before the setting existed
-    assert RunConfig.from_json(json.dumps(old)).spark_ui is False
+    assert RunConfig.from_json(json.dumps(old)).option("spark_ui") is False
 
 
 @pytest.mark.parametrize("value, on", [("1", True), ("on", True), ("0", False), ("off", False), ("", False)])
 def test_lab_spark_ui_is_read(no_ui_env, monkeypatch, value, on):
     monkeypatch.setenv("LAB_SPARK_UI", value)
-    assert make_config(pipeline="receiver").spark_ui is on
+    assert make_config(pipeline="receiver").option("spark_ui") is on
 
 
 def test_a_parameter_wins_over_the_environment(no_ui_env, monkeypatch):
     monkeypatch.setenv("LAB_SPARK_UI", "1")
-    assert make_config(pipeline="direct", spark_ui=False).spark_ui is False
+    assert make_config(pipeline="direct", spark_ui=False).option("spark_ui") is False
     monkeypatch.setenv("LAB_SPARK_UI", "0")
-    assert make_config(pipeline="direct", spark_ui=True).spark_ui is True
+    assert make_config(pipeline="direct", spark_ui=True).option("spark_ui") is True
 
 
 def test_a_bad_environment_value_is_named_with_the_choices(no_ui_env, monkeypatch):
@@ -64,7 +64,7 @@ def test_a_bad_parameter_value_is_named_with_the_choices(no_ui_env):
 
 def test_the_environment_leaves_pipelines_without_spark_alone(no_ui_env, monkeypatch):
     monkeypatch.setenv("LAB_SPARK_UI", "1")
-    assert make_config(pipeline="plain").spark_ui is False
+    assert make_config(pipeline="plain").option("spark_ui") is False
 
 
 def test_asking_for_it_on_a_pipeline_without_spark_names_the_spark_pipelines(no_ui_env):

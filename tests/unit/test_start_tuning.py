@@ -3,11 +3,12 @@
 import pytest
 
 from lab.spark import archive as class_archive
+from lab.host.class_archive import _remove_replaced
 from lab.config import default_max_batch
 from lab.config import make_config
 from lab.errors import LabError
 from lab.spark.session import driver_java_options
-from lab.tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
+from lab.host.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
 
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
@@ -26,7 +27,7 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
 
 def test_spark_sql_runs_interpreted_unless_code_generation_is_switched_on(tmp_path, monkeypatch):
     from lab.spark.session import session_conf
-    from lab.tuning import NO_CODEGEN_CONF
+    from lab.host.start_tuning import NO_CODEGEN_CONF
 
     monkeypatch.delenv("LAB_CODEGEN", raising=False)
     conf = session_conf("local[2]", tmp_path, "a")
@@ -140,23 +141,28 @@ def test_a_new_archive_replaces_only_its_own_installations_older_one(tmp_path):
     archive("driver-gone", tmp_path / "deleted-venv")
     archive("driver-unnamed", None)
     archive("driver-other", live)
-    class_archive._remove_replaced(tmp_path, "/here/spark")
+    _remove_replaced(tmp_path, "/here/spark")
     assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["driver-other.jsa"]
 
 
 def test_a_standby_is_kept_for_a_planned_crash_of_a_pipeline_that_waits_for_its_turn_on_a_local_master():
+    from lab.registry import PIPELINES
+
+    def wants(tuning, pipeline, master, **kw):  # the supervisor's call: the registry's fact, passed in
+        return tuning.wants_standby(PIPELINES[pipeline].waits_for_turn, master, **kw)
+
     planned, always, off = (StartTuning.from_env({"LAB_STANDBY": v}) for v in ("planned", "always", "off"))
-    assert planned.wants_standby("structured", "local[2]", needed=True)
-    assert planned.wants_standby("direct", "local[2]", needed=True)
-    assert planned.wants_standby("receiver", "local[2]", needed=True)
-    assert not planned.wants_standby("structured", "local[2]", needed=False)
-    assert always.wants_standby("structured", "local[2]", needed=False)
-    assert not off.wants_standby("structured", "local[2]", needed=True)
+    assert wants(planned, "structured", "local[2]", needed=True)
+    assert wants(planned, "direct", "local[2]", needed=True)
+    assert wants(planned, "receiver", "local[2]", needed=True)
+    assert not wants(planned, "structured", "local[2]", needed=False)
+    assert wants(always, "structured", "local[2]", needed=False)
+    assert not wants(off, "structured", "local[2]", needed=True)
     # Pipelines whose driver does not wait for its turn, and masters where a session holds executors of its own.
     for pipeline in ("plain", "kafka-eos", "flink"):
-        assert not always.wants_standby(pipeline, "local[2]", needed=True)
+        assert not wants(always, pipeline, "local[2]", needed=True)
     for master in ("local-cluster[2,1,1024]", "spark://127.0.0.1:7077"):
-        assert not always.wants_standby("structured", master, needed=True)
+        assert not wants(always, "structured", master, needed=True)
     # A run's first driver, beside no other: also on local-cluster, whose executors are its own; never on a shared master.
-    assert planned.wants_standby("receiver", "local-cluster[2,1,1024]", needed=True, first=True)
-    assert not planned.wants_standby("receiver", "spark://127.0.0.1:7077", needed=True, first=True)
+    assert wants(planned, "receiver", "local-cluster[2,1,1024]", needed=True, first=True)
+    assert not wants(planned, "receiver", "spark://127.0.0.1:7077", needed=True, first=True)

@@ -8,7 +8,6 @@ from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.plan import parse_fault_plan
-from lab.faults.plan import check_plan
 from lab.pipelines import storm as storm_pipeline
 from lab.registry import PIPELINES
 from lab.host.java_build import JavaSources
@@ -17,7 +16,7 @@ from lab.views import storm as storm_view
 
 
 def test_each_mode_has_its_default_sink_and_the_label_names_it():
-    assert make_config(pipeline="storm").sink == "append" and make_config(pipeline="storm").storm_mode == "acked"
+    assert make_config(pipeline="storm").sink == "append" and make_config(pipeline="storm").option("storm_mode") == "acked"
     assert make_config(pipeline="storm", storm_mode="trident").sink == "transactional"
     assert make_config(pipeline="storm", storm_mode="trident", sink="append").sink == "append"
     label = PIPELINES["storm"].label
@@ -43,7 +42,7 @@ def test_bolt_fail_needs_the_acker_and_a_batch():
         with pytest.raises(LabError, match="--storm-mode acked"):
             make_config(pipeline="storm", storm_mode=mode, faults="bolt-fail@batch=2")
     with pytest.raises(LabError):
-        check_plan(parse_fault_plan("bolt-fail@batch=2"), make_config(pipeline="plain"))
+        make_config(pipeline="plain").check_fault(parse_fault_plan("bolt-fail@batch=2")[0])
 
 
 def test_the_spec_keeps_trident_state_per_run_and_cluster_state_per_attempt():

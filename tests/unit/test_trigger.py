@@ -29,11 +29,11 @@ def test_bad_trigger_is_refused_in_one_line_naming_the_forms(text, says):
 def test_real_time_defaults_its_sink_and_a_slot_per_partition(monkeypatch):
     monkeypatch.delenv("LAB_SPARK_MASTER", raising=False)
     c = make_config(pipeline="structured", trigger="real-time", partitions=3)
-    assert (c.sink, c.trigger, c.spark_master) == ("topic", "real-time:5s", "local[3]")
+    assert (c.sink, c.option("trigger"), c.option("spark_master")) == ("topic", "real-time:5s", "local[3]")
     assert c.settings["trigger"] == "real-time:5s"
     # micro-batches keep their sink and master
     m = make_config(pipeline="structured")
-    assert (m.sink, m.trigger, m.spark_master) == ("append", "micro-batch", "local[2]")
+    assert (m.sink, m.option("trigger"), m.option("spark_master")) == ("append", "micro-batch", "local[2]")
 
 
 @pytest.mark.parametrize("params, says", [

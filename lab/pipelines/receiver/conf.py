@@ -19,7 +19,7 @@ def max_rate(cfg) -> int:
 
 def spark_conf(cfg) -> dict[str, str]:
     """The streaming settings this pipeline adds to :func:`lab.spark.session.session_conf`."""
-    wal = "true" if cfg.wal == "on" else "false"
+    wal = "true" if cfg.spark.wal == "on" else "false"
     return {
         "spark.streaming.receiver.writeAheadLog.enable": wal,
         "spark.streaming.receiver.writeAheadLog.closeFileAfterWrite": "true",

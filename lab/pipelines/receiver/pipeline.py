@@ -21,7 +21,7 @@ What runs
   describes the protocol, including how the ``StreamingListener`` below tells
   it which records Spark has stored.
 * ``--query window-count``: ``updateStateByKey`` running counts per key
-  (:func:`lab.pipelines.stateful.with_running_counts`), state in the DStream
+  (:func:`lab.pipelines.receiver.running_counts.with_running_counts`), state in the DStream
   checkpoint; the output writes the keys whose count changed, with the change.
 * ``foreachRDD`` writes each batch through the run's sink (rows
   ``(event_id, seq, partition, offset)``, batch key ``batch-<n>-time-<ms>``,
@@ -139,7 +139,7 @@ from lab.pipelines.receiver.epoch import decode_line
 from lab.pipelines.receiver.feed import Feeder
 from lab.pipelines.receiver.reach import Reach, unreachable_message
 from lab.pipelines.receiver.stop import BatchTimes
-from lab.pipelines.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
+from lab.pipelines.shared.tasks import EXECUTOR_KILL_WAIT_S, executor_pid
 
 #: Where the feeder's port is kept between driver attempts.
 PORT_FILE = "receiver.json"
@@ -271,7 +271,7 @@ class _Runtime:
         except Exception as e:  # py4j error from a job whose blocks are gone
             lines, error = [], _first_line(e)
         if self.cfg.query == "window-count":
-            from lab.pipelines.stateful import split_tagged
+            from lab.pipelines.receiver.running_counts import split_tagged
 
             lines, counts = split_tagged(lines)
         rows = [decode_line(line) for line in lines]
@@ -280,7 +280,7 @@ class _Runtime:
             offsets = [r[3] for r in rows if r[2] == partition]
             ranges[partition] = (min(offsets), max(offsets) + 1)
         if len(rows) < expected:
-            if error is None and self.cfg.wal == "off" and batch_ms < self.started_ms:
+            if error is None and self.cfg.spark.wal == "off" and batch_ms < self.started_ms:
                 error = "blocks stored before the driver crash were in its memory, not in a write-ahead log"
             elif error is None:
                 error = "blocks missing when the batch was read (gone with an executor)"
@@ -319,7 +319,7 @@ def _make_listener(runtime: _Runtime):
     from pyspark.streaming.listener import StreamingListener
 
     ctx = runtime.ctx
-    wal_ack_point = ctx.config.wal == "on" and ctx.config.ack == "stored"
+    wal_ack_point = ctx.config.spark.wal == "on" and ctx.config.spark.ack == "stored"
 
     class Listener(StreamingListener):
         """Passes Spark's batch allocations to the feeder; names the receiver's executor."""
@@ -393,11 +393,10 @@ def _check_points(ctx: DriverContext) -> None:
     DriverConfigError
         ``after-wal-before-ack`` without ``--wal on --ack stored``: no restart can reach it.
     """
-    cfg = ctx.config
     for f in ctx.pending:
-        if f.point == "after-wal-before-ack" and not (cfg.wal == "on" and cfg.ack == "stored"):
-            raise DriverConfigError(f"point after-wal-before-ack exists only with --wal on --ack stored "
-                                    f"(this run: --wal {cfg.wal} --ack {cfg.ack})")
+        why = f.point and ctx.config.why_not(f.point)
+        if why:
+            raise DriverConfigError(why)
 
 
 def run(ctx: DriverContext) -> None:
@@ -422,7 +421,7 @@ def run(ctx: DriverContext) -> None:
     from lab.spark.session import driver_addresses, skip_accumulator_wait, spark_session
 
     cfg = ctx.config
-    spark = spark_session(cfg.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
+    spark = spark_session(cfg.spark.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
                           phase=ctx.phase)
     sc = spark.sparkContext
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver). The feeder binds
@@ -433,7 +432,7 @@ def run(ctx: DriverContext) -> None:
     # The receiver runs on an executor: in the compose stack that is another container, which reaches the
     # feeder by the driver's name (measured: on 127.0.0.1 it was refused at every restart until the deadline).
     bind, advertised = driver_addresses()
-    feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.ack,
+    feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.spark.ack,
                     ctx.events, on_commit=lambda c: feeder_holder["runtime"].on_commit(c), rate=max_rate(cfg),
                     isolation_level=cfg.isolation_level, host=bind)
     port = feeder.start_listening()
@@ -444,13 +443,13 @@ def run(ctx: DriverContext) -> None:
     feeder.start()
     checkpoint = str((ctx.run_dir / "checkpoint").resolve())
     # lesson: receiver-wal
-    storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.replication == 2 else StorageLevel.MEMORY_AND_DISK
+    storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.spark.replication == 2 else StorageLevel.MEMORY_AND_DISK
 
     def create() -> StreamingContext:
         ssc = StreamingContext(sc, cfg.batch_interval_s)
         lines = ssc.socketTextStream(advertised, port, storage)
         if cfg.query == "window-count":
-            from lab.pipelines.stateful import with_running_counts
+            from lab.pipelines.receiver.running_counts import with_running_counts
 
             lines = with_running_counts(lines)
         lines.foreachRDD(_output)
@@ -464,8 +463,8 @@ def run(ctx: DriverContext) -> None:
         runtime.batch_times.hold_through(max(book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
                                          * int(cfg.batch_interval_s * 1000))
     ssc.addStreamingListener(_make_listener(runtime))
-    ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.wal, ack=cfg.ack,
-                     replication=cfg.replication, attempt=ctx.attempt)
+    ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.spark.wal, ack=cfg.spark.ack,
+                     replication=cfg.spark.replication, attempt=ctx.attempt)
     tail = EventTail(ctx.run_dir)
     tail.read_new()  # faults before this attempt are history
     ssc.start()

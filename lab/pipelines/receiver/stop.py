@@ -119,7 +119,7 @@ def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -
     handed over, and Spark stored, has been written to the sink; the graceful
     one runs what the receiver stored for up to ``gracefulStopTimeout``.
     ``events``: the run's timeline, which gets a ``receiver-stop`` event.
-    ``quick_stop``: ``LAB_QUICK_STOP`` (:mod:`lab.tuning`); off, the stop
+    ``quick_stop``: ``LAB_QUICK_STOP`` (:mod:`lab.host.start_tuning`); off, the stop
     is always Spark's graceful one (after the feeder's finish), as it was.
     """
     t0 = time.monotonic()

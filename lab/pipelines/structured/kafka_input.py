@@ -7,23 +7,11 @@ partition with new offsets, the same admission control (at most
 so everything after the source (``foreachBatch``, the sinks, the named
 points, the checkpoint) is one code path.
 
-``--kafka-reader`` (``LAB_KAFKA_READER``)
------------------------------------------
-``auto``      Spark's ``kafka`` format when its connector
-              (``spark-sql-kafka-0-10``, cached by ``lab fetch`` and added to
-              every session, or ``LAB_SPARK_PACKAGES``) is on the driver's
-              classpath and the run reads Apache Kafka (``--broker kafka``, or
-              a Kafka of its own in ``LAB_KAFKA_BOOTSTRAP``); else ``labkafka``.
-``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
-              no jar): :mod:`lab.spark.kafka_source`.
-``spark``     Spark's ``kafka`` format; a clear error when the connector is
-              absent or the broker is Tansu.
-
-Not with Tansu (``LAB_BROKER=tansu``): Spark's connector takes a batch's end
-offsets from ListOffsets(latest), which Tansu answers with the last record
-batch's base offset + 1, so the connector would never plan a partition's last
-records (the lab's own reader takes the high watermark of a fetch instead).
-:func:`spark_kafka_options` lists what the ``spark`` reader passes to the connector.
+Which of the two a run uses (``--kafka-reader``, ``LAB_KAFKA_READER``: ``auto``,
+``labkafka``, ``spark``; never ``spark`` with Tansu) is decided by
+:func:`lab.pipelines.shared.kafka_reader.resolve_reader`, which the ``direct``
+pipeline shares. :func:`spark_kafka_options` lists what the ``spark`` reader
+passes to the connector.
 
 Delivery guarantee
 ------------------
@@ -37,53 +25,11 @@ from __future__ import annotations
 
 import json
 
-from lab.config import SPARK_READER_NEEDS_KAFKA
-from lab.errors import DriverConfigError, LabError
+from lab.errors import LabError
 from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
 
-#: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
-KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: The event fields of a record's JSON value (:data:`lab.kafka.read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
-
-
-def connector_on_classpath(spark) -> bool:
-    """Whether Spark's Kafka connector can be loaded by this session's driver."""
-    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    try:
-        spark._jvm.java.lang.Class.forName(KAFKA_CONNECTOR_CLASS, False, loader)
-    except Exception:  # py4j wraps the JVM's ClassNotFoundException
-        return False
-    return True
-
-
-def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
-    """``labkafka`` or ``spark``: the reader a run uses for ``--kafka-reader choice``.
-
-    ``real_kafka``: the run reads Apache Kafka (``--broker kafka``, or a Kafka of
-    its own in ``LAB_KAFKA_BOOTSTRAP``), not Tansu, whose offset answers Spark's
-    connector cannot use. ``auto`` picks ``spark`` when both hold: Apache Kafka,
-    and the connector on the classpath (the pinned jars ``lab fetch`` caches, which
-    :func:`lab.spark.session.session_conf` adds; or ``LAB_SPARK_PACKAGES``).
-
-    Raises
-    ------
-    DriverConfigError
-        ``choice`` is ``spark`` and the connector is not on the classpath (with how
-        to get it), or the broker is the embedded one. The supervisor does not
-        restart a driver for it.
-    """
-    if choice == "labkafka":
-        return "labkafka"
-    if choice == "spark" and not real_kafka:
-        raise DriverConfigError(SPARK_READER_NEEDS_KAFKA)
-    found = connector_on_classpath(spark)
-    if choice == "spark" and not found:
-        raise DriverConfigError(
-            "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Run `lab fetch` once "
-            "(it caches the pinned connector jars, which every Spark session then loads), "
-            "or use --kafka-reader labkafka (no jar needed)")
-    return "spark" if found and real_kafka else "labkafka"
 
 
 def events_from_kafka_rows(df):
@@ -167,7 +113,7 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
 
     :func:`kafka_event_stream` sets exactly these, and notebooks print them
     for a run (:func:`lab.notebook.kafka_reader_options`). ``fetch_wait_ms``:
-    ``LAB_TASK_FETCH_WAIT_MS`` when None (:class:`lab.tuning.StartTuning`).
+    ``LAB_TASK_FETCH_WAIT_MS`` when None (:class:`lab.host.start_tuning.StartTuning`).
 
     ``assign``               fixed partitions, no consumer-group subscription (as labkafka reads):
                              the offsets live in the checkpoint, never in a group.
@@ -178,11 +124,11 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
     ``kafka.max.poll.records`` records one ``poll()`` of a task's consumer may return: 10,000
                              (:data:`lab.kafka.read.POLL_RECORDS`, as labkafka's reads) instead of
                              Kafka's 500. Throughput only: a task still reads exactly its offset range.
-    ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.tuning.TASK_FETCH_WAIT_MS`):
+    ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.host.start_tuning.TASK_FETCH_WAIT_MS`):
                              a task's offset look-ups no longer wait behind a fetch the broker holds.
     """
     if fetch_wait_ms is None:
-        from lab.tuning import StartTuning
+        from lab.host.start_tuning import StartTuning
 
         fetch_wait_ms = StartTuning.from_env().task_fetch_wait_ms
     return {

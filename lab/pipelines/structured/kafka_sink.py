@@ -103,12 +103,12 @@ def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
     from lab.spark.session import query_ended
 
     cfg = ctx.config
-    trigger = parse_trigger(cfg.trigger)
+    trigger = parse_trigger(cfg.spark.trigger)
     if reader != "spark":
         raise LabError(f"the Kafka sink needs Spark's Kafka connector; the reader resolved to {reader!r} "
                        "(run `lab fetch`, and use --broker kafka)")
     out = output_topic(cfg.topic)
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
     removed = remove_unfinished_log_files(checkpoint.path)
     if removed:
         ctx.events.write(ev.CHECKPOINT_TEMP_REMOVED, files=removed)

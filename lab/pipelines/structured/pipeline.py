@@ -31,7 +31,7 @@ Output
 Stateful queries
 ----------------
 ``--query window-count``, ``dedupe`` and ``session-count`` put a stateful operator
-between the source and ``foreachBatch``: :mod:`lab.pipelines.stateful`
+between the source and ``foreachBatch``: :mod:`lab.pipelines.structured.stateful`
 builds them and writes the counts of ``window-count`` and ``session-count``; the named points, the
 checkpoint and recovery are the ones below. A stateful query also writes
 ``state-progress`` per batch (Spark's own figures for its state store).
@@ -67,7 +67,7 @@ supervisor kills the driver's process group):
 ``task-failure@batch=N`` makes the task of Spark partition 0 fail once after
 writing part of its rows; Spark retries it (the master is given task
 retries, e.g. ``local[2]`` runs as ``local[2,4]``). The hooks inside the
-task are :func:`lab.pipelines.tasks.midway_hook`, shared with the ``direct``
+task are :func:`lab.pipelines.shared.tasks.midway_hook`, shared with the ``direct``
 pipeline; rows come from the source's Arrow batches by
 :func:`lab.kafka.read.rows_of_arrow`.
 
@@ -93,12 +93,13 @@ import threading
 import time
 
 from lab import events as ev
+from lab.engines.spark import may_use_connector
 from lab.pipelines.driver import DriverContext
 from lab.events import read_events
 from lab.kafka.read import rows_of_arrow
 from lab.pipelines.structured.checkpoint import Checkpoint
-from lab.pipelines.tasks import midway_hook
-from lab.registry import COUNT_QUERIES
+from lab.pipelines.shared.tasks import midway_hook
+from lab.queries import COUNT_QUERIES
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import FILES_MODE, TOPIC_MODE, SinkSpec
 from lab.spark.trigger import MIN_REAL_TIME_S, REAL_TIME_MIN_CONF, parse_trigger
@@ -233,9 +234,10 @@ def run(ctx: DriverContext) -> None:
 
     from lab.kafka.read import earliest_offsets
     from lab.spark.kafka_source import register
-    from lab.config import STATE_STORES
-    from lab.pipelines import stateful
-    from lab.pipelines.structured.kafka_input import kafka_event_stream, resolve_reader
+    from lab.engines.spark import STATE_STORES
+    from lab.pipelines.shared.kafka_reader import resolve_reader
+    from lab.pipelines.structured import stateful
+    from lab.pipelines.structured.kafka_input import kafka_event_stream
     from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, query_ended, skip_accumulator_wait,
                                    spark_session, start_sql_python_workers, warm_up, with_task_retries)
 
@@ -245,19 +247,19 @@ def run(ctx: DriverContext) -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
     extra = {"spark.task.maxFailures": str(TASK_ATTEMPTS), "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))}
-    if parse_trigger(cfg.trigger).real_time:
+    if parse_trigger(cfg.spark.trigger).real_time:
         # Spark refuses intervals below 5 s by default (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL); the lab
         # allows its own floor, so that a sweep of intervals fits in a lesson.
         extra[REAL_TIME_MIN_CONF] = f"{int(MIN_REAL_TIME_S * 1000)}ms"
     else:
         # Real-time mode refuses any state store provider set for the session (STREAMING_REAL_TIME_MODE.
         # SQL_CONFIGURATION_NOT_SUPPORTED, measured on 4.3.0); its queries here are stateless.
-        extra[stateful.STATE_STORE_CONF] = STATE_STORES[cfg.state_store]
+        extra[stateful.STATE_STORE_CONF] = STATE_STORES[cfg.spark.state_store]
         extra.update(stateful.session_conf(cfg.query))
-    spark = spark_session(with_task_retries(cfg.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
+    spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra=extra,
-                          kafka_connector=cfg.may_use_connector, phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
-    reader = resolve_reader(spark, cfg.kafka_reader, real_kafka=cfg.real_kafka)
+                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
+    reader = resolve_reader(spark, cfg.spark.kafka_reader, real_kafka=cfg.real_kafka)
     to_topic = spec.mode == TOPIC_MODE
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
@@ -269,7 +271,7 @@ def run(ctx: DriverContext) -> None:
         register(spark)
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
     ctx.await_turn()
-    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.kafka_reader)
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.spark.kafka_reader)
     if to_topic:
         from lab.pipelines.structured.kafka_sink import run_query
 
@@ -349,8 +351,8 @@ def run(ctx: DriverContext) -> None:
                                 cfg.isolation_level)
     output_mode = "append"
     if cfg.query != "passthrough":
-        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.window_s, cfg.watermark_s,
-                                                      gap_ms=int(round(cfg.session_gap_s * 1000)))
+        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.event_time.window_s, cfg.event_time.watermark_s,
+                                                      gap_ms=int(round(cfg.event_time.session_gap_s * 1000)))
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
              .queryName(f"lab_structured_{cfg.sink}")
@@ -392,7 +394,7 @@ class _StateReports:
 
     def __init__(self, ctx: DriverContext, state_progress) -> None:
         self.ctx = ctx
-        self.state_progress = state_progress  # lab.pipelines.stateful.state_progress
+        self.state_progress = state_progress  # lab.pipelines.structured.stateful.state_progress
         self.seen: set[int] = set()
 
     def look(self, progress: dict | None) -> None:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The processor's output, the columns :func:`lab.pipelines.stateful.window_writer` writes.
+#: The processor's output, the columns :func:`lab.pipelines.structured.stateful.window_writer` writes.
 SESSION_SCHEMA = "window_start long, window_end long, key string, count long, delta long"
 #: The processor's state per key: the open session.
 STATE_SCHEMA = "start long, last long, count long"
