@@ -35,6 +35,7 @@ from lab.errors import LabError, choices_error
 from lab.faults.catalogue import FAULTS, ON_PAUSE, on_pause_mode
 from lab.faults.plan import Fault, check_fault, check_plan, parse_fault_plan
 from lab.host.env import env_runs_dir, number, one_of
+from lab.kafka.producer_settings import ProducerSettings
 from lab.queries import COUNT_QUERIES, QUERIES
 from lab.registry import DEFAULT_BATCH_INTERVAL_S, DEFAULT_PIPELINE, PIPELINES, PipelineSpec
 from lab.sinks.spec import SINK_MODES, TOPIC_MODE
@@ -65,7 +66,6 @@ def _default_interval(pipeline: str) -> float:
     return spec.default_interval_s if spec else DEFAULT_BATCH_INTERVAL_S
 
 
-ACKS = ("0", "1", "all")
 ON_OFF = ("on", "off")
 ISOLATIONS = {
     "auto": "read_committed with a transactional producer, else read_uncommitted",
@@ -87,44 +87,6 @@ ELR = {
 
 #: ``host:port`` of a proxy's control port: a host name, an IPv4 address or a bracketed IPv6 one.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
-
-
-@dataclass(frozen=True)
-class ProducerSettings:
-    """Producer settings that change semantics; all passed to kafka-python explicitly.
-
-    kafka-python 3.x turns idempotence off silently when ``acks`` is not ``all``
-    or ``retries`` is 0, so :func:`validate` rejects those combinations instead.
-    """
-
-    acks: str = "all"
-    retries: int = 5
-    idempotence: bool = True
-    request_timeout_ms: int = 3000
-    linger_ms: int = 5
-    max_in_flight: int = 5
-    transactional: bool = False
-    transaction_size: int = 100
-
-    @property
-    def isolation_level(self) -> str:
-        """What readers must use: transactional output is only final once committed."""
-        return "read_committed" if self.transactional else "read_uncommitted"
-
-    def validate(self) -> None:
-        if str(self.acks) not in ACKS:
-            raise choices_error("acks", self.acks, ACKS)
-        if self.retries < 0:
-            raise LabError(f"retries must be >= 0, got {self.retries}")
-        if self.transactional and not self.idempotence:
-            raise LabError("a transactional producer is idempotent: use --idempotence on with --transactional on")
-        if self.transaction_size < 1:
-            raise LabError(f"transaction_size must be >= 1, got {self.transaction_size}")
-        if self.idempotence and (str(self.acks) != "all" or self.retries == 0):
-            raise LabError(
-                f"idempotence needs acks=all and retries > 0 (got acks={self.acks}, retries={self.retries}); "
-                "turn idempotence off or change acks/retries"
-            )
 
 
 @dataclass(frozen=True)

@@ -154,9 +154,6 @@ class PipelineSpec:
     share_group : bool
         Its consumers are one Kafka share group (KIP-932): its positions are the group's start offsets, and its
         audit has delivery counts and events archived after the delivery limit (:mod:`lab.audit.deliveries`).
-    coordination : str or None
-        A service the supervisor starts for the run before its first driver and stops at its end:
-        ``zookeeper`` (:mod:`lab.storm.zookeeper`, whose address the driver reads from ``zookeeper.json``).
     faults : tuple of str
         The fault kinds it accepts, in catalogue order (:func:`lab.faults.catalogue.faults_in_order`).
     points : tuple of str
@@ -199,7 +196,6 @@ class PipelineSpec:
     watermarks: bool = False
     label_on_cluster: bool = True
     queries: tuple[str, ...] | None = None
-    coordination: str | None = None
     share_group: bool = False
     batches_mark_output: bool = True
     faults: tuple[str, ...] = faults_in_order()
@@ -293,7 +289,6 @@ PIPELINES: dict[str, PipelineSpec] = {
         label=_storm_label,
         options=("storm_mode",),
         ready_when_running=True,
-        coordination="zookeeper",
         faults=faults_in_order("bolt-fail"),
         points=points_in_order("mid-output", "after-output-before-commit"),
     ),

@@ -117,6 +117,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 from lab.sinks import changelog as changelog_state
 from lab import events as ev
@@ -243,115 +244,221 @@ def _restore(ctx: DriverContext, changelog: str) -> changelog_state.LocalStore:
     return store
 
 
-def run(ctx: DriverContext) -> None:
-    """Consume, transform and produce in transactions until the supervisor asks to stop (SIGTERM)."""
-    from kafka import OffsetAndMetadata, TopicPartition
-    from kafka.errors import KafkaError, ProducerFencedError
+@dataclass(frozen=True)
+class _Names:
+    """What every attempt of a run names alike: the group, the transactional id, the output topic and the changelog."""
 
+    group: str
+    txn_id: str
+    out: str
+    changelog: str | None  # only with --query key-count
+
+    @classmethod
+    def of(cls, ctx: DriverContext) -> _Names:
+        """The names of ``ctx``'s run."""
+        cfg = ctx.config
+        return cls(f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic),
+                   changelog_state.changelog_topic(cfg.topic) if cfg.query == KEY_COUNT else None)
+
+
+def _create_topics(ctx: DriverContext, names: _Names) -> None:
+    """The output topic and (``key-count``) the compacted changelog, with the input's partition count."""
     cfg = ctx.config
-    # After the delivery timeout every send of the transaction has completed, acknowledged or failed.
-    flush_s = cfg.kafka.delivery_timeout_s + REQUEST_TIMEOUT_MS / 1000
-    group, txn_id, out = f"lab-{ctx.run_id}", transactional_id(ctx.run_id), output_topic(cfg.topic)
-    changelog = changelog_state.changelog_topic(cfg.topic) if cfg.query == KEY_COUNT else None
     # On a cluster the output is replicated and configured as the input is: what the audit reads must
     # not be less durable than what was read.
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
-    if changelog is not None:
-        kafka_tools.create_topic(ctx.bootstrap, changelog, cfg.partitions, replication=cfg.cluster.nodes,
+    kafka_tools.create_topic(ctx.bootstrap, names.out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
+    if names.changelog is not None:
+        kafka_tools.create_topic(ctx.bootstrap, names.changelog, cfg.partitions, replication=cfg.cluster.nodes,
                                  configs={**cfg.topic_configs, **changelog_state.CHANGELOG_CONFIGS})
-    producer = _producer(ctx.bootstrap, txn_id, int(cfg.kafka.delivery_timeout_s * 1000))
+
+
+def run(ctx: DriverContext) -> None:
+    """Consume, transform and produce in transactions until the supervisor asks to stop (SIGTERM).
+
+    Set-up: the topics, the producer's ``init_transactions()`` (fencing the dead driver), the
+    store restored from the changelog (``key-count``), the consumer at the committed offsets.
+    Then one transaction per poll (:meth:`_Transactions.transact`) while no SIGTERM has come; a
+    batch under way when it comes is finished first. Then the clients close.
+
+    Delivery guarantee: exactly once for a ``read_committed`` reader of the output topic (module docstring).
+
+    Raises
+    ------
+    CallTimedOut, KafkaError, SendFailed
+        As :meth:`_Transactions.transact` raises them, or a set-up call past its bound (the
+        supervisor restarts the driver).
+    NotALabEvent
+        A record that is not a lab event (the message names its partition and offset).
+    """
+    names = _Names.of(ctx)
+    _create_topics(ctx, names)
+    producer = _producer(ctx.bootstrap, names.txn_id, int(ctx.config.kafka.delivery_timeout_s * 1000))
     consumer = store = None
     try:
         # Before the consumer asks for the group's offsets: a read_committed consumer's offset fetch
         # (kafka-python sets require_stable) is refused while the dead driver's transaction holds
         # offsets for the group (after-output-before-commit), until that transaction ends.
-        _init(ctx, producer, txn_id)
-        if changelog is not None:
+        _init(ctx, producer, names.txn_id)
+        if names.changelog is not None:
             # After init_transactions(): the dead driver's changelog writes are aborted by then, so the
             # read_committed end offsets hold exactly the batches whose offsets are committed.
-            store = _restore(ctx, changelog)
-        consumer = kafka_tools.consumer(ctx.bootstrap, group_id=group, enable_auto_commit=False,
-                                        max_poll_records=cfg.max_batch_records, isolation_level="read_committed")
-        tps = [TopicPartition(cfg.topic, p) for p in range(cfg.partitions)]
-        consumer.assign(tps)
-
-        def positions() -> dict[int, int]:
-            return _positions(consumer, tps)
-
-        committed = positions()
-        batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(
-            consumer.committed(tp, metadata=True, timeout_ms=MAX_BLOCK_MS), "metadata", None)) for tp in tps)]) + 1
+            store = _restore(ctx, names.changelog)
+        consumer = kafka_tools.consumer(ctx.bootstrap, group_id=names.group, enable_auto_commit=False,
+                                        max_poll_records=ctx.config.max_batch_records, isolation_level="read_committed")
+        batches = _Transactions.resume(ctx, names, producer, consumer, store)
         while not ctx.stopping:
-            records = kafka_tools.poll_records(consumer, cfg.max_batch_records)
-            if not records:
-                ctx.progress(positions(), batch - 1)
-                continue
-            ranges = {}
-            for r in records:
-                start, _ = ranges.get(r.partition, (r.offset, r.offset))
-                ranges[r.partition] = (start, r.offset + 1)
-            # lesson: kafka-eos
-            ctx.batch_start(batch, ranges, len(records), transactional_id=txn_id)
-            sends = Sends()  # this transaction's futures: it commits only if every one succeeded
-            try:
-                producer.begin_transaction()
-                counts = ({} if store is None else
-                          _send_changes(producer, sends, changelog, store, records, batch, ctx.attempt))
-                half = (len(records) + 1) // 2  # at least one record in the log at mid-output
-                for i, r in enumerate(records):
-                    sends.add(producer.send(out, value=transform(r.value, r.partition, r.offset, batch, ctx.attempt),
-                                            key=r.key, partition=r.partition))
-                    if i + 1 == half:
-                        producer.flush(timeout=flush_s)  # KafkaTimeoutError past it
-                        if not cfg.kafka.trust_commit:
-                            sends.check()  # acknowledged: in the log, inside the open transaction
-                        ctx.point("mid-output", batch)
-                # commit_transaction() would flush too; flushing here makes the named point below mean
-                # what it says. Measured without it: a kill there found 50 of 100 records in the log.
-                producer.flush(timeout=flush_s)
-                if not cfg.kafka.trust_commit:
-                    # Every send acknowledged, or no commit: kafka-python commits a transaction one of
-                    # whose sends ran out of its delivery timeout (lab.kafka.transactions).
-                    sends.check()
-                done = positions()
-                offsets = {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in tps}
-                bounded(lambda: producer.send_offsets_to_transaction(offsets, group), TXN_CALL_S,
-                        "send_offsets_to_transaction()")
-                ctx.point("after-output-before-commit", batch)
-                bounded(producer.commit_transaction, TXN_CALL_S, "commit_transaction()")
-            except CallTimedOut as e:
-                # The transaction's state is unknown (the call may still complete): this driver ends, and
-                # its restart's init_transactions() completes or aborts the transaction.
-                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e), attempt=ctx.attempt, action="exit")
-                raise
-            except (KafkaError, SendFailed) as e:
-                if _fenced(e.error if isinstance(e, SendFailed) else e, ProducerFencedError):
-                    # A newer driver owns the id (a restart, or the replacement of this one while it was paused):
-                    # this one must stop writing. Its open transaction was aborted when the newer one started.
-                    ctx.events.write(ev.PRODUCER_FENCED, batch=batch, attempt=ctx.attempt, error=repr(e)[:300])
-                    raise
-                failed = {"failed_sends": e.failed, "sends": e.sent} if isinstance(e, SendFailed) else {}
-                ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e)[:300] if failed else repr(e)[:300],
-                                 attempt=ctx.attempt, action="abort-and-rewind", **failed)
-                _abort(producer)
-                for tp in tps:
-                    consumer.seek(tp, committed[tp.partition])
-                continue
-            # end lesson: kafka-eos
-            if cfg.kafka.trust_commit:
-                _committed_unchecked(ctx, sends, batch)
-            if store is not None:
-                store.put(counts, batch)  # only now: an aborted batch must never reach the store
-            committed = done
-            ctx.batch_done(batch, len(records))
-            ctx.progress(done, batch)
-            batch += 1
+            batches.transact_next_poll()
     finally:
         if consumer is not None:
             consumer.close(autocommit=False)
         if store is not None:
             store.close()
         producer.close(timeout=5)
+
+
+class _Transactions:
+    """One driver attempt's batches: each poll's records, transformed, in one transaction with their offsets.
+
+    Holds what the batches share: the clients, the ``key-count`` store, the next
+    batch's number and the offsets of the last committed batch, which an aborted
+    batch is read again from.
+    """
+
+    def __init__(self, ctx: DriverContext, names: _Names, producer, consumer, store, tps, committed: dict[int, int],
+                 batch: int) -> None:
+        self.ctx, self.cfg, self.names = ctx, ctx.config, names
+        self.producer, self.consumer, self.store, self.tps = producer, consumer, store, tps
+        self.committed, self.batch = committed, batch
+        # After the delivery timeout every send of the transaction has completed, acknowledged or failed.
+        self.flush_s = ctx.config.kafka.delivery_timeout_s + REQUEST_TIMEOUT_MS / 1000
+
+    @classmethod
+    def resume(cls, ctx: DriverContext, names: _Names, producer, consumer, store) -> _Transactions:
+        """Assign every partition of the input, and go on after the last committed batch.
+
+        The consumer's positions are the group's committed offsets (else the earliest);
+        the next batch's number follows the highest of the timeline's and the one
+        the committed offsets carry as metadata (:func:`batch_metadata`).
+        """
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(ctx.config.topic, p) for p in range(ctx.config.partitions)]
+        consumer.assign(tps)
+        committed = _positions(consumer, tps)
+        batch = max([ctx.last_batch(), *(batch_from_metadata(getattr(
+            consumer.committed(tp, metadata=True, timeout_ms=MAX_BLOCK_MS), "metadata", None)) for tp in tps)]) + 1
+        return cls(ctx, names, producer, consumer, store, tps, committed, batch)
+
+    def positions(self) -> dict[int, int]:
+        """The consumer's position on each partition, bounded (:func:`_positions`)."""
+        return _positions(self.consumer, self.tps)
+
+    def transact_next_poll(self) -> None:
+        """Poll once: the records, if any, are the next batch, in one transaction; without records, progress again."""
+        records = kafka_tools.poll_records(self.consumer, self.cfg.max_batch_records)
+        if not records:
+            self.ctx.progress(self.positions(), self.batch - 1)
+            return
+        committed = self.transact(self.batch, records)
+        if committed is not None:  # an aborted batch: the next poll reads it again
+            self._done(len(records), *committed)
+
+    # lesson: kafka-eos
+    def transact(self, batch: int, records) -> tuple[dict[int, int], dict[str, int], Sends] | None:
+        """Batch ``batch`` in one transaction with its offsets: ``(offsets, key counts, sends)`` once committed.
+
+        Delivery guarantee: the output records, the changelog writes and the offsets become
+        visible together, or none of them. A failed send, or a Kafka error the producer
+        recovers from, aborts the transaction (``batch-error``) and rewinds the consumer to
+        the last committed offsets: None, and the next poll reads the batch again.
+
+        Raises
+        ------
+        CallTimedOut
+            A transactional call past :data:`TXN_CALL_S` (``batch-error``, action ``exit``).
+        KafkaError, SendFailed
+            This producer fenced by a newer one with its id (``producer-fenced``), or the abort failed.
+        """
+        from kafka import OffsetAndMetadata
+        from kafka.errors import KafkaError, ProducerFencedError
+
+        ctx, producer, names = self.ctx, self.producer, self.names
+        ctx.batch_start(batch, _ranges(records), len(records), transactional_id=names.txn_id)
+        sends = Sends()  # this transaction's futures: it commits only if every one succeeded
+        try:
+            producer.begin_transaction()
+            counts = ({} if self.store is None else
+                      _send_changes(producer, sends, names.changelog, self.store, records, batch, ctx.attempt))
+            self._send_output(sends, records, batch)
+            # commit_transaction() would flush too; flushing here makes the named point below mean
+            # what it says. Measured without it: a kill there found 50 of 100 records in the log.
+            producer.flush(timeout=self.flush_s)
+            if not self.cfg.kafka.trust_commit:
+                # Every send acknowledged, or no commit: kafka-python commits a transaction one of
+                # whose sends ran out of its delivery timeout (lab.kafka.transactions).
+                sends.check()
+            done = self.positions()
+            offsets = {tp: OffsetAndMetadata(done[tp.partition], batch_metadata(batch), -1) for tp in self.tps}
+            bounded(lambda: producer.send_offsets_to_transaction(offsets, names.group), TXN_CALL_S,
+                    "send_offsets_to_transaction()")
+            ctx.point("after-output-before-commit", batch)
+            bounded(producer.commit_transaction, TXN_CALL_S, "commit_transaction()")
+        except CallTimedOut as e:
+            # The transaction's state is unknown (the call may still complete): this driver ends, and
+            # its restart's init_transactions() completes or aborts the transaction.
+            ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e), attempt=ctx.attempt, action="exit")
+            raise
+        except (KafkaError, SendFailed) as e:
+            if _fenced(e.error if isinstance(e, SendFailed) else e, ProducerFencedError):
+                # A newer driver owns the id (a restart, or the replacement of this one while it was paused):
+                # this one must stop writing. Its open transaction was aborted when the newer one started.
+                ctx.events.write(ev.PRODUCER_FENCED, batch=batch, attempt=ctx.attempt, error=repr(e)[:300])
+                raise
+            failed = {"failed_sends": e.failed, "sends": e.sent} if isinstance(e, SendFailed) else {}
+            ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e)[:300] if failed else repr(e)[:300],
+                             attempt=ctx.attempt, action="abort-and-rewind", **failed)
+            _abort(producer)
+            for tp in self.tps:
+                self.consumer.seek(tp, self.committed[tp.partition])
+            return None
+        return done, counts, sends
+
+    def _send_output(self, sends: Sends, records, batch: int) -> None:
+        """Send each record's transformed copy (:func:`transform`) to its partition of the output topic.
+
+        ``mid-output`` comes once half of them are sent and flushed (and, unless
+        ``--trust-commit``, acknowledged): in the log, inside the open transaction.
+        """
+        half = (len(records) + 1) // 2  # at least one record in the log at mid-output
+        for i, r in enumerate(records):
+            value = transform(r.value, r.partition, r.offset, batch, self.ctx.attempt)
+            sends.add(self.producer.send(self.names.out, value=value, key=r.key, partition=r.partition))
+            if i + 1 == half:
+                self.producer.flush(timeout=self.flush_s)  # KafkaTimeoutError past it
+                if not self.cfg.kafka.trust_commit:
+                    sends.check()  # acknowledged: in the log, inside the open transaction
+                self.ctx.point("mid-output", batch)
+    # end lesson: kafka-eos
+
+    def _done(self, rows: int, done: dict[int, int], counts: dict[str, int], sends: Sends) -> None:
+        """After the commit of the batch: its key counts into the store, ``batch-done`` and progress; the next number."""
+        if self.cfg.kafka.trust_commit:
+            _committed_unchecked(self.ctx, sends, self.batch)
+        if self.store is not None:
+            self.store.put(counts, self.batch)  # only now: an aborted batch must never reach the store
+        self.committed = done
+        self.ctx.batch_done(self.batch, rows)
+        self.ctx.progress(done, self.batch)
+        self.batch += 1
+
+
+def _ranges(records) -> dict[int, tuple[int, int]]:
+    """Each partition's offsets in a poll's records, as ``(first, last + 1)``."""
+    ranges = {}
+    for r in records:
+        start, _ = ranges.get(r.partition, (r.offset, r.offset))
+        ranges[r.partition] = (start, r.offset + 1)
+    return ranges
 
 
 def _positions(consumer, tps) -> dict[int, int]:

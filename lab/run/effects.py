@@ -15,15 +15,15 @@ from lab.faults.plan import Fault
 
 
 def driver_crash(inj, fault: Fault, info: dict) -> None:
-    info["pid"] = inj.kill_driver()
+    info["pid"] = inj.controls.kill_driver()
 
 
 def driver_pause(inj, fault: Fault, info: dict) -> None:
-    info.update(duration_s=fault.duration_s, **inj.pause_driver(fault.duration_s))
+    info.update(duration_s=fault.duration_s, **inj.controls.pause_driver(fault.duration_s))
 
 
 def executor_crash(inj, fault: Fault, info: dict) -> None:
-    info["pid"] = inj.kill_executor()
+    info["pid"] = inj.controls.kill_executor()
     if info["pid"] is None:
         info["reason"] = "no executor JVM found under the driver or the lab's cluster workers"
 
@@ -33,13 +33,13 @@ def broker_crash(inj, fault: Fault, info: dict) -> None:
     if inj.broker_restart_at is not None:
         info["reason"] = "the broker was already down (an earlier broker-crash had not restarted it yet)"
     else:
-        info["pid"] = inj.kill_broker()
+        info["pid"] = inj.controls.kill_broker()
         inj.restart_broker_in(fault.duration_s)
 
 
 def leader_crash(inj, fault: Fault, info: dict) -> None:
     info.update(duration_s=fault.duration_s)
-    hit = inj.kill_leader()
+    hit = inj.controls.kill_leader()
     if hit is None:
         info.update(pid=None, reason="no broker leads partition 0 now (it is being elected, or is down)")
     else:
@@ -49,11 +49,11 @@ def leader_crash(inj, fault: Fault, info: dict) -> None:
 
 def leader_unreachable(inj, fault: Fault, info: dict) -> None:
     info.update(duration_s=fault.duration_s)
-    info.update(inj.cut_output_leader(fault.duration_s))
+    info.update(inj.controls.cut_output_leader(fault.duration_s))
 
 
 def txn_abort(inj, fault: Fault, info: dict) -> None:
-    info.update(count=fault.count or 1, producer=inj.abort_transactions(fault.count or 1))
+    info.update(count=fault.count or 1, producer=inj.controls.abort_transactions(fault.count or 1))
 
 
 def proxy_fault(inj, fault: Fault, info: dict) -> None:
@@ -82,16 +82,16 @@ EFFECTS = {
 
 
 def _proxy_message(inj, fault: Fault) -> dict:
-    if not inj.client_controls:
+    if not inj.controls.client_controls:
         raise LabError(f"fault {fault.kind!r} needs the lab's proxy: unset LAB_KAFKA_BOOTSTRAP for the embedded "
                        "broker's, or set LAB_KAFKA_PROXY to the control address of a proxy in front of it")
-    ports = inj.client_controls
+    ports = inj.controls.client_controls
     if fault.kind == "broker-outage":
         message = {"cmd": "cut", "seconds": fault.duration_s}
     elif fault.kind == "follower-lag":
-        message, ports = {"cmd": "hold", "seconds": fault.duration_s}, inj.replication_controls
+        message, ports = {"cmd": "hold", "seconds": fault.duration_s}, inj.controls.replication_controls
     else:
         message = {"cmd": "ack_loss", "seconds": fault.duration_s, "count": fault.count}
-    replies = [proxy.control(port, message, host=inj.control_host) for port in ports]
+    replies = [proxy.control(port, message, host=inj.controls.control_host) for port in ports]
     # One proxy's reply, as before; a cluster's others say the same (their counters differ).
     return {**replies[0], "proxies": len(replies)} if len(replies) > 1 else replies[0]

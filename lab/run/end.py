@@ -68,6 +68,7 @@ class EndWatch:
         self._last_batch_at = 0.0  # monotonic time of the last batch event or driver ready
         self._open: set[tuple] = set()  # (attempt, batch) submitted or started, not done
         self._started: set = set()  # attempts that started a batch
+        self.idle_s: float | None = None  # seconds without a batch when the run ended for want of one
 
     def on_event(self, event: dict) -> None:
         """Follow the run's batches (any event may be passed; only batch events and driver-ready count)."""
@@ -82,6 +83,20 @@ class EndWatch:
             self._open.add(key)
         if kind == ev.BATCH_START:
             self._started.add(event.get("attempt"))
+
+    def ended(self, progress: dict, write, elapsed_s: float, **where) -> str | None:
+        """Why the run ends now, having written the event that says so: ``drained``, ``no-more-batches``
+        (:attr:`idle_s` then holds the seconds without a batch), or ``None`` while it goes on. ``where``: what
+        :meth:`drained` and :meth:`batchless_s` read."""
+        if self.drained(progress, **where):
+            write(ev.DRAINED, elapsed_s=round(elapsed_s, 3))
+            return ev.DRAINED
+        self.idle_s = self.batchless_s(progress, **where)
+        if self.idle_s is not None:
+            write(ev.NO_MORE_BATCHES, elapsed_s=round(elapsed_s, 3), idle_s=round(self.idle_s, 3),
+                  waiting=[f.to_text() for f in where["faults"].pending])
+            return ev.NO_MORE_BATCHES
+        return None
 
     def drained(self, progress: dict, *, driver, faults, producer_done: bool, restart_pending: bool,
                 bootstrap: str, on_cluster: bool) -> bool:

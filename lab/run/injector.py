@@ -7,9 +7,10 @@ Protocol
 --------
 The supervisor owns the processes; the injector owns the plan. The supervisor
 feeds it every timeline event (:meth:`FaultInjector.on_event`) and the clock
-(:meth:`FaultInjector.tick`), and gives it callbacks for what only the
-supervisor may do: kill the driver's process group and say whether a driver is
-up. A fault fires on its trigger:
+(:meth:`FaultInjector.tick`), and gives it one controls object
+(:class:`lab.run.controls.RunControls`) for what only the supervisor may do:
+kill or pause the driver's process group, say whether a driver is up, kill and
+restart brokers, abort the producer's transactions. A fault fires on its trigger:
 
 ``at=Ns``          :meth:`tick` once ``N`` seconds of the run have passed;
 ``batch=N``        a ``batch-start`` event of batch ``N`` (faults without a point);
@@ -22,7 +23,7 @@ Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults.catalogue`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
 executor JVM found in process trees the lab started, the broker's JVM, which
 the supervisor restarts on its data after ``for=Ns``), ``proxy`` faults go to
-the proxy's control port (``control_host:control_port``: the embedded broker's
+the proxies' control ports (the controls' ``control_host``: the embedded broker's
 proxy on 127.0.0.1, or the one ``LAB_KAFKA_PROXY`` names), ``producer`` faults
 to the ledgered producer, ``timeline`` faults are the ``fault`` event itself
 (the driver watches for it), ``driver`` faults are done by the pipeline, which
@@ -71,70 +72,20 @@ class FaultInjector:
         The producer starts with the run, except for a pipeline ready when its job runs (the registry's
         ``ready_when_running``: flink, storm, samza), whose job takes seconds to start: a crash ``at=5s`` lands 5 s
         into the stream for every pipeline. Default: ``elapsed``.
-    kill_driver : callable
-        SIGKILLs the driver's process group and schedules its restart; returns the PID killed.
-    driver_up : callable
-        True when a driver process runs and it is not being restarted.
-    kill_executor : callable
-        SIGKILLs one executor JVM; returns its PID, or ``None`` when there is none.
-    control_port : int or None
-        The proxy's control port (``None``: no proxy, e.g. ``LAB_KAFKA_BOOTSTRAP`` without ``LAB_KAFKA_PROXY``).
-    control_host : str
-        The host of that control port: 127.0.0.1 for the embedded broker's proxy.
-    kill_broker : callable, optional
-        ``kill_broker()`` SIGKILLs the broker's JVM; returns the PID killed. The injector restarts it
-        ``for=Ns`` later (:meth:`tick`).
-    restart_broker : callable, optional
-        Starts the killed broker's JVM again on its data (called ``for=Ns`` after a broker-crash).
-    abort_transactions : callable, optional
-        ``abort_transactions(count)``: the producer aborts its next ``count`` transactions.
-    client_controls, replication_controls : tuple of int
-        A cluster's proxies (:mod:`lab.broker.cluster`): client faults go to every
-        client proxy, ``follower-lag`` to every replication proxy.
-    pause_driver : callable, optional
-        ``pause_driver(duration_s)`` SIGSTOPs the driver's process group; the supervisor continues it (or sets it
-        aside for a replacement) and returns what the fault's event records (``pid``, ``on_pause``).
-    kill_leader : callable, optional
-        ``kill_leader()`` SIGKILLs the broker leading the run topic's partition 0;
-        returns ``{"node", "pid", "leads"}``, or ``None`` when no leader is known.
-    cut_output_leader : callable, optional
-        ``cut_output_leader(seconds)`` cuts the client proxy of a broker leading an output partition, not the
-        transaction coordinator (:func:`lab.broker.cluster.cut_output_leader`).
-    restart_node : callable, optional
-        ``restart_node(node)`` starts that broker again on its data (``for=Ns`` after a leader-crash).
+    controls : lab.run.controls.RunControls
+        What only the supervisor may do, and the proxies' control ports: the injector's hands on the run
+        (:mod:`lab.run.controls`; a test gives a stand-in with the same methods).
     """
 
-    def __init__(self, config, events, *, elapsed: Callable[[], float],
-                 stream_elapsed: Callable[[], float | None] | None = None, kill_driver: Callable[[], int | None],
-                 driver_up: Callable[[], bool], kill_executor: Callable[[], int | None],
-                 control_port: int | None, kill_broker: Callable[[], int | None] | None = None,
-                 restart_broker: Callable[[], None] | None = None,
-                 abort_transactions: Callable[[int], dict] | None = None,
-                 control_host: str = "127.0.0.1", client_controls: tuple = (), replication_controls: tuple = (),
-                 kill_leader: Callable[[], dict | None] | None = None,
-                 pause_driver: Callable[[float], dict] | None = None,
-                 restart_node: Callable[[int], None] | None = None,
-                 cut_output_leader: Callable[[float], dict] | None = None) -> None:
+    def __init__(self, config, events, controls, *, elapsed: Callable[[], float],
+                 stream_elapsed: Callable[[], float | None] | None = None) -> None:
         self.config = config
         self.events = events
+        self.controls = controls
         self.elapsed = elapsed
         self.stream_elapsed = stream_elapsed or elapsed
-        self.kill_driver = kill_driver
-        self.driver_up = driver_up
-        self.kill_executor = kill_executor
-        self.control_port = control_port
-        self.control_host = control_host
         self._healed = False
-        self.kill_broker = kill_broker
-        self.restart_broker = restart_broker
         self.broker_restart_at: float | None = None  # time.monotonic() when a crashed broker restarts
-        self.abort_transactions = abort_transactions
-        self.client_controls = tuple(client_controls) or ((control_port,) if control_port is not None else ())
-        self.replication_controls = tuple(replication_controls)
-        self.kill_leader = kill_leader
-        self.pause_driver = pause_driver
-        self.restart_node = restart_node
-        self.cut_output_leader = cut_output_leader
         self.node_restarts: dict[int, float] = {}  # node -> time.monotonic() when its killed JVM restarts
         self.pending: list[Fault] = list(config.fault_plan)
         self.deferred: list[tuple[Fault, str, dict]] = []
@@ -152,11 +103,11 @@ class FaultInjector:
         """Fire the time-triggered faults that are due; restart a crashed broker when its time has come."""
         if self.broker_restart_at is not None and time.monotonic() >= self.broker_restart_at:
             self.broker_restart_at = None
-            self.restart_broker()
+            self.controls.restart_broker()
         for node, at in sorted(self.node_restarts.items()):
             if time.monotonic() >= at:
                 del self.node_restarts[node]
-                self.restart_node(node)
+                self.controls.restart_node(node)
         now = self.stream_elapsed()
         for fault in [f for f in self.pending if f.at_s is not None and now is not None and now >= f.at_s]:
             self.pending.remove(fault)
@@ -217,7 +168,7 @@ class FaultInjector:
                 "batch": context.get("batch", fault.batch), "point": fault.point}
         if "isr" in context:  # the ISR that fired an isr=N trigger, and N (what a replay plans again)
             info.update(isr=context["isr"], isr_at_most=fault.isr)
-        if fault.kind in ("driver-crash", "driver-pause", "executor-crash") and not self.driver_up():
+        if fault.kind in ("driver-crash", "driver-pause", "executor-crash") and not self.controls.driver_up():
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
                                      reason="no driver is up (it is being restarted); applied when the next one is ready")
@@ -240,6 +191,21 @@ class FaultInjector:
         """Have :meth:`tick` restart cluster broker ``node`` ``seconds`` from now."""
         self.node_restarts[node] = time.monotonic() + seconds
 
+    def not_applied(self, why: str | None) -> None:
+        """At the run's end: a ``fault-not-applied`` event for every fault left deferred, awaiting or pending
+        (``why``: the end's reason, added to each, e.g. that no batch started for a while)."""
+        why = why or ""
+        for fault, source, _ in self.deferred:
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by=source,
+                              reason="no driver became ready again before the run ended")
+        for fault in self.awaiting:  # fired, but the pipeline found nothing to act on (no consumer got records)
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
+                              reason=f"the pipeline never carried it out ({FAULTS[fault.kind].confirmed_by} never "
+                                     f"came) before the run ended{why}")
+        for fault in self.pending:  # e.g. a batch the pipeline never reached: the run is not drained
+            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
+                              reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
+
     def heal_proxy(self) -> dict | None:
         """End any proxy fault still in effect, if this run fired one; at most once per run.
 
@@ -253,13 +219,13 @@ class FaultInjector:
             (a proxy that is gone holds no fault; one that stays unreachable fails the
             next run's start, :func:`lab.broker.external.check_proxy`).
         """
-        if self._healed or not self.client_controls or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
+        if self._healed or not self.controls.client_controls or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
             return None
         self._healed = True
         replies = []
-        for port in (*self.client_controls, *self.replication_controls):
+        for port in (*self.controls.client_controls, *self.controls.replication_controls):
             try:
-                replies.append(proxy.control(port, {"cmd": "heal"}, timeout_s=2.0, host=self.control_host))
+                replies.append(proxy.control(port, {"cmd": "heal"}, timeout_s=2.0, host=self.controls.control_host))
             except (OSError, ValueError):
                 pass
         return replies[0] if replies else None

@@ -23,6 +23,7 @@ the kill count as unseen, never lost.
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import threading
 from concurrent.futures import Future
@@ -253,6 +254,27 @@ def versions() -> dict:
         except PackageNotFoundError:
             out[pkg] = None
     return out
+
+
+def audited_result(run_dir: Path, config, broker, positions: dict[int, int], topic_read: Future | None, *,
+                   killed: bool, elapsed, times: dict, faults_fired: list, restarts: int, drained: bool, batches: int,
+                   broker_features: dict | None) -> RunResult:
+    """The run's end, once its last driver has stopped: the final audit, the result and ``report.json``.
+
+    ``positions`` are the last driver's; ``killed``: it was killed after its grace, so the batches it had
+    started count as in flight (:func:`in_flight_positions`). ``elapsed`` gives the run's seconds so far
+    (``total_s`` is taken after the audit); ``times`` are the run's other timings.
+    """
+    timeline = read_events(run_dir)  # complete now: read once for the positions and the report
+    if killed:
+        positions = in_flight_positions(positions, timeline)
+    audit, source = final_audit(run_dir, config, broker, positions, topic_read)
+    times["total_s"] = elapsed()
+    result = RunResult(config=config, run_dir=run_dir, audit=audit, timings={k: round(v, 3) for k, v in times.items()},
+                       faults_fired=faults_fired, restarts=restarts, drained=drained, batches=batches)
+    result.report = {**build_report(result, timeline), **source, "broker_features": broker_features}
+    (run_dir / "report.json").write_text(json.dumps(result.report, indent=2))
+    return result
 
 
 def build_report(result: RunResult, events: list[dict]) -> dict:

@@ -19,7 +19,6 @@ on its own (not from a planned fault) stops the run with its log's last line.
 from __future__ import annotations
 
 import json
-import signal
 import threading
 import time
 from concurrent import futures
@@ -27,14 +26,12 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from lab.broker import embedded as broker_mod
-from lab.broker import cluster as kafka_cluster
-from lab.broker import shared as shared_broker
+from lab.broker import embedded as broker_mod, shared as shared_broker
 from lab import events as ev
 from lab.run import injector
+from lab.run.controls import RunControls
 from lab.run.pause import DriverPause
-from lab.faults.catalogue import FAULTS, on_pause_mode
-from lab.kafka.tools import ELR_FEATURE
+from lab.faults.catalogue import on_pause_mode
 from lab.kafka import tools as kafka_tools
 from lab.host import processes
 from lab.audit.auditor import Audit
@@ -48,11 +45,9 @@ from lab.run.producer import LedgeredProducer
 from lab.kafka.replication import ReplicationWatch
 from lab.run.run_dir import new_run_dir
 from lab.run.end import EndWatch
-from lab.run.result import (RunResult, RunStatus, audit_of_run, build_report, final_audit, in_flight_positions,
-                            start_audit_imports, start_topic_read)
+from lab.run.result import RunResult, RunStatus, audit_of_run, audited_result, start_audit_imports, start_topic_read
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
-from lab.sinks.topic import output_topic
 from lab.host.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
@@ -116,12 +111,11 @@ class Run:
         self._unplanned_exits = 0
         self._batches_done = 0
         self._end: EndWatch | None = None  # when the run may end (lab.run.end)
-        self._idle_end_s = None  # set when the run ended for want of a batch (no-more-batches)
         self._restart_at: float | None = None
         self._pause: DriverPause | None = None  # a driver-pause's stop, replacement and zombie (lab.run.pause)
         self._own_progress: dict = {"batch": -1, "positions": {}}  # the last progress.json of a driver not set aside
         self._broker_features: dict | None = None  # as the run's start found (or set) them: the report states them
-        self._restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
+        self.restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
         self._ready_attempt = 0
         self._next_group_scan = 0.0
@@ -148,71 +142,73 @@ class Run:
             Within seconds, before any process starts, for an unwritable runs
             directory or an unreachable Spark master or Kafka.
         """
-        cfg = self.config
-        spec, engine = cfg.spec, ENGINES[cfg.spec.engine]
-        engine.check_reachable(cfg)
+        ENGINES[self.config.spec.engine].check_reachable(self.config)
         try:
-            self.run_dir = new_run_dir(cfg)
-            # One topic per run: runs that share a broker (`lab broker start`, a notebook's
-            # broker, LAB_KAFKA_BOOTSTRAP) must never read each other's events.
-            cfg = self.config = replace(cfg, topic=f"{cfg.topic}.{self.run_dir.name}")
-            self._end = EndWatch(cfg, self.run_dir)
-            self.events = EventLog(self.run_dir, "supervisor")
-            (self.run_dir / "config.json").write_text(cfg.to_json())
-            self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
-            self._pause = DriverPause(self._driver, self.events, on_pause_mode(cfg, spec), self._start_replacement)
-            sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
-            open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
-            Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
-            engine.prepare(cfg, spec, self.events.write)  # drivers never download or build
-            # The first driver starts its JVM, session and workers while the broker starts, and has its turn
-            # once the topic and the producer are there (lab.run.driver_process).
-            self._keep_standby(needed=True, first=True)
-            if hold is not None:
-                self.events.write(ev.RUN_HELD, waited_s=hold())
-            self.broker = self._stack.enter_context(
-                shared_broker.broker_for_run(cfg.cluster.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=cfg.cluster.broker,
-                                          kafka_proxy=cfg.cluster.kafka_proxy, nodes=cfg.cluster.nodes))
-            (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
-            elr = {"on": 1, "off": 0}.get(cfg.cluster.elr)
-            # A Kafka of one's own is already up: it answers within seconds or not at all (one line, not a hang).
-            self._broker_features = kafka_tools.create_topic(
-                self.broker.bootstrap, cfg.topic, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs,
-                features=None if elr is None else {ELR_FEATURE: elr},
-                timeout_s=EXTERNAL_KAFKA_ANSWER_S if self.broker.external else 15.0)
-            # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
-            self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=cfg.cluster.elr)
-            # Before the first driver, stopped at the run's end (Storm's ZooKeeper: its state outlives crashes).
-            self._stack.enter_context(engine.services(cfg, self.run_dir, self.events.write))
-            self.faults = injector.FaultInjector(
-                cfg, self.events, elapsed=self.elapsed, stream_elapsed=self.stream_elapsed, kill_driver=self._crash_driver, driver_up=self._driver_up,
-                kill_executor=self._kill_executor, control_port=self.broker.control_port,
-                control_host=self.broker.control_host,
-                kill_broker=self._kill_broker, restart_broker=self._restart_broker,
-                abort_transactions=lambda count: self.producer.abort_next(count),
-                client_controls=self.broker.control_ports,
-                replication_controls=tuple(n.replication_control_port for n in self.broker.nodes),
-                kill_leader=lambda: kafka_cluster.kill_leader(self.broker, cfg.topic), restart_node=self._restart_node,
-                # Only the pipeline's producer is cut off (its client id is its transactional id).
-                cut_output_leader=lambda seconds: kafka_cluster.cut_output_leader(
-                    self.broker, output_topic(cfg.topic), seconds, client_prefix=spec.output_client(self.run_dir.name)),
-                pause_driver=lambda duration_s: self._pause.pause(duration_s))
-            if self.broker.nodes:
-                self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
-            self._t0 = time.monotonic()
-            self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
-            self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
-                                             EventLog(self.run_dir, "producer"))
-            if not spec.ready_when_running:  # else at the first driver-ready (registry)
-                self._start_producer()
-            if not cfg.backlog:  # else at producer-done: its JVM, session and workers are up meanwhile (standby)
-                self._start_driver()
-            self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
-            self._thread.start()
+            self._set_up(hold)
+            self._start_broker()
+            self._start_stream()
         except BaseException:
             self._cleanup()
             raise
         return self
+
+    def _set_up(self, hold) -> None:
+        """The run directory, its sink, ledger and timeline; the engine's preparation; the first driver, ahead."""
+        cfg = self.config
+        self.run_dir = new_run_dir(cfg)
+        # One topic per run: runs that share a broker (`lab broker start`, a notebook's
+        # broker, LAB_KAFKA_BOOTSTRAP) must never read each other's events.
+        cfg = self.config = replace(cfg, topic=f"{cfg.topic}.{self.run_dir.name}")
+        self._end = EndWatch(cfg, self.run_dir)
+        self.events = EventLog(self.run_dir, "supervisor")
+        (self.run_dir / "config.json").write_text(cfg.to_json())
+        self._driver = DriverProcess(self.run_dir, on_child_group=self._record_group)
+        self._pause = DriverPause(self._driver, self.events, on_pause_mode(cfg, cfg.spec), self._start_replacement)
+        sink_spec_for_run(cfg.sink, self.run_dir, cfg.sink_url).save(self.run_dir)
+        open_sink(self.run_dir).close()  # create tables now: a bad LAB_SINK_URL fails here
+        Ledger(self.run_dir / LEDGER_FILE).close()  # readers (live audits) may look before the first send
+        ENGINES[cfg.spec.engine].prepare(cfg, cfg.spec, self.events.write)  # drivers never download or build
+        # The first driver starts its JVM, session and workers while the broker starts, and has its turn
+        # once the topic and the producer are there (lab.run.driver_process).
+        self._keep_standby(needed=True, first=True)
+        if hold is not None:
+            self.events.write(ev.RUN_HELD, waited_s=hold())
+
+    def _start_broker(self) -> None:
+        """The broker (or the one the run shares), the run's topic, and the engine's services (Storm's ZooKeeper)."""
+        cfg, c = self.config, self.config.cluster
+        self.broker = self._stack.enter_context(shared_broker.broker_for_run(
+            c.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=c.broker, kafka_proxy=c.kafka_proxy,
+            nodes=c.nodes))
+        (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
+        elr = {"on": 1, "off": 0}.get(c.elr)
+        # A Kafka of one's own is already up: it answers within seconds or not at all (one line, not a hang).
+        self._broker_features = kafka_tools.create_topic(
+            self.broker.bootstrap, cfg.topic, cfg.partitions, replication=c.nodes, configs=cfg.topic_configs,
+            features=None if elr is None else {kafka_tools.ELR_FEATURE: elr},
+            timeout_s=EXTERNAL_KAFKA_ANSWER_S if self.broker.external else 15.0)
+        # What the run's broker decides with: eligible leader replicas, the transaction protocol, share groups.
+        self.events.write(ev.BROKER_FEATURES, finalized=self._broker_features, elr_set=c.elr)
+        # Before the first driver, stopped at the run's end (Storm's ZooKeeper: its state outlives crashes).
+        self._stack.enter_context(ENGINES[cfg.spec.engine].services(cfg, self.run_dir, self.events.write))
+
+    def _start_stream(self) -> None:
+        """The fault injector, the producer, the driver (unless it waits for them) and the monitor."""
+        cfg = self.config
+        self.faults = injector.FaultInjector(cfg, self.events, RunControls(self), elapsed=self.elapsed,
+                                             stream_elapsed=self.stream_elapsed)
+        if self.broker.nodes:
+            self._watch = ReplicationWatch(self.broker.bootstrap, cfg.topic, self.events.write).start()
+        self._t0 = time.monotonic()
+        self.events.write(ev.RUN_START, pipeline=cfg.pipeline, faults=cfg.faults, bootstrap=self.broker.bootstrap)
+        self.producer = LedgeredProducer(cfg, self.broker.bootstrap, self.run_dir / LEDGER_FILE,
+                                         EventLog(self.run_dir, "producer"))
+        if not cfg.spec.ready_when_running:  # else at the first driver-ready (registry)
+            self._start_producer()
+        if not cfg.backlog:  # else at producer-done: its JVM, session and workers are up meanwhile (standby)
+            self._start_driver()
+        self._thread = threading.Thread(target=self._monitor, name="lab-supervisor", daemon=True)
+        self._thread.start()
 
     def inject(self, kind: str, *, source: str = "ui", **options) -> dict:
         """Inject a fault now (a widget press).
@@ -338,12 +334,20 @@ class Run:
             pid = self._driver.start_standby()
             self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 
-    def _driver_up(self) -> bool:
+    def driver_up(self) -> bool:
         """A driver runs, is not being restarted, and has said it is ready."""
         return (self._driver.alive() and self._restart_at is None
                 and self._ready_attempt == self._driver.attempt)
 
-    def _crash_driver(self) -> int | None:
+    def driver_pid(self) -> int | None:
+        """The current driver's PID while it runs."""
+        return self._driver.pid if self._driver.alive() else None
+
+    def pause_driver(self, duration_s: float) -> dict:
+        """The driver-pause fault (:mod:`lab.run.pause`): what its event records."""
+        return self._pause.pause(duration_s)
+
+    def crash_driver(self) -> int | None:
         """The driver-crash fault: SIGKILL the driver's group (and its Spark Python daemons); restart later."""
         pid = self._driver.kill()
         self._restart_at = time.monotonic() + self.config.restart_delay_s
@@ -372,38 +376,6 @@ class Run:
             return None
         self.events.write(ev.FINAL_STOP, **stopped, grace_s=STOP_GRACE_S)
         return stopped["how"]
-
-    def _kill_executor(self) -> int | None:
-        pid = self._driver.pid if self._driver.alive() else None
-        targets = [e for e in read_events(self.run_dir) if e["type"] == ev.EXECUTOR_TARGET]
-        return ENGINES[self.config.spec.engine].kill_executor(pid, self.config, targets, self.run_dir)
-
-    def _kill_broker(self) -> int | None:
-        """The broker-crash fault: SIGKILL the broker JVM's process group (the injector schedules the restart)."""
-        pid = self.broker.broker_pid
-        processes.kill_group(pid, signal.SIGKILL, 5)
-        return pid
-
-    def _restart_broker(self) -> None:
-        """Start the killed broker JVM again on its data, behind the same proxy; record where it is."""
-        began = time.monotonic()
-        self._record_broker(broker_mod.restart_embedded_broker(self.broker))
-        self.events.write(ev.BROKER_RESTART, pid=self.broker.broker_pid, took_s=round(time.monotonic() - began, 3))
-
-    def _restart_node(self, node: int) -> None:
-        """Start a cluster's killed broker again on its data, behind its proxies; record where it is."""
-        began = time.monotonic()
-        self._record_broker(broker_mod.restart_cluster_node(self.broker, node))
-        self.events.write(ev.NODE_RESTART, node=node, pid=self.broker.node(node).broker_pid,
-                          took_s=round(time.monotonic() - began, 3))
-
-    def _record_broker(self, info: broker_mod.BrokerInfo) -> None:
-        self.broker = info
-        if info.detached:  # `lab broker start`'s broker: `lab broker stop` must find the new JVM
-            shared_broker.save_state(self.config.runs_dir, info)
-        else:
-            self._restarted_broker = info
-        (self.run_dir / "broker.json").write_text(json.dumps(info.to_dict(), indent=2))
 
     # -- the monitor thread --------------------------------------------------
     def _monitor(self) -> None:
@@ -464,15 +436,9 @@ class Run:
                 where = dict(driver=self._driver, faults=self.faults, restart_pending=pending,
                              producer_done=bool(self.producer and self.producer.stats.done),
                              bootstrap=self.broker.bootstrap, on_cluster=bool(self.broker.nodes))
-                if self._end.drained(progress, **where):
-                    self._drained = True
-                    self.events.write(ev.DRAINED, elapsed_s=round(self.elapsed(), 3))
-                    return
-                idle = self._end.batchless_s(progress, **where)
-                if idle is not None:
-                    self._idle_end_s = idle
-                    self.events.write(ev.NO_MORE_BATCHES, elapsed_s=round(self.elapsed(), 3), idle_s=round(idle, 3),
-                                      waiting=[f.to_text() for f in self.faults.pending])
+                ended = self._end.ended(progress, self.events.write, self.elapsed(), **where)
+                if ended:
+                    self._drained = ended == ev.DRAINED
                     return
             if now - last_progress >= cfg.deadline_s:
                 self.events.write(ev.DEADLINE, elapsed_s=round(self.elapsed(), 3),
@@ -527,18 +493,8 @@ class Run:
 
     def _finish(self) -> None:
         self._times["until_drained_s"] = self.elapsed()
-        for fault, source, _ in self.faults.deferred:
-            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by=source,
-                              reason="no driver became ready again before the run ended")
-        why = ("" if self._idle_end_s is None else
-               f": every event had passed and no batch started for {self._idle_end_s:.0f} s")
-        for fault in self.faults.awaiting:  # fired, but the pipeline found nothing to act on (no consumer got records)
-            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
-                              reason=f"the pipeline never carried it out ({FAULTS[fault.kind].confirmed_by} never "
-                                     f"came) before the run ended{why}")
-        for fault in self.faults.pending:  # e.g. a batch the pipeline never reached: the run is not drained
-            self.events.write(ev.FAULT_NOT_APPLIED, index=fault.index, kind=fault.kind, by="plan",
-                              reason=f"its trigger ({fault.to_text()}) never came before the run ended{why}")
+        idle = self._end.idle_s  # set when the run ended for want of a batch (no-more-batches)
+        self.faults.not_applied(idle and f": every event had passed and no batch started for {idle:.0f} s")
         imports = start_audit_imports()  # while the drivers stop
         # Drained: the producer is done and no fault is left, so the topic is final; read it while the drivers stop.
         # Not on a cluster: a follower held in the ISR can keep acknowledged records above the high watermark
@@ -551,19 +507,11 @@ class Run:
         how = self._stop_driver_gracefully()
         imports.join()
         self.events.write(ev.RUN_END, elapsed_s=round(self.elapsed(), 3), drained=self._drained)
-        timeline = read_events(self.run_dir)  # complete now: read once for the positions and the report
-        positions = self._progress()["positions"]
-        if how == "killed-after-timeout":
-            positions = in_flight_positions(positions, timeline)
-        audit, source = final_audit(self.run_dir, self.config, self.broker, positions, self._topic_read)
-        self._times["total_s"] = self.elapsed()
-        self.result = RunResult(
-            config=self.config, run_dir=self.run_dir, audit=audit,
-            timings={k: round(v, 3) for k, v in self._times.items()}, faults_fired=list(self.faults.fired),
-            restarts=self._restarts, drained=self._drained, batches=self._batches_done,
-        )
-        self.result.report = {**build_report(self.result, timeline), **source, "broker_features": self._broker_features}
-        (self.run_dir / "report.json").write_text(json.dumps(self.result.report, indent=2))
+        self.result = audited_result(
+            self.run_dir, self.config, self.broker, self._progress()["positions"], self._topic_read,
+            killed=how == "killed-after-timeout", elapsed=self.elapsed, times=self._times,
+            faults_fired=list(self.faults.fired), restarts=self._restarts, drained=self._drained,
+            batches=self._batches_done, broker_features=self._broker_features)
 
     def _cleanup(self) -> None:
         """End everything this run started; safe to call more than once, from any thread."""
@@ -577,8 +525,8 @@ class Run:
         if self._topic_read is not None:
             # Done, unless _finish gave up before its audit: the read may end before its broker stops.
             futures.wait([self._topic_read], timeout=TOPIC_READ_WAIT_S)
-        if self._restarted_broker is not None:
-            broker_mod.stop_embedded(self._restarted_broker, discard_data=True)  # the run's own, as broker_for_run's
+        if self.restarted_broker is not None:
+            broker_mod.stop_embedded(self.restarted_broker, discard_data=True)  # the run's own, as broker_for_run's
         if self.faults is not None:
             # A proxy this run does not stop (LAB_KAFKA_PROXY's, `lab broker start`'s) would carry
             # a cut or an unused ack-loss count into the next run.

@@ -1,7 +1,7 @@
 """A ZooKeeper for one run, on 127.0.0.1: Storm's cluster state and Trident's transaction state.
 
-Started by the supervisor before the storm pipeline's first driver (the registry's
-``coordination``) and stopped when the run ends, so it outlives every driver crash:
+Started by the supervisor before the storm pipeline's first driver (the storm engine's
+``services``, :mod:`lab.engines.storm`) and stopped when the run ends, so it outlives every driver crash:
 a restarted Trident topology finds there the transaction ids and the offsets of
 each batch that the killed one stored, and replays an unfinished batch exactly as
 it was. Storm's LocalCluster would start a ZooKeeper of its own inside the

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from lab.config import GROUP_OF, ProducerSettings, RunConfig
+from lab.config import GROUP_OF, RunConfig
+from lab.kafka.producer_settings import ProducerSettings
 from lab.engines.kafka import COMMIT_MODES
 from lab.engines.spark import OFFSET_STORES, RECEIVER_ACKS
 from lab.queries import QUERIES

@@ -4,6 +4,8 @@ No broker and no JVM: the bootstrap is a plain listening socket (``check_reachab
 connects) and the proxy is ``python -m lab.broker.proxy`` in front of test_proxy's fake broker.
 """
 
+from types import SimpleNamespace
+
 import socket
 
 import pytest
@@ -74,8 +76,9 @@ def test_proxy_faults_reach_the_named_proxy_and_are_healed_at_the_end(stack, mon
     host, port = external_broker.check_proxy(control)
     cfg = make_config(faults="ack-loss@at=1s:count=7")
     timeline, driver = Timeline(), Driver()
-    inj = FaultInjector(cfg, timeline, elapsed=lambda: driver.now, kill_driver=driver.kill, driver_up=lambda: driver.up,
-                        kill_executor=lambda: None, control_port=port, control_host=host)
+    hands = SimpleNamespace(control_host=host, client_controls=(port,), replication_controls=(),
+                            kill_driver=driver.kill, driver_up=lambda: driver.up)
+    inj = FaultInjector(cfg, timeline, hands, elapsed=lambda: driver.now)
     assert inj.heal_proxy() is None  # no proxy fault fired yet: another run's fault is left alone
     driver.now = 1.5
     inj.tick()

@@ -15,6 +15,8 @@ LAB = Path(__file__).resolve().parents[2] / "lab"
 ROOT_MODULES_AT_MOST = 12
 #: A folder past this many modules is grouped again by role (as the receiver's parts are in pipelines/receiver/).
 FOLDER_MODULES_AT_MOST = 15
+#: A module past this many lines does more than one job: its parts go to modules of their own.
+MODULE_LINES_AT_MOST = 550
 
 
 def module_name(path: Path) -> str:
@@ -375,3 +377,9 @@ def test_only_the_registry_tests_a_pipeline_by_its_name():
     found = [f"{p.relative_to(LAB.parent)}:{line}" for p in LAB.rglob("*.py") if p.name != "registry.py"
              for line in pipeline_name_tests(ast.parse(p.read_text()))]
     assert not found, f"a pipeline told apart by its name outside lab/registry.py: {found}"
+
+
+def test_no_module_is_over_its_line_limit():
+    long = {str(p.relative_to(LAB.parent)): n for p in LAB.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MODULE_LINES_AT_MOST}
+    assert not long, f"modules over {MODULE_LINES_AT_MOST} lines: {long}"

@@ -1,5 +1,7 @@
 """The fault injector's protocol with fake callbacks: triggers, deferral, driver-side faults."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from lab.config import make_config
@@ -34,9 +36,15 @@ class Driver:
 def make(faults, pipeline="plain", **extra):
     cfg = make_config(pipeline=pipeline, faults=faults, **extra)
     timeline, driver = Timeline(), Driver()
-    inj = FaultInjector(cfg, timeline, elapsed=lambda: driver.now, kill_driver=driver.kill, driver_up=lambda: driver.up,
-                        kill_executor=lambda: None, control_port=None)
+    inj = FaultInjector(cfg, timeline, controls(kill_driver=driver.kill, driver_up=lambda: driver.up),
+                        elapsed=lambda: driver.now)
     return inj, timeline, driver
+
+
+def controls(**hands):
+    """A stand-in for the supervisor's :class:`lab.run.controls.RunControls`: no proxy, and the hands given."""
+    return SimpleNamespace(**{"control_host": "127.0.0.1", "client_controls": (), "replication_controls": (),
+                              "driver_up": lambda: True, "kill_driver": lambda: None, **hands})
 
 
 def test_a_crash_due_while_no_driver_is_up_waits_for_the_next_ready_driver(monkeypatch):
@@ -73,9 +81,8 @@ def test_an_isr_trigger_fires_on_partition_0_once_its_isr_has_shrunk(monkeypatch
     monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
     cfg = make_config(pipeline="plain", nodes=3, faults="leader-crash@isr=1:for=2s")
     timeline, kills = Timeline(), []
-    inj = FaultInjector(cfg, timeline, elapsed=lambda: 4.2, kill_driver=lambda: None, driver_up=lambda: True,
-                        kill_executor=lambda: None, control_port=None,
-                        kill_leader=lambda: kills.append(2) or {"node": 2, "pid": 900, "leads": [0]})
+    inj = FaultInjector(cfg, timeline, controls(kill_leader=lambda: kills.append(2) or {"node": 2, "pid": 900, "leads": [0]}),
+                        elapsed=lambda: 4.2)
     state = {"type": "partition-state", "partition": 0, "leader": 2, "replicas": [1, 2, 3], "epoch": 0}
     inj.tick()
     inj.on_event({**state, "isr": [1, 2, 3]})

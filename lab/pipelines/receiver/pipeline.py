@@ -402,6 +402,11 @@ def _check_points(ctx: DriverContext) -> None:
 def run(ctx: DriverContext) -> None:
     """Run the DStream pipeline until SIGTERM, recovering from the checkpoint when there is one.
 
+    Set-up: the session, then (a standby's turn come) the feeder (:func:`_start_feeder`) and the
+    StreamingContext, recovered or new (:func:`_streaming_context`). The loop:
+    :func:`_watch_until_stopped`, until SIGTERM. The stop: :mod:`lab.pipelines.receiver.stop`;
+    after an error the context stops at once, before the feeder and the sink close.
+
     Delivery guarantee: see the module docstring (decided by ``--wal``,
     ``--ack``, ``--replication`` and ``--sink``).
 
@@ -415,32 +420,75 @@ def run(ctx: DriverContext) -> None:
     """
     global _RUNTIME
     _check_points(ctx)
-    from pyspark import StorageLevel
-    from pyspark.streaming import StreamingContext
+    # Imported before the session, where a standby has them done before its turn (:func:`_streaming_context`
+    # imports them again); pyspark.streaming alone measured 1.8-2.8 ms once the rest was imported.
+    from pyspark import StorageLevel  # noqa: F401
+    from pyspark.streaming import StreamingContext  # noqa: F401
 
     from lab.spark.session import driver_addresses, skip_accumulator_wait, spark_session
 
-    cfg = ctx.config
-    spark = spark_session(cfg.spark.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}", extra=spark_conf(cfg),
-                          phase=ctx.phase)
-    sc = spark.sparkContext
+    spark = spark_session(ctx.config.spark.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}",
+                          extra=spark_conf(ctx.config), phase=ctx.phase)
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver). The feeder binds
     # the port the last driver's receiver was fed on (the checkpoint's socket stream names it): only free now.
     ctx.await_turn()
-    feeder_holder: dict = {}
     book = BatchBook(ctx)
     # The receiver runs on an executor: in the compose stack that is another container, which reaches the
     # feeder by the driver's name (measured: on 127.0.0.1 it was refused at every restart until the deadline).
     bind, advertised = driver_addresses()
+    runtime = _RUNTIME = _start_feeder(ctx, book, bind)
+    runtime.feeder.start()
+    ssc = _streaming_context(runtime, spark.sparkContext, advertised)
+    tail = EventTail(ctx.run_dir)
+    tail.read_new()  # faults before this attempt are history
+    ssc.start()
+    ctx.phase("query")
+    stopped = False
+    try:
+        stopped = _watch_until_stopped(runtime, ssc, tail, advertised)
+        if not stopped:
+            # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver.stop.
+            quick = skip_accumulator_wait(spark.sparkContext)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
+            receiver_stop.stop(ssc, runtime.feeder, runtime.batch_times, ctx.events, quick_stop=quick)
+            stopped = True
+    finally:
+        if not stopped:  # an error: stop the batches before the runtime they call goes away
+            _quietly(lambda: ssc.stop(stopSparkContext=True, stopGraceFully=False))
+        runtime.feeder.stop()
+        runtime.close()
+        _RUNTIME = None
+        _quietly(spark.stop)
+
+
+def _start_feeder(ctx: DriverContext, book: BatchBook, bind: str) -> _Runtime:
+    """The runtime around a feeder listening on ``bind``, at the last driver's port (kept in :data:`PORT_FILE`).
+
+    The feeder is not started yet; once it is, its commits are the runtime's progress (:meth:`_Runtime.on_commit`).
+    """
+    cfg = ctx.config
+    holder: dict = {}
     feeder = Feeder(ctx.bootstrap, cfg.topic, cfg.partitions, f"lab-{ctx.run_id}", _feeder_port(ctx), cfg.spark.ack,
-                    ctx.events, on_commit=lambda c: feeder_holder["runtime"].on_commit(c), rate=max_rate(cfg),
+                    ctx.events, on_commit=lambda c: holder["runtime"].on_commit(c), rate=max_rate(cfg),
                     isolation_level=cfg.isolation_level, host=bind)
     port = feeder.start_listening()
     (ctx.run_dir / PORT_FILE).write_text(json.dumps({"port": port}))
     runtime = _Runtime(ctx, feeder, book)
-    feeder_holder["runtime"] = runtime
-    _RUNTIME = runtime
-    feeder.start()
+    holder["runtime"] = runtime
+    return runtime
+
+
+def _streaming_context(runtime: _Runtime, sc, advertised: str):
+    """The StreamingContext, rebuilt from ``<run_dir>/checkpoint`` when it holds one, else new; its listener added.
+
+    A new one is the receiver (``socketTextStream`` to the feeder's port, ``--replication``
+    copies of each block), ``--query window-count``'s running counts and one output action,
+    :func:`_output`. Delivery guarantee: with ``--wal on`` a recovered context reads its
+    pending batches' blocks again from the write-ahead log. Writes ``receiver-context``.
+    """
+    from pyspark import StorageLevel
+    from pyspark.streaming import StreamingContext
+
+    ctx, cfg, port = runtime.ctx, runtime.cfg, runtime.feeder.port
     checkpoint = str((ctx.run_dir / "checkpoint").resolve())
     # lesson: receiver-wal
     storage = StorageLevel.MEMORY_AND_DISK_2 if cfg.spark.replication == 2 else StorageLevel.MEMORY_AND_DISK
@@ -459,45 +507,39 @@ def run(ctx: DriverContext) -> None:
     ssc = StreamingContext.getOrCreate(checkpoint, create)
     # end lesson: receiver-wal
     runtime.ssc = ssc
-    if recovered and book.by_time:  # its pending batches come back without a record count (lab.pipelines.receiver.stop)
-        runtime.batch_times.hold_through(max(book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
+    if recovered and runtime.book.by_time:  # its pending batches come back without a record count (lab.pipelines.receiver.stop)
+        runtime.batch_times.hold_through(max(runtime.book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
                                          * int(cfg.batch_interval_s * 1000))
     ssc.addStreamingListener(_make_listener(runtime))
     ctx.events.write(ev.RECEIVER_CONTEXT, recovered=recovered, port=port, wal=cfg.spark.wal, ack=cfg.spark.ack,
                      replication=cfg.spark.replication, attempt=ctx.attempt)
-    tail = EventTail(ctx.run_dir)
-    tail.read_new()  # faults before this attempt are history
-    ssc.start()
-    ctx.phase("query")
-    stopped = False
+    return ssc
+
+
+def _watch_until_stopped(runtime: _Runtime, ssc, tail: EventTail, advertised: str) -> bool:
+    """Watch the running context until SIGTERM; True when it ended by itself first.
+
+    Every :data:`TAIL_S`: the feeder's error is raised, a receiver that cannot reach the feeder ends
+    the run (:class:`DriverConfigError`), a ``receiver-restart`` fault drops the receiver's connection.
+    """
+    ctx, feeder = runtime.ctx, runtime.feeder
+    while not ctx.stopping:
+        if ssc.awaitTerminationOrTimeout(TAIL_S):
+            return True
+        if feeder.error is not None:
+            raise feeder.error
+        why = runtime.reach.unreached(feeder.accepted, time.monotonic())
+        if why is not None:  # a restart would be refused the same way: one line, the run ends
+            raise DriverConfigError(unreachable_message(advertised, feeder.port, why))
+        for e in tail.read_new():
+            if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
+                feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
+    return False
+
+
+def _quietly(stop) -> None:
+    """Call ``stop``, ignoring its error: the driver is ending already, and its own error (if any) is the one to raise."""
     try:
-        while not ctx.stopping:
-            if ssc.awaitTerminationOrTimeout(TAIL_S):
-                stopped = True
-                break
-            if feeder.error is not None:
-                raise feeder.error
-            why = runtime.reach.unreached(feeder.accepted, time.monotonic())
-            if why is not None:  # a restart would be refused the same way: one line, the run ends
-                raise DriverConfigError(unreachable_message(advertised, port, why))
-            for e in tail.read_new():
-                if e["type"] == ev.FAULT and e.get("kind") == "receiver-restart":
-                    feeder.drop_connection(f"receiver-restart fault {e.get('index')}")
-        if not stopped:
-            # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver.stop.
-            quick = skip_accumulator_wait(sc)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
-            receiver_stop.stop(ssc, feeder, runtime.batch_times, ctx.events, quick_stop=quick)
-            stopped = True
-    finally:
-        if not stopped:  # an error: stop the batches before the runtime they call goes away
-            try:
-                ssc.stop(stopSparkContext=True, stopGraceFully=False)
-            except Exception:
-                pass
-        feeder.stop()
-        runtime.close()
-        _RUNTIME = None
-        try:
-            spark.stop()
-        except Exception:
-            pass
+        stop()
+    except Exception:
+        pass

@@ -223,6 +223,13 @@ def _parquet_file_sink(spark, path: str):
 def run(ctx: DriverContext) -> None:
     """Run the streaming query until SIGTERM; report progress from the commit log.
 
+    Set-up: the SparkSession (:func:`_start_spark`, no delivery effect; a standby
+    waits for its turn after it), then the query (:func:`_start_query`), whose
+    batches :class:`_ForeachBatch` writes. The loop: until SIGTERM or the query's
+    end, ``batch-done`` and progress for each commit-log entry
+    (:func:`_report_until_stopped`). The stop: the query once no batch is in
+    flight (:func:`_stop_query`), then the session.
+
     Delivery guarantee: see the module docstring (decided by ``--sink``).
 
     Raises
@@ -230,22 +237,50 @@ def run(ctx: DriverContext) -> None:
     Exception
         The query's own error when it stops with one (the supervisor restarts the driver).
     """
-    from pyspark import StorageLevel
+    # The driver's imports, all before its session starts: bench/process_imports.py times these lines as a
+    # structured driver's imports before its JVM (its test holds them here). The helpers import their names again.
+    from pyspark import StorageLevel  # noqa: F401
 
-    from lab.kafka.read import earliest_offsets
-    from lab.spark.kafka_source import register
-    from lab.engines.spark import STATE_STORES
-    from lab.pipelines.shared.kafka_reader import resolve_reader
+    from lab.kafka.read import earliest_offsets  # noqa: F401
+    from lab.spark.kafka_source import register  # noqa: F401
+    from lab.engines.spark import STATE_STORES  # noqa: F401
+    from lab.pipelines.shared.kafka_reader import resolve_reader  # noqa: F401
     from lab.pipelines.structured import stateful
-    from lab.pipelines.structured.kafka_input import kafka_event_stream
-    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, query_ended, skip_accumulator_wait,
-                                   spark_session, start_sql_python_workers, warm_up, with_task_retries)
+    from lab.pipelines.structured.kafka_input import kafka_event_stream  # noqa: F401
+    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, query_ended,  # noqa: F401
+                                   skip_accumulator_wait, spark_session, start_sql_python_workers, warm_up,
+                                   with_task_retries)
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
-    # Spark otherwise resolves the host name and may pick a public interface for its services.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     checkpoint = Checkpoint(ctx.run_dir / "checkpoint")
+    spark, reader, warm = _start_spark(ctx, to_topic=spec.mode == TOPIC_MODE)
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
+    ctx.await_turn()
+    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.spark.kafka_reader)
+    if spec.mode == TOPIC_MODE:
+        _run_topic_query(ctx, spark, checkpoint, reader)
+        return
+    batches = _ForeachBatch(ctx, spark, spec, checkpoint)
+    query = _start_query(ctx, spark, reader, checkpoint, batches.process)
+    ctx.phase("query")
+    committed = checkpoint.last_committed()
+    states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None
+    try:
+        committed = _report_until_stopped(ctx, query, checkpoint, batches.log, states, committed)
+        _stop_query(ctx, query, checkpoint, batches.log, states, committed)
+    finally:
+        warm.join(STOP_WAIT_S)
+        skip_accumulator_wait(spark.sparkContext)
+        spark.stop()
+
+
+def _session_conf(cfg) -> dict[str, str]:
+    """The query's Spark settings: task retries, the stop's timeout, and real-time mode's floor or the state store."""
+    from lab.engines.spark import STATE_STORES
+    from lab.pipelines.structured import stateful
+    from lab.spark.session import TASK_ATTEMPTS
+
     extra = {"spark.task.maxFailures": str(TASK_ATTEMPTS), "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))}
     if parse_trigger(cfg.spark.trigger).real_time:
         # Spark refuses intervals below 5 s by default (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL); the lab
@@ -256,11 +291,26 @@ def run(ctx: DriverContext) -> None:
         # SQL_CONFIGURATION_NOT_SUPPORTED, measured on 4.3.0); its queries here are stateless.
         extra[stateful.STATE_STORE_CONF] = STATE_STORES[cfg.spark.state_store]
         extra.update(stateful.session_conf(cfg.query))
+    return extra
+
+
+def _start_spark(ctx: DriverContext, to_topic: bool):
+    """``(session, Kafka reader, Python workers' warm-up or None)``: everything before the query, with no delivery effect.
+
+    The reader is the one ``--kafka-reader`` resolves to (:mod:`lab.pipelines.shared.kafka_reader`).
+    """
+    from lab.pipelines.shared.kafka_reader import resolve_reader
+    from lab.spark.kafka_source import register
+    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, spark_session, start_sql_python_workers, warm_up,
+                                   with_task_retries)
+
+    cfg = ctx.config
+    # Spark otherwise resolves the host name and may pick a public interface for its services.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
-                          extra=extra,
+                          extra=_session_conf(cfg),
                           kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
     reader = resolve_reader(spark, cfg.spark.kafka_reader, real_kafka=cfg.real_kafka)
-    to_topic = spec.mode == TOPIC_MODE
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
     # Spark's Kafka sink runs no Python in its tasks: none to start.
@@ -269,82 +319,30 @@ def run(ctx: DriverContext) -> None:
         # Only then: registering starts Spark's look-up of Python data sources, a Python process of its
         # own (measured: 1.2 s, on the start's critical path), which format("kafka") does not need.
         register(spark)
-    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).
-    ctx.await_turn()
-    ctx.events.write(ev.KAFKA_READER, reader=reader, asked=cfg.spark.kafka_reader)
-    if to_topic:
-        from lab.pipelines.structured.kafka_sink import run_query
+    return spark, reader, warm
 
-        try:
-            run_query(ctx, spark, checkpoint, reader)
-        finally:
-            skip_accumulator_wait(spark.sparkContext)
-            spark.stop()
-        return
-    file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
-    log = _BatchLog()
-    first_start: dict[int, int] | None = None
 
-    def batch_ranges(batch: int) -> dict[int, tuple[int, int]]:
-        nonlocal first_start
-        if first_start is None and checkpoint.end_offsets(batch - 1) is None:
-            # Batch 0 starts at the source's initial offset (earliest): Spark's record of it, else the broker's.
-            first_start = checkpoint.initial_offsets() or earliest_offsets(ctx.bootstrap, cfg.topic, cfg.partitions)
-        return checkpoint.ranges(batch, first_start or {})
+def _run_topic_query(ctx: DriverContext, spark, checkpoint: Checkpoint, reader: str) -> None:
+    """The ``topic`` sink's query (:func:`lab.pipelines.structured.kafka_sink.run_query`) until SIGTERM; then the session stops."""
+    from lab.pipelines.structured.kafka_sink import run_query
+    from lab.spark.session import skip_accumulator_wait
 
-    def process(batch_df, batch_id) -> None:
-        batch = int(batch_id)
-        began = round(time.time(), 6)
-        with log.lock:
-            log.in_flight = batch
-        data = batch_df
-        try:
-            ranges = batch_ranges(batch)
-            if cfg.producer.transactional and cfg.query == "passthrough":
-                # Transaction markers (and aborted records) occupy offsets: only a count tells the rows;
-                # the cache keeps the output from reading Kafka a second time.
-                data = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
-                rows = data.count()
-            else:
-                # Without producer transactions every offset holds one record: the batch's rows are its
-                # ranges' lengths, known without a Spark job (measured: a fifth more records/s than
-                # counting first). batch-done has the rows the output tasks read. A stateful query's
-                # DataFrame is its output, not its input: its offsets are counted (transaction markers too).
-                rows = sum(end - start for start, end in ranges.values())
-            # ``began``: when Spark handed over the planned batch.
-            ctx.batch_start(batch, ranges, rows, began=began)
-            ctx.point("after-offset-log", batch)
-            fail_once = ctx.task_failure_due(batch) is not None
-            counted = None
-            if file_sink is not None:
-                out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, spec.path, len(ranges) - 1), data.schema)
-                file_sink.addBatch(batch, out._jdf)
-                parts = None
-            elif cfg.query in COUNT_QUERIES:
-                previous = (None if cfg.query == "session-count"  # its rows carry their change
-                            else stateful.previous_counts(spark, str(checkpoint.path), batch))
-                parts = data.mapInArrow(stateful.window_writer(ctx, batch, fail_once, previous),
-                                        stateful.WINDOW_PART_SCHEMA).collect()
-                counted = sum(p["counted"] for p in parts)
-            else:
-                parts = data.mapInArrow(database_writer(ctx, batch, fail_once),
-                                        "part int, rows long, outcome string").collect()
-            ctx.point("after-output-before-commit", batch)
-            info = {"rows": rows}
-            if parts is not None:
-                info["rows"] = sum(p["rows"] for p in parts)
-                info["skipped_parts"] = sum(1 for p in parts if p["outcome"] == "skipped")
-            if counted is not None:
-                # The batch's contribution to the windows: the sum of its changes (what a replay adds again).
-                info.update(windows=info.pop("rows"), rows=rows, counted=counted)
-            with log.lock:
-                log.done[batch] = info
-        finally:
-            if data is not batch_df:
-                data.unpersist()
-            with log.lock:
-                log.in_flight = None
+    try:
+        run_query(ctx, spark, checkpoint, reader)
+    finally:
+        skip_accumulator_wait(spark.sparkContext)
+        spark.stop()
 
+
+def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint, process):
+    """Start the streaming query: the source, a stateful operator (``--query``), ``foreachBatch(process)``, the checkpoint.
+
+    The progress the checkpoint already holds is reported first (:func:`_report_recovered`).
+    """
+    from lab.pipelines.structured import stateful
+    from lab.pipelines.structured.kafka_input import kafka_event_stream
+
+    cfg = ctx.config
     # A transactional producer's events are final only once committed: read_committed then.
     # lesson: structured-query
     source = kafka_event_stream(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
@@ -362,31 +360,139 @@ def run(ctx: DriverContext) -> None:
              .trigger(processingTime=f"{cfg.batch_interval_s:g} seconds")
              .start())
     # end lesson: structured-query
-    ctx.phase("query")
-    committed = checkpoint.last_committed()
-    states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None
-    try:
-        while not ctx.stopping and not query_ended(query):
-            committed = _report_commits(ctx, checkpoint, log, committed)
-            if states is not None and committed >= 0 and committed not in states.seen:
-                # Spark posts a batch's progress just after its commit: asked for only until it has come.
-                states.look(query.lastProgress)
-            time.sleep(POLL_S)
-        deadline = time.monotonic() + STOP_WAIT_S
-        while log.in_flight is not None and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+    return query
+
+
+class _ForeachBatch:
+    """The ``foreachBatch`` function (:meth:`process`), and the :class:`_BatchLog` it fills for the commit watcher."""
+
+    def __init__(self, ctx: DriverContext, spark, spec: SinkSpec, checkpoint: Checkpoint) -> None:
+        self.ctx, self.cfg, self.spark, self.spec, self.checkpoint = ctx, ctx.config, spark, spec, checkpoint
+        self.file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
+        self.log = _BatchLog()
+        self.first_start: dict[int, int] | None = None
+
+    def process(self, batch_df, batch_id) -> None:
+        """Write one micro-batch: ``batch-start``, ``after-offset-log``, the output, ``after-output-before-commit``.
+
+        Spark calls it once the batch is in the offset log, and writes the commit
+        log after it returns. Delivery guarantee: the sink mode's (module
+        docstring). What ``batch-done`` will say waits in :attr:`log` until the
+        commit watcher sees the batch's commit-log entry.
+        """
+        from pyspark import StorageLevel
+
+        ctx, log = self.ctx, self.log
+        batch = int(batch_id)
+        began = round(time.time(), 6)
+        with log.lock:
+            log.in_flight = batch
+        data = batch_df
         try:
-            query.stop()
-        except Exception as e:  # a batch cut short by the stop is re-run by the next query
-            ctx.events.write(ev.QUERY_STOP_ERROR, error=repr(e)[:300])
-        _report_commits(ctx, checkpoint, log, committed)
-        if states is not None:
-            for progress in query.recentProgress:
-                states.look(progress)
-    finally:
-        warm.join(STOP_WAIT_S)
-        skip_accumulator_wait(spark.sparkContext)
-        spark.stop()
+            ranges = self.ranges(batch)
+            if self.cfg.producer.transactional and self.cfg.query == "passthrough":
+                # Transaction markers (and aborted records) occupy offsets: only a count tells the rows;
+                # the cache keeps the output from reading Kafka a second time.
+                data = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
+                rows = data.count()
+            else:
+                # Without producer transactions every offset holds one record: the batch's rows are its
+                # ranges' lengths, known without a Spark job (measured: a fifth more records/s than
+                # counting first). batch-done has the rows the output tasks read. A stateful query's
+                # DataFrame is its output, not its input: its offsets are counted (transaction markers too).
+                rows = sum(end - start for start, end in ranges.values())
+            # ``began``: when Spark handed over the planned batch.
+            ctx.batch_start(batch, ranges, rows, began=began)
+            ctx.point("after-offset-log", batch)
+            parts, counted = self._write(data, batch, len(ranges))
+            ctx.point("after-output-before-commit", batch)
+            info = _batch_info(rows, parts, counted)
+            with log.lock:
+                log.done[batch] = info
+        finally:
+            if data is not batch_df:
+                data.unpersist()
+            with log.lock:
+                log.in_flight = None
+
+    def ranges(self, batch: int) -> dict[int, tuple[int, int]]:
+        """Batch ``batch``'s offset range per Kafka partition, from the checkpoint's offset log."""
+        from lab.kafka.read import earliest_offsets
+
+        if self.first_start is None and self.checkpoint.end_offsets(batch - 1) is None:
+            # Batch 0 starts at the source's initial offset (earliest): Spark's record of it, else the broker's.
+            self.first_start = (self.checkpoint.initial_offsets()
+                                or earliest_offsets(self.ctx.bootstrap, self.cfg.topic, self.cfg.partitions))
+        return self.checkpoint.ranges(batch, self.first_start or {})
+
+    def _write(self, data, batch: int, kafka_partitions: int) -> tuple[list | None, int | None]:
+        """The batch's output, by ``--sink`` and ``--query``; ``(the tasks' reports, the sum of the windows' changes)``.
+
+        The files sink reports nothing (None, None); only a count query has the sum.
+        Each task carries the batch's ``mid-output`` and ``task-failure`` hooks.
+        """
+        from lab.pipelines.structured import stateful
+
+        ctx, cfg = self.ctx, self.cfg
+        fail_once = ctx.task_failure_due(batch) is not None
+        if self.file_sink is not None:
+            out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, self.spec.path, kafka_partitions - 1), data.schema)
+            self.file_sink.addBatch(batch, out._jdf)
+            return None, None
+        if cfg.query in COUNT_QUERIES:
+            previous = (None if cfg.query == "session-count"  # its rows carry their change
+                        else stateful.previous_counts(self.spark, str(self.checkpoint.path), batch))
+            parts = data.mapInArrow(stateful.window_writer(ctx, batch, fail_once, previous),
+                                    stateful.WINDOW_PART_SCHEMA).collect()
+            return parts, sum(p["counted"] for p in parts)
+        parts = data.mapInArrow(database_writer(ctx, batch, fail_once), "part int, rows long, outcome string").collect()
+        return parts, None
+
+
+def _batch_info(rows: int, parts: list | None, counted: int | None) -> dict:
+    """What ``batch-done`` says of a batch: its rows (as its tasks counted them, when they report), skipped parts, windows."""
+    info = {"rows": rows}
+    if parts is not None:
+        info["rows"] = sum(p["rows"] for p in parts)
+        info["skipped_parts"] = sum(1 for p in parts if p["outcome"] == "skipped")
+    if counted is not None:
+        # The batch's contribution to the windows: the sum of its changes (what a replay adds again).
+        info.update(windows=info.pop("rows"), rows=rows, counted=counted)
+    return info
+
+
+def _report_until_stopped(ctx: DriverContext, query, checkpoint: Checkpoint, log: _BatchLog, states, committed: int) -> int:
+    """Until SIGTERM or the query's end: ``batch-done`` and progress per new commit-log entry; the last batch reported.
+
+    Raises
+    ------
+    Exception
+        The query's own error when it stopped with one.
+    """
+    from lab.spark.session import query_ended
+
+    while not ctx.stopping and not query_ended(query):
+        committed = _report_commits(ctx, checkpoint, log, committed)
+        if states is not None and committed >= 0 and committed not in states.seen:
+            # Spark posts a batch's progress just after its commit: asked for only until it has come.
+            states.look(query.lastProgress)
+        time.sleep(POLL_S)
+    return committed
+
+
+def _stop_query(ctx: DriverContext, query, checkpoint: Checkpoint, log: _BatchLog, states, committed: int) -> None:
+    """Stop the query once no batch is in flight (or after :data:`STOP_WAIT_S`); report the commits that came meanwhile."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while log.in_flight is not None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    try:
+        query.stop()
+    except Exception as e:  # a batch cut short by the stop is re-run by the next query
+        ctx.events.write(ev.QUERY_STOP_ERROR, error=repr(e)[:300])
+    _report_commits(ctx, checkpoint, log, committed)
+    if states is not None:
+        for progress in query.recentProgress:
+            states.look(progress)
 
 
 class _StateReports:
