@@ -10,8 +10,14 @@ An image is rebuilt only when its recipe changed: each carries the SHA-256 of it
 label ``lab.recipe``: of this file and what it puts in (a stand-in), or of the files the Dockerfile
 copies, its build arguments and the Spark stand-in's recipe (the lab's image).
 
-Usage: ``.venv/bin/python tests/stack/images.py [--force] [--only NAME]`` (root; podman, mmdebstrap, patchelf;
-``make test-stack`` runs it). The CPython it runs on (the venv's base) is the one packed into the Spark stand-in.
+``--rebuild-probe`` then measures what a change in ``lab/`` costs: the lab's image built again, from podman's
+layer cache, out of a copy of its build context with one comment line appended to ``lab/cli.py``
+(:data:`PROBE_FILE`; the checkout is not touched), under a tag of its own that is removed afterwards. It logs
+``image rebuild after a one-line change in lab/: N s`` and which steps came from the cache.
+
+Usage: ``.venv/bin/python tests/stack/images.py [--force] [--only NAME] [--rebuild-probe]`` (root; podman,
+mmdebstrap, patchelf; ``make test-stack`` runs it with ``--rebuild-probe``). The CPython it runs on (the venv's
+base) is the one packed into the Spark stand-in.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +46,12 @@ SPARK_TAG = "docker.io/apache/spark:4.3.0-scala2.13-java17-python3-ubuntu"
 KAFKA_TAG = "docker.io/apache/kafka:4.4.0"
 POSTGRES_TAG = "docker.io/library/postgres:17.6-bookworm"
 LAB_TAG = "localhost/lab-spark-python:0.1.0"
+LAB_DOCKERFILE = "docker/jupyter.Dockerfile"
+#: The rebuild probe's image (removed after it is measured) and the file of its context copy it changes: a module
+#: that none of the Dockerfile's layers before ``COPY lab`` copies (those before it: pyproject.toml, constraints.txt
+#: and the few files of lab/ that fetch the jars and make the Flink environment).
+PROBE_TAG = "localhost/lab-spark-python:rebuild-probe"
+PROBE_FILE = "lab/cli.py"
 
 # The CPython uv installs in the lab's image (the Dockerfile asks for 3.11, >= 3.11.5): python-build-standalone
 # comes from GitHub, which these machines cannot reach, so the stand-in carries the CPython this script runs on
@@ -333,39 +347,142 @@ def build_postgres(force: bool) -> None:
     say(f"{POSTGRES_TAG}: built")
 
 
+@dataclass
+class Build:
+    """One ``podman build``: its wall time, its steps (``STEP n/m``), those it took from podman's layer cache
+    (``--> Using cache``), the first it ran, the image it made, and the end of its output when it failed."""
+
+    seconds: float
+    returncode: int
+    steps: int = 0
+    cached: int = 0
+    first_run: str | None = None
+    image: str | None = None
+    tail: list[str] = field(default_factory=list)
+
+    def reuse(self) -> str:
+        """``24 of 25 steps from the cache, the first that ran: STEP 22/26: COPY lab ./lab`` (FROM not counted)."""
+        ran = f", the first that ran: {self.first_run[:80]}" if self.first_run else ", none ran"
+        return f"{self.cached} of {max(self.steps - 1, 0)} steps from the cache{ran}"
+
+
+def lab_build_args() -> dict[str, str]:
+    """The compose file's build arguments for the lab's image, and LAB_PYTHON (the CPython the Spark stand-in packs)."""
+    return {"LAB_UID": os.environ.get("LAB_UID", "185"),
+            # docker-compose.yml's default: Maven Central's address (the Dockerfile reads empty as the same).
+            "LAB_MAVEN_REPO": os.environ.get("LAB_MAVEN_REPO") or jars.CENTRAL, "LAB_PYTHON": LAB_PYTHON}
+
+
+def podman_build(context: Path, tag: str, dockerfile: str = LAB_DOCKERFILE, build_args: dict | None = None,
+                 labels: dict | None = None, no_cache: bool = False, log: Path | None = None) -> Build:
+    """``podman build`` of ``context``'s ``dockerfile`` (the lab's image by default) as :func:`build_lab` runs it,
+    timed, its output parsed (and written to ``log``). The build's own exit status is in the result, not raised."""
+    cmd = ["podman", "build", "--network", "host", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
+           "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096", "-f", dockerfile, "-t", tag]
+    cmd += ["--no-cache"] if no_cache else []
+    cmd += [a for k, v in (labels or {}).items() for a in ("--label", f"{k}={v}")]
+    build_args = lab_build_args() if build_args is None else build_args
+    cmd += [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
+    t0 = time.monotonic()
+    # --network host: the build's downloads (PyPI, Maven Central) go out as this machine's do.
+    done = subprocess.run(cmd + ["."], cwd=context, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    b = Build(round(time.monotonic() - t0, 1), done.returncode)
+    if log:
+        log.write_text(done.stdout)
+    lines = done.stdout.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"STEP (\d+)/(\d+): (.*)", line)
+        if not m:
+            continue
+        b.steps = int(m.group(2))
+        nxt = next((l for l in lines[i + 1:] if l.startswith(("STEP ", "--> "))), "")
+        if nxt.startswith("--> Using cache"):
+            b.cached += 1
+        elif m.group(1) != "1" and b.first_run is None:
+            b.first_run = line
+    b.image = image_id(tag) if done.returncode == 0 else None
+    b.tail = lines[-40:] if done.returncode else []
+    return b
+
+
+def build_context_copy(dest: Path, source: Path = ROOT, dockerfile: str = LAB_DOCKERFILE) -> Path:
+    """The lab's build context copied into ``dest``: what the Dockerfile's ``.dockerignore`` lets in (its ``!``
+    paths; ``__pycache__`` and ``*.pyc`` left out), modification times kept, with the Dockerfile and that file."""
+    ignore = source / (dockerfile + ".dockerignore")
+    keep = sorted({l.strip()[1:].strip("/").split("/")[0] for l in ignore.read_text().splitlines()
+                   if l.strip().startswith("!")})
+    for name in keep:
+        src = source / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, dest / name)
+    for f in (source / dockerfile, ignore):
+        (dest / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, dest / f.relative_to(source))
+    return dest
+
+
+def append_probe_line(context: Path, path: str = PROBE_FILE) -> None:
+    """One harmless line (a comment that names when it was made) appended to ``path`` in a context copy."""
+    with open(context / path, "a") as f:
+        f.write(f"# rebuild probe {time.strftime('%Y-%m-%dT%H:%M:%S')} {os.urandom(4).hex()}\n")
+
+
+def remove_images(*ids: str | None) -> None:
+    """``podman rmi`` of each image (and its layers no other image uses); a missing one is no error."""
+    for i in ids:
+        if i:
+            subprocess.run(["podman", "rmi", "--force", i], capture_output=True)
+
+
 def build_lab(force: bool) -> None:
     """The lab's image from its Dockerfile, with the compose file's build arguments."""
-    copied = [ROOT / "docker/jupyter.Dockerfile", ROOT / "pyproject.toml", ROOT / "constraints.txt",
-              ROOT / "README.md", ROOT / "lab"]
-    build_args = {"LAB_UID": os.environ.get("LAB_UID", "185"),
-                  # docker-compose.yml's default: Maven Central's address (the Dockerfile reads empty as the same).
-                  "LAB_MAVEN_REPO": os.environ.get("LAB_MAVEN_REPO") or jars.CENTRAL, "LAB_PYTHON": LAB_PYTHON}
+    copied = [ROOT / LAB_DOCKERFILE, ROOT / "pyproject.toml", ROOT / "constraints.txt", ROOT / "README.md", ROOT / "lab"]
+    build_args = lab_build_args()
     label = digest("lab", recipe_label(SPARK_TAG), json.dumps(build_args, sort_keys=True), *copied)
     if not force and recipe_label(LAB_TAG) == label:
         say(f"{LAB_TAG}: up to date")
         return
-    say(f"{LAB_TAG}: podman build -f docker/jupyter.Dockerfile (pip install, jars fetched: minutes)")
-    t0 = time.monotonic()
+    say(f"{LAB_TAG}: podman build -f {LAB_DOCKERFILE} (pip install, jars fetched: minutes)")
     old = image_id(LAB_TAG)
-    # --network host: the build's downloads (PyPI, Maven Central) go out as this machine's do.
-    run(["podman", "build", "--quiet", "--network", "host", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
-         "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
-         "-f", "docker/jupyter.Dockerfile", "-t", LAB_TAG, "--label", f"lab.recipe={label}",
-         *[a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")], "."], cwd=ROOT,
-        stdout=subprocess.DEVNULL)
+    b = podman_build(ROOT, LAB_TAG, build_args=build_args, labels={"lab.recipe": label})
+    if b.returncode:
+        print("\n".join(b.tail), file=sys.stderr)
+        raise SystemExit(f"podman build of {LAB_TAG} exited {b.returncode}")
     drop_replaced(old, LAB_TAG)
-    say(f"{LAB_TAG}: built in {time.monotonic() - t0:.0f} s")
+    say(f"{LAB_TAG}: built in {b.seconds:.0f} s ({b.reuse()})")
+
+
+def rebuild_probe() -> None:
+    """The lab's image built again from a copy of its context with one line appended to :data:`PROBE_FILE`:
+    what a change in lab/ costs with podman's layer cache. Logged; the probe's image is removed."""
+    with tempfile.TemporaryDirectory(prefix="lab-rebuild-probe-") as tmp:
+        context = build_context_copy(Path(tmp))
+        append_probe_line(context)
+        say(f"rebuild probe: {PROBE_TAG} from a copy of the build context, one line appended to {PROBE_FILE}")
+        remove_images(image_id(PROBE_TAG))  # an interrupted probe's
+        b = podman_build(context, PROBE_TAG)
+    remove_images(b.image)
+    if b.returncode:
+        print("\n".join(b.tail), file=sys.stderr)
+        raise SystemExit(f"the rebuild probe's podman build exited {b.returncode}")
+    say(f"image rebuild after a one-line change in lab/: {b.seconds:.0f} s ({b.reuse()})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--force", action="store_true", help="rebuild every image")
     ap.add_argument("--only", choices=["spark", "kafka", "postgres", "lab"], action="append")
+    ap.add_argument("--rebuild-probe", action="store_true",
+                    help=f"then rebuild the lab's image with one line appended to a copy of {PROBE_FILE}, and log its time")
     args = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     steps = {"spark": build_spark, "kafka": build_kafka, "postgres": build_postgres, "lab": build_lab}
     for name in args.only or list(steps):
         steps[name](args.force)
+    if args.rebuild_probe:
+        rebuild_probe()
 
 
 if __name__ == "__main__":
