@@ -25,6 +25,7 @@ Environment variables
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -32,8 +33,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from lab.engines.groups import ENGINES, EngineGroups
 from lab.errors import LabError, choices_error
-from lab.faults.catalogue import FAULTS, ON_PAUSE, on_pause_mode
-from lab.faults.plan import Fault, check_fault, check_plan, parse_fault_plan
+from lab.faults.catalogue import ON_PAUSE, on_pause_mode
+from lab.faults.plan import Fault, check_fault, check_plan, parse_fault_plan, unmet
 from lab.host.env import env_runs_dir, number, one_of
 from lab.kafka.producer_settings import ProducerSettings
 from lab.queries import COUNT_QUERIES, QUERIES
@@ -118,6 +119,8 @@ GROUPS: dict[str, type] = {"cluster": ClusterSettings, "event_time": EventTime,
                            **{name: engine.options for name, engine in ENGINES.items()}}
 #: Each flat parameter of a group, and its group.
 GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
+#: The producer's settings, given flat as parameters (``acks=``).
+PRODUCER_KEYS = frozenset(f.name for f in fields(ProducerSettings))
 #: What the engines' settings decide of the faults and named points (:data:`lab.engines.hooks.Engine.requirements`).
 REQUIREMENTS: dict = {name: requires for engine in ENGINES.values() for name, requires in engine.requirements.items()}
 
@@ -157,8 +160,9 @@ class RunConfig(EngineGroups):
     event_time: EventTime = field(default_factory=EventTime)
 
     @classmethod
+    @functools.cache
     def core_fields(cls) -> tuple[str, ...]:
-        """The fields that are not a group."""
+        """The fields that are not a group (read for every setting a report states: worked out once)."""
         groups = {"producer", *GROUPS}
         return tuple(f.name for f in fields(cls) if f.name not in groups)
 
@@ -177,7 +181,7 @@ class RunConfig(EngineGroups):
     @classmethod
     def is_setting(cls, name: str) -> bool:
         """Whether ``name`` is a setting's flat name (a core field, a group's field, or the producer's)."""
-        return name in GROUP_OF or name in cls.core_fields() or name in {f.name for f in fields(ProducerSettings)}
+        return name in GROUP_OF or name in cls.core_fields() or name in PRODUCER_KEYS
 
     def option(self, name: str):
         """A setting by its flat name (``config.option("wal")`` is ``config.spark.wal``; ``acks`` the producer's)."""
@@ -308,9 +312,7 @@ class RunConfig(EngineGroups):
     def why_not(self, name: str) -> str | None:
         """Why this run's settings cannot carry out the fault kind or named point ``name``, or ``None`` when they can
         (the catalogue's needs, and the engines': :data:`REQUIREMENTS`)."""
-        spec = FAULTS.get(name)
-        why = spec is not None and spec.requires is not None and spec.requires(self)
-        return why or (REQUIREMENTS[name](self) if name in REQUIREMENTS else None)
+        return unmet(name, self, REQUIREMENTS)
 
     def check_fault(self, fault: Fault) -> None:
         """Raise :class:`LabError` when this run cannot carry out ``fault`` (:func:`lab.faults.plan.check_fault`)."""
@@ -473,12 +475,11 @@ def make_config(**params) -> RunConfig:
     LabError
         On an unknown parameter or a bad value.
     """
-    producer_keys = {f.name for f in fields(ProducerSettings)}
     known = {f.name for f in fields(RunConfig) if f.name not in GROUPS} | set(GROUP_OF)
-    producer_params = {k: params.pop(k) for k in list(params) if k in producer_keys}
+    producer_params = {k: params.pop(k) for k in list(params) if k in PRODUCER_KEYS}
     unknown = set(params) - known
     if unknown:
-        raise choices_error("parameter", sorted(unknown)[0], known | producer_keys)
+        raise choices_error("parameter", sorted(unknown)[0], known | PRODUCER_KEYS)
     if "acks" in producer_params:
         producer_params["acks"] = str(producer_params["acks"])
     base = dict(
@@ -499,6 +500,7 @@ def make_config(**params) -> RunConfig:
         base["sink"] = TOPIC_MODE  # the only sink it writes: --sink need not be given
     if params.get("query") is None and spec is not None and spec.queries:
         base["query"] = spec.queries[0]  # it runs only these: --query need not be given
+    base.setdefault("partitions", RunConfig.partitions)  # a real-time run's master follows it (lab.engines.spark)
     for engine in ENGINES.values():
         engine.defaults(base, params, spec)
     if params.get("batch_interval_s") is None:

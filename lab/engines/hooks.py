@@ -7,7 +7,7 @@ the defaults do nothing, so an engine names only what it has.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -21,8 +21,7 @@ def _none_stated(_cfg, _spec) -> dict:
 
 @contextmanager
 def _no_services(_cfg, _run_dir, _write_event) -> Iterator[None]:
-    with nullcontext():
-        yield
+    yield
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ def defaults(base: dict, params: dict, spec) -> None:
     if (trigger.real_time and has_trigger and not params.get("spark_master")
             and not os.environ.get("LAB_SPARK_MASTER")):
         # A partition's task runs the whole batch: one slot each (lab.spark.trigger).
-        base["spark_master"] = spark_trigger.real_time_master(int(base.get("partitions", 3)))
+        base["spark_master"] = spark_trigger.real_time_master(int(base["partitions"]))
 
 
 def resolve(cfg, spec, params) -> dict:

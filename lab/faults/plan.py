@@ -187,6 +187,14 @@ def _parse_one(item: str, index: int) -> Fault:
     return fault
 
 
+def unmet(name: str, config, requirements: dict) -> str | None:
+    """Why ``config``'s run cannot carry out the fault kind or named point ``name``, or ``None``: the catalogue's
+    own need (``requires``), then the engines' (``requirements``: name -> ``requires(config)``)."""
+    spec = FAULTS.get(name)
+    why = spec is not None and spec.requires is not None and spec.requires(config)
+    return why or (requirements[name](config) if name in requirements else None)
+
+
 def check_fault(fault: "Fault", config, pipeline, pipelines: dict, requirements: dict) -> None:
     """Raise :class:`LabError` when ``config``'s run cannot carry out ``fault``.
 
@@ -195,7 +203,6 @@ def check_fault(fault: "Fault", config, pipeline, pipelines: dict, requirements:
     needs (``requirements``: the engines' own, name -> ``requires(config)``). Needs nothing but the config, so it
     runs before any process starts.
     """
-    spec = FAULTS[fault.kind]
     if fault.kind not in pipeline.faults:
         raise LabError(f"fault {fault.kind!r} does not apply to pipeline {config.pipeline!r}; "
                        f"valid for it: {', '.join(pipeline.faults)}")
@@ -203,10 +210,10 @@ def check_fault(fault: "Fault", config, pipeline, pipelines: dict, requirements:
         if fault.point not in pipeline.points:
             raise LabError(f"point {fault.point!r} does not exist in pipeline {config.pipeline!r}; "
                            f"valid points: {', '.join(pipeline.points)}")
-        why = fault.point in requirements and requirements[fault.point](config)
+        why = unmet(fault.point, config, requirements)
         if why:
             raise LabError(why)
-    why = (spec.requires and spec.requires(config)) or (fault.kind in requirements and requirements[fault.kind](config))
+    why = unmet(fault.kind, config, requirements)
     if why:
         raise LabError(why)
     if fault.kind == "driver-pause" and on_pause_mode(config, pipeline) == "replace" and pipeline.pause_replace is None:
