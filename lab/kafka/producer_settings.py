@@ -1,7 +1,7 @@
-"""The ledgered producer's settings that change delivery semantics, all passed to kafka-python explicitly.
+"""The ledgered producer's settings that change delivery semantics, all passed to its client explicitly.
 
 Part of a run's configuration (:class:`lab.config.RunConfig`'s ``producer`` group); given flat as parameters
-(``acks=``, ``retries=``, ``idempotence=``, ``transactional=``).
+(``acks=``, ``retries=``, ``idempotence=``, ``transactional=``, ``producer_client=``).
 """
 
 from __future__ import annotations
@@ -11,14 +11,21 @@ from dataclasses import dataclass
 from lab.errors import LabError, choices_error
 
 ACKS = ("0", "1", "all")
+#: The ledgered producer's Kafka client. kafka-python is the lessons' client (its behaviour is what the notebooks
+#: show: producer settings, lost acknowledgements, idempotence, transactions, and what :mod:`lab.kafka.transactions`
+#: guards against); confluent-kafka (librdkafka) sends the same events several times as fast
+#: (``bench/producers.py``), for large runs.
+PRODUCER_CLIENTS = ("kafka-python", "confluent")
 
 
 @dataclass(frozen=True)
 class ProducerSettings:
-    """Producer settings that change semantics; all passed to kafka-python explicitly.
+    """Producer settings that change semantics; all passed to the client explicitly.
 
     kafka-python 3.x turns idempotence off silently when ``acks`` is not ``all``
     or ``retries`` is 0, so :func:`validate` rejects those combinations instead.
+    ``producer_client`` is the client that sends (:data:`PRODUCER_CLIENTS`): both get the
+    same settings (:mod:`lab.kafka.confluent_producer` names librdkafka's).
     """
 
     acks: str = "all"
@@ -29,6 +36,7 @@ class ProducerSettings:
     max_in_flight: int = 5
     transactional: bool = False
     transaction_size: int = 100
+    producer_client: str = "kafka-python"
 
     @property
     def isolation_level(self) -> str:
@@ -36,6 +44,8 @@ class ProducerSettings:
         return "read_committed" if self.transactional else "read_uncommitted"
 
     def validate(self) -> None:
+        if self.producer_client not in PRODUCER_CLIENTS:
+            raise choices_error("producer client", self.producer_client, PRODUCER_CLIENTS)
         if str(self.acks) not in ACKS:
             raise choices_error("acks", self.acks, ACKS)
         if self.retries < 0:

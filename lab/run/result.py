@@ -285,6 +285,7 @@ def build_report(result: RunResult, events: list[dict]) -> dict:
     if used:
         # What the driver chose for "auto" (the last driver's, after restarts), next to what was asked.
         settings["kafka_reader"], settings["kafka_reader_asked"] = used[-1], cfg.spark.kafka_reader
+    settings["producer_client"] = cfg.producer.producer_client  # which client sent the events the report counts
     final = [e for e in events if e["type"] == ev.FINAL_STOP]
     return {
         "pipeline": cfg.pipeline,
