@@ -16,13 +16,16 @@ on the same broker:
 * **the sink alone**: the same rows written to a fresh sink of the run's mode
   in batches of the run's size (``sink_alone_per_s``): the pipeline cannot go
   faster than its sink, and this says whether the sink is the limit;
-* **the raw producer**: the same events (same keys, same JSON values) sent with
-  the lab's producer settings (the ledgered producer's own ``KafkaProducer``)
-  and no ledger (``raw_produce_per_s``), beside the ledgered producer's rate
-  in the run (``ledgered_produce_per_s``; goal ``producer_ratio`` >= 0.8);
+* **the ledgered producer's rate** in the run (``ledgered_produce_per_s``), with the client
+  ``--producer-client`` names (default ``confluent``: the backlog is written in seconds, not minutes;
+  ``producer_client``);
 * **Spark's steps alone** (structured with Spark's reader): ``bench/spark_stages.py`` over the run's topic,
   the reader, the JSON parse and the hop to Python each as one batch job (``spark_stages``), and the
   pipeline's time per record split by step (``time_shares``, :func:`time_shares`): where the time goes.
+
+Once per invocation, on a broker of its own: **the producers** (``bench/producers.py``'s
+:func:`~bench.producers.producer_comparison`: kafka-python as the lab uses it, kafka-python tuned,
+confluent-kafka raw, and the ledgered producer with each client; ``producers``).
 
 The pipeline's rate is taken from its own timeline. ``steady_records_per_s``:
 the rows of every batch after the first, over the span from the second
@@ -79,8 +82,6 @@ DEFAULTS = {
 }
 #: Goals on ``ratio_steady`` (the pipeline's steady rate against the lab-settings raw consumer), per pipeline and reader.
 GOALS = {("structured", "spark"): 0.5}
-#: The ledgered producer against the raw one with the same settings.
-PRODUCER_GOAL = 0.8
 
 
 def raw_consume(bootstrap: str, topic: str, partitions: int, records: int, timeout_s: float = 60.0,
@@ -152,32 +153,6 @@ def pipeline_rate(run_dir: Path) -> dict:
     }
 
 
-def raw_produce(cfg, bootstrap: str, topic: str) -> float:
-    """Send ``cfg.events`` events as the ledgered producer does, without its ledger; return records/s.
-
-    The same ``KafkaProducer`` (:meth:`lab.run.producer.LedgeredProducer._make_producer`, the lab's settings:
-    acks, idempotence, in-flight, linger), the same keys and the same JSON values; no callbacks, one flush at
-    the end.
-    """
-    from lab.events import EventLog
-    from lab.faults.catalogue import event_keys
-    from lab.run.producer import LedgeredProducer, event_ids
-
-    with tempfile.TemporaryDirectory(prefix="lab-bench-producer-") as tmp:
-        maker = LedgeredProducer(cfg, bootstrap, Path(tmp) / "unused.sqlite", EventLog(Path(tmp), "producer"))
-        producer = maker._make_producer()
-        ids, keys = event_ids(cfg.seed, cfg.events), event_keys(cfg.seed, cfg.events)
-        t = time.perf_counter()
-        for seq in range(cfg.events):
-            now = time.time()
-            producer.send(topic, key=keys[seq], value={"id": ids[seq], "seq": seq, "key": keys[seq],
-                                                     "event_time_ms": int(now * 1000), "produced_at": now})
-        producer.flush()
-        took = time.perf_counter() - t
-        producer.close()
-    return cfg.events / took
-
-
 def sink_alone(mode: str, events: int, batch: int) -> float:
     """Rows/s of a fresh sink of ``mode`` (SQLite in a temporary directory) given ``events`` rows in batches of ``batch``."""
     from lab.sinks.reader import open_sink
@@ -206,20 +181,26 @@ def spark_stages(bootstrap: str, topic: str, partitions: int, master: str, timeo
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def time_shares(steady: float, stages: dict, sink_rate: float) -> dict:
+def time_shares(steady: float, stages: dict, sink_rate: float, parse_in_task: bool = True) -> dict:
     """The pipeline's time per record split by step, as fractions of it (a step's time per record is 1 / its rate).
 
     The stages are cumulative (``parse`` includes ``read``), so each step's share is what it adds; the sink's is
     the sink alone's; ``rest`` is what none of them accounts for (micro-batch planning, offset and commit logs,
-    tasks waiting for one another). Rough where steps overlap on the 2 cores.
+    tasks waiting for one another). Rough where steps overlap on the 2 cores. ``parse_in_task``: the pipeline's
+    path is ``read`` then ``to_python_raw`` (the records to Python, parsed there: ``to_python_and_parse``), else
+    ``read``, ``parse`` (Spark SQL), ``to_python``.
     """
     rate = {name: s["records_per_s"] for name, s in stages.items()}
     read = steady / rate["read"]
-    parse = steady / rate["parse"] - read
-    to_python = steady / rate["to_python"] - steady / rate["parse"]
     sink = steady / sink_rate
-    return {k: round(v, 3) for k, v in {"read": read, "parse": parse, "to_python": to_python, "sink": sink,
-                                        "rest": 1 - steady / rate["to_python"] - sink}.items()}
+    if parse_in_task:
+        steps = {"read": read, "to_python_and_parse": steady / rate["to_python_raw"] - read}
+        done = steady / rate["to_python_raw"]
+    else:
+        steps = {"read": read, "parse": steady / rate["parse"] - read,
+                 "to_python": steady / rate["to_python"] - steady / rate["parse"]}
+        done = steady / rate["to_python"]
+    return {k: round(v, 3) for k, v in {**steps, "sink": sink, "rest": 1 - done - sink}.items()}
 
 
 def producer_rate(run_dir: Path) -> float:
@@ -233,8 +214,8 @@ def producer_rate(run_dir: Path) -> float:
 
 
 def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_dir: Path, overrides: dict,
-            kafka_reader: str = "auto") -> dict:
-    """One pipeline run over a backlog and, on the same broker, the raw consumer, the sink alone and the raw producer.
+            kafka_reader: str = "auto", producer_client: str = "confluent") -> dict:
+    """One pipeline run over a backlog and, on the same broker, the raw consumer, the sink alone and Spark's steps.
 
     Raises
     ------
@@ -244,7 +225,6 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
     """
     from lab.broker import embedded as broker
     from lab.config import make_config
-    from lab.kafka import tools as kafka_tools
     from lab.kafka.tools import READ_SETTINGS
     from lab.registry import PIPELINES
     from lab.run.supervisor import run_scenario
@@ -257,7 +237,8 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
     try:
         cfg = make_config(pipeline=pipeline, events=events, rate=0, partitions=partitions, topic=topic,
                           kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), deadline_s=900, backlog=True,
-                          name=f"bench-{pipeline}", broker="kafka", kafka_reader=kafka_reader, **settings)
+                          name=f"bench-{pipeline}", broker="kafka", kafka_reader=kafka_reader,
+                          producer_client=producer_client, **settings)
         result = run_scenario(cfg)
         topic = result.config.topic  # the supervisor gives each run a topic of its own
         a = result.audit
@@ -273,9 +254,6 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
                     raise RuntimeError(f"raw consumer read {read} records, the run acknowledged {events}")
                 trials.append(round(eps))
             baselines[label] = {"median_per_s": statistics.median(trials), "trials": trials, "settings": settings_}
-        raw_topic = f"{topic}.raw-producer"
-        kafka_tools.create_topic(info.bootstrap, raw_topic, partitions)
-        raw_producer = raw_produce(result.config, info.bootstrap, raw_topic)
         stages = None
         if pipeline == "structured" and result.report["settings"].get("kafka_reader") == "spark":
             # Where the time goes: Spark's reader, the JSON parse and the hop to Python, each alone.
@@ -306,12 +284,10 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
         # The sink is the limit when the pipeline's steady rate comes within a fifth of what the sink alone takes.
         "sink_is_the_limit": bool(steady and steady >= 0.8 * sink_rate),
         "spark_stages": stages,
-        "time_shares": time_shares(steady, stages["stages"], sink_rate) if stages and steady else None,
+        "time_shares": (time_shares(steady, stages["stages"], sink_rate, parse_in_task=pipeline == "structured")
+                        if stages and steady else None),
         "ledgered_produce_per_s": round(ledgered),
-        "raw_produce_per_s": round(raw_producer),
-        "producer_ratio": round(ledgered / raw_producer, 3),
-        "producer_goal": PRODUCER_GOAL,
-        "producer_meets_goal": ledgered / raw_producer >= PRODUCER_GOAL,
+        "producer_client": producer_client,
         "load_average": os.getloadavg(),
         "events": events,
         "partitions": partitions,
@@ -362,7 +338,7 @@ class PeakMemory:
         self._thread.join()
 
 
-def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float) -> dict:
+def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float, producer_client: str = "confluent") -> dict:
     """``structured`` with its defaults on ``events`` at full speed, a driver crash at ``crash_at_s``: wall time, peak RSS.
 
     Raises
@@ -380,7 +356,7 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float) -
         # duplicate; every other setting is the lab's default.
         cfg = make_config(pipeline="structured", events=events, rate=0, partitions=partitions, deadline_s=900,
                           kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), name="bench-scale", broker="kafka",
-                          sink="transactional", faults=f"driver-crash@at={crash_at_s:g}s")
+                          sink="transactional", faults=f"driver-crash@at={crash_at_s:g}s", producer_client=producer_client)
         t = time.perf_counter()
         with PeakMemory() as memory:
             result = run_scenario(cfg)
@@ -398,7 +374,7 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float) -
     return {
         "events": events, "partitions": partitions, "faults": cfg.faults, "sink": cfg.sink,
         "max_batch_records": cfg.max_batch_records, "batch_interval_s": cfg.batch_interval_s,
-        "kafka_reader": result.report["settings"].get("kafka_reader"),
+        "kafka_reader": result.report["settings"].get("kafka_reader"), "producer_client": producer_client,
         "guarantee": a.guarantee, "exactly_once": a.exactly_once, "duplicated": a.duplicated, "lost": a.lost,
         "restarts": result.restarts, "wall_s": round(wall, 1), "timings": result.timings,
         "crash_while_producing": fault["t"] < produced["t"],
@@ -406,6 +382,19 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float) -
         "peak_rss_mib": round(memory.peak_bytes / 2**20), "peak_rss_processes": memory.peak_processes,
         "load_average": os.getloadavg(),
     }
+
+
+def producers(events: int, partitions: int, runs_dir: Path) -> dict:
+    """:func:`bench.producers.producer_comparison` on an embedded Apache Kafka broker of its own, through its proxy."""
+    from bench.producers import producer_comparison
+    from lab.broker import embedded as broker
+
+    info = broker.start_embedded(runs_dir / "broker-producers", product="kafka")
+    try:
+        return producer_comparison(info.bootstrap, events, partitions=partitions,
+                                   pids={"broker": info.broker_pid, "proxy": info.proxy_pid})
+    finally:
+        broker.stop_embedded(info)
 
 
 def main(argv=None) -> int:
@@ -426,7 +415,11 @@ def main(argv=None) -> int:
                    help="structured and direct: auto (Spark's reader on Apache Kafka), labkafka or spark")
     p.add_argument("--scale", action="store_true", help="also the scale run: structured's defaults, a crash mid-stream")
     p.add_argument("--crash-at", type=float, default=30.0, help="the scale run's driver crash, seconds into the stream")
-    p.add_argument("--no-pipelines", action="store_true", help="only the scale run")
+    p.add_argument("--no-pipelines", action="store_true", help="no pipeline runs (only --scale and the producers)")
+    p.add_argument("--producer-client", default="confluent", choices=("kafka-python", "confluent"),
+                   help="the ledgered producer's client in the runs (default confluent)")
+    p.add_argument("--no-producers", action="store_true", help="without the producers' comparison")
+    p.add_argument("--producer-events", type=int, default=200_000, help="events per client in the producers' comparison")
     a = p.parse_args(argv)
     overrides = {"max_batch_records": a.max_batch, "batch_interval_s": a.batch_interval, "sink": a.sink}
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -437,7 +430,8 @@ def main(argv=None) -> int:
             runs = []
             for i in range(a.runs):
                 print(f"{name}: a backlog of {a.events:,} events, run {i + 1} of {a.runs} ...", flush=True)
-                r = measure(name, a.events, a.partitions, a.raw_repeats, runs_dir, overrides, a.kafka_reader)
+                r = measure(name, a.events, a.partitions, a.raw_repeats, runs_dir, overrides, a.kafka_reader,
+                            a.producer_client)
                 if not a.runs_dir:
                     r["run_dir"] = None  # removed with the temporary directory
                 runs.append(r)
@@ -445,8 +439,7 @@ def main(argv=None) -> int:
                       f"({r['records_per_s']:,} with the first batch); raw consumer {r['raw_consume_lab_settings_per_s']:,}/s "
                       f"(lab settings), {r['raw_consume_per_s']:,}/s (plain): ratio {r['ratio_steady']} "
                       f"({r['ratio_steady_plain']}); sink alone {r['sink_alone_per_s']:,}/s; producer "
-                      f"{r['ledgered_produce_per_s']:,}/s ledgered vs {r['raw_produce_per_s']:,}/s raw: "
-                      f"{r['producer_ratio']}", flush=True)
+                      f"({r['producer_client']}) {r['ledgered_produce_per_s']:,}/s", flush=True)
                 if r["time_shares"]:
                     stages = ", ".join(f"{k} {v['records_per_s']:,}/s" for k, v in r["spark_stages"]["stages"].items())
                     print(f"  Spark's steps alone: {stages}; shares of the pipeline's time: {r['time_shares']}",
@@ -455,17 +448,24 @@ def main(argv=None) -> int:
             r = by_ratio[(len(by_ratio) - 1) // 2]
             r = {**r, "runs": [{k: x[k] for k in ("kafka_reader", "ratio_steady", "steady_records_per_s", "records_per_s",
                                                   "raw_consume_lab_settings_per_s", "raw_consume_per_s", "sink_alone_per_s",
-                                                  "producer_ratio", "first_batch_s", "load_average")} for x in runs]}
+                                                  "ledgered_produce_per_s", "first_batch_s", "load_average")}
+                               for x in runs]}
             results["pipelines"][name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}
         if a.scale:
             print(f"scale run: structured, {a.events:,} events at full speed, driver-crash@at={a.crash_at:g}s ...", flush=True)
             results["scale"] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                **scale_run(a.events, a.partitions, runs_dir, a.crash_at)}
+                                **scale_run(a.events, a.partitions, runs_dir, a.crash_at, a.producer_client)}
             s = results["scale"]
             print(f"  {s['guarantee']}: {s['exactly_once']:,} of {a.events:,}; wall {s['wall_s']} s; "
                   f"peak RSS {s['peak_rss_mib']:,} MiB over {s['peak_rss_processes']} processes", flush=True)
+        if not a.no_producers:
+            print(f"producers: {a.producer_events:,} events per client ...", flush=True)
+            results["producers"] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                    **producers(a.producer_events, a.partitions, runs_dir)}
+    results["command"] = " ".join([".venv/bin/python", "bench/pipelines.py", *(argv if argv is not None else sys.argv[1:])])
+    results["exit_status"] = 0
     results["machine"] = machine()
-    results["versions"] = {pkg: version(pkg) for pkg in ("pyspark", "kafka-python")}
+    results["versions"] = {pkg: version(pkg) for pkg in ("pyspark", "kafka-python", "confluent-kafka")}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written {RESULTS}")

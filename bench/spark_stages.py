@@ -11,8 +11,11 @@ stage adding one step of the pipeline's path to the one before:
 ``parse``      the JSON values parsed into the lab's event columns
                (:func:`~lab.pipelines.structured.kafka_input.events_from_kafka_rows`), counted in the JVM;
 ``to_python``  those rows handed to Python workers through Arrow (``mapInArrow``) and turned into the
-               sink's row tuples (:func:`lab.kafka.read.rows_of_arrow`), as the database writer does
-               before it writes: everything but the sink.
+               sink's row tuples (:func:`lab.kafka.read.rows_of_arrow`): everything but the sink, when
+               Spark SQL parses (stateful queries, the files sink);
+``to_python_raw`` the records themselves handed to Python workers through Arrow and parsed there
+               (:func:`lab.kafka.read.rows_of_records`), as the database writer of a stateless query and
+               the direct pipeline do: everything but the sink on their path.
 
 Stages run in turns, ``--rounds`` times (the first round also warms the JVM
 up; the median of the rounds is reported). A stage's records/s beside the
@@ -36,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `lab` importable from the checkout
 
-STAGES = ("read", "parse", "to_python")
+STAGES = ("read", "parse", "to_python", "to_python_raw")
 
 
 def count_rows(batches):
@@ -49,10 +52,21 @@ def count_rows(batches):
     yield pa.RecordBatch.from_pydict({"rows": [len(rows)]}, schema=pa.schema([("rows", pa.int64())]))
 
 
+def count_record_rows(batches):
+    """``mapInArrow``: Kafka's records parsed into the sink's row tuples in the task, then only their count yielded."""
+    import pyarrow as pa
+
+    from lab.kafka.read import rows_of_records
+
+    rows = rows_of_records(batches)
+    yield pa.RecordBatch.from_pydict({"rows": [len(rows)]}, schema=pa.schema([("rows", pa.int64())]))
+
+
 def stage_job(spark, stage: str, bootstrap: str, topic: str, partitions: int):
     """The DataFrame whose ``collect()`` runs ``stage`` over the whole topic; its one value is the rows counted."""
     from pyspark.sql import functions as F
 
+    from lab.pipelines.shared.kafka_reader import kafka_records
     from lab.pipelines.structured.kafka_input import events_from_kafka_rows, spark_kafka_options
 
     options = spark_kafka_options(bootstrap, topic, partitions, 0, "read_uncommitted")
@@ -63,6 +77,8 @@ def stage_job(spark, stage: str, bootstrap: str, topic: str, partitions: int):
     records = reader.load()
     if stage == "read":
         return records.agg(F.count(F.lit(1)).alias("rows"), F.sum(F.length("value")).alias("bytes"))
+    if stage == "to_python_raw":
+        return kafka_records(records).mapInArrow(count_record_rows, "rows long").agg(F.sum("rows").alias("rows"))
     events = events_from_kafka_rows(records)
     if stage == "parse":
         return events.agg(F.count("event_id").alias("rows"), F.sum("seq").alias("seqs"))

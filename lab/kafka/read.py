@@ -194,6 +194,8 @@ def arrow_events(partition: int, offsets: Sequence[int], values: Sequence[bytes]
                 parse_options=pa_json.ParseOptions(explicit_schema=value_schema, unexpected_field_behavior="ignore"))
             if table.num_rows == len(values) and all(table.column(n).null_count == 0 for n, _ in EVENT_FIELDS):
                 fields = [table.column(n).combine_chunks() for n, _ in EVENT_FIELDS + OPTIONAL_FIELDS]
+                for f in fields:  # Arrow's reader lets invalid UTF-8 into a string: the reference path names it
+                    f.validate(full=True)
     except Exception:  # anything Arrow cannot read (or a None value): the reference path decides
         fields = None
     if fields is None:  # the first record that is not an event raises here
@@ -212,6 +214,33 @@ def rows_of_arrow(batches: Iterable) -> list[tuple]:
     for b in batches:
         cols = b.to_pydict()
         rows.extend(zip(*(cols[c] for c in ROW_COLUMNS)))
+    return rows
+
+
+#: The columns of a Kafka record as Spark's ``kafka`` reader hands them to a task that parses them itself.
+RECORD_COLUMNS = ("value", "partition", "offset")
+
+
+def rows_of_records(batches: Iterable) -> list[tuple]:
+    """Arrow batches of Kafka records (:data:`RECORD_COLUMNS`) as sink rows, each value parsed by :func:`arrow_events`.
+
+    The same rows, or the same :class:`NotALabEvent` naming the first bad
+    record, as :func:`record_row` gives record by record and Spark SQL's
+    :func:`lab.pipelines.structured.kafka_input.events_from_kafka_rows` in the
+    JVM. A batch may hold several Kafka partitions; each run of one
+    partition is parsed as one chunk.
+    """
+    rows: list[tuple] = []
+    for b in batches:
+        if not b.num_rows:
+            continue
+        cols = b.to_pydict()
+        values, partitions, offsets = (cols[c] for c in RECORD_COLUMNS)
+        start = 0
+        for i in range(1, len(partitions) + 1):
+            if i == len(partitions) or partitions[i] != partitions[start]:
+                rows.extend(rows_of_arrow([arrow_events(partitions[start], offsets[start:i], values[start:i])]))
+                start = i
     return rows
 
 

@@ -20,11 +20,13 @@ can read it:
    markers occupy offsets. With Apache Kafka (``--broker kafka`` or
    ``LAB_KAFKA_BOOTSTRAP``) and Spark's connector cached (``lab fetch``),
    ``--kafka-reader auto`` reads the same ranges with Spark's own batch Kafka
-   source instead (:func:`spark_kafka_rdd`: per-partition ``startingOffsets``
+   source instead (:func:`spark_kafka_records`: per-partition ``startingOffsets``
    and ``endingOffsets``); the offset log stays the lab's.
 5. It runs the transformation (JSON to rows, :func:`lab.kafka.read.record_row`)
    and the output: each task
-   writes its own partition's rows to the sink (``foreachPartition``). The
+   writes its own partition's rows to the sink (``foreachPartition``; with
+   Spark's reader ``mapInArrow``, whose task parses its Arrow batches of
+   records at once, :func:`lab.kafka.read.rows_of_records`). The
    output function sees the batch's ranges, as ``HasOffsetRanges`` does.
 6. It commits offsets where ``--offsets`` says, then marks the batch done.
 
@@ -192,8 +194,8 @@ def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange], isolation_l
     return rdd
 
 
-def spark_kafka_rdd(spark, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
-    """The batch's Kafka records ``(partition, offset, value)`` read by Spark's own batch Kafka source.
+def spark_kafka_records(spark, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
+    """The batch's Kafka records (:data:`lab.kafka.read.RECORD_COLUMNS`) read by Spark's own batch Kafka source.
 
     ``spark.read.format("kafka")`` with the driver-planned ranges as per-partition
     ``startingOffsets`` / ``endingOffsets`` (``assign``, never a consumer group) and
@@ -202,18 +204,50 @@ def spark_kafka_rdd(spark, bootstrap: str, ranges: list[OffsetRange], isolation_
     not necessarily in the order of ``ranges``: :func:`partition_writer` finds each
     task's range by the Kafka partition of its rows.
 
+    The tasks' consumers get the structured pipeline's throughput settings (``kafka.max.poll.records``,
+    ``kafka.fetch.max.wait.ms``: :func:`lab.pipelines.structured.kafka_input.spark_kafka_options`) and one
+    ``kafka.group.id`` for the run's batches: Spark keeps its consumers in a pool keyed by group id and
+    partition, and without one each batch's query makes up a new group id, so every batch opened new
+    consumers. The group is never joined (``assign``) and nothing is committed to it.
+
     Delivery guarantee: as :func:`create_direct_rdd`, the same records on every read.
     """
+    from lab.host.start_tuning import StartTuning
+    from lab.kafka.read import POLL_RECORDS
+
     topic = ranges[0].topic
     df = (spark.read.format("kafka")
           .option("kafka.bootstrap.servers", bootstrap)
+          .option("kafka.group.id", f"lab-direct-reader-{topic}")
+          .option("kafka.max.poll.records", POLL_RECORDS)
+          .option("kafka.fetch.max.wait.ms", str(StartTuning.from_env().task_fetch_wait_ms))
           .option("assign", json.dumps({topic: [r.partition for r in ranges]}))
           .option("startingOffsets", json.dumps({topic: {str(r.partition): r.fromOffset for r in ranges}}))
           .option("endingOffsets", json.dumps({topic: {str(r.partition): r.untilOffset for r in ranges}}))
           .option("kafka.isolation.level", isolation_level)
           .option("failOnDataLoss", "true")
           .load())
-    return df.select("partition", "offset", "value").rdd.map(lambda row: (row[0], row[1], bytes(row[2])))
+    from lab.pipelines.shared.kafka_reader import kafka_records
+
+    return kafka_records(df)
+
+
+def arrow_output(write):
+    """``write(rows)`` as a ``mapInArrow`` function over Kafka records: the task parses its records into rows
+    (:func:`lab.kafka.read.rows_of_records`), writes them, and yields one empty batch.
+
+    Measured (``bench/pipelines.py``): Spark's Row objects pickled to Python and parsed
+    record by record cost about twice the time of Arrow batches parsed by Arrow's JSON reader.
+    """
+    def run(batches):
+        import pyarrow as pa
+
+        from lab.kafka.read import rows_of_records
+
+        write(rows_of_records(batches))
+        yield pa.RecordBatch.from_pydict({"done": []}, schema=pa.schema([("done", pa.int32())]))
+
+    return run
 
 
 def partition_writer(ctx: DriverContext, batch: int, offset_ranges: tuple, offset_store: str, faults: dict, counters,
@@ -395,20 +429,21 @@ def _run_batch(ctx: DriverContext, sc, log: OffsetLog, store: OffsetStore, batch
         announcer.start()
     try:
         if active:
-            spark_reader = reader == "spark"
-            if spark_reader:
+            faults = {"fail_once": fail_once, "executor_crash": executor_crash}
+            if reader == "spark":
                 from pyspark.sql import SparkSession
 
-                kafka_rdd = spark_kafka_rdd(SparkSession.getActiveSession(), ctx.bootstrap, active,
-                                            cfg.isolation_level)
-                offset_ranges = tuple(active)
+                records = spark_kafka_records(SparkSession.getActiveSession(), ctx.bootstrap, active,
+                                              cfg.isolation_level)
+                write = partition_writer(ctx, batch, tuple(active), cfg.spark.offsets, faults, counters, True)
+                # The transformation (JSON to rows) and the output, in each task.
+                records.mapInArrow(arrow_output(write), "done int").collect()
             else:
                 kafka_rdd = create_direct_rdd(sc, ctx.bootstrap, active, cfg.isolation_level)
                 offset_ranges = kafka_rdd.offsetRanges  # the HasOffsetRanges cast: only the Kafka RDD has them
-            faults = {"fail_once": fail_once, "executor_crash": executor_crash}
-            # The transformation (JSON to rows), then the output.
-            kafka_rdd.map(lambda record: record_row(*record)).foreachPartition(
-                partition_writer(ctx, batch, offset_ranges, cfg.spark.offsets, faults, counters, spark_reader))
+                # The transformation (JSON to rows), then the output.
+                kafka_rdd.map(lambda record: record_row(*record)).foreachPartition(
+                    partition_writer(ctx, batch, offset_ranges, cfg.spark.offsets, faults, counters))
     except Exception as e:
         ctx.events.write(ev.BATCH_ERROR, batch=batch, error=repr(e)[-500:])
         raise

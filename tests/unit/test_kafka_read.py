@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.kafka.read import (COLUMNS, ROW_COLUMNS, NotALabEvent, arrow_chunks, arrow_events, event_fields,
-                            record_row, rows_of_arrow)
+from lab.kafka.read import (COLUMNS, RECORD_COLUMNS, ROW_COLUMNS, NotALabEvent, arrow_chunks, arrow_events,
+                            event_fields, record_row, rows_of_arrow, rows_of_records)
 
 UUID = "0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab"
 
@@ -91,6 +91,29 @@ def test_arrow_variant_falls_back_when_a_value_spans_lines():
     values = [produced(seq=1), b'{"id": "x",\n "seq": 2, "key": "k"}', produced(seq=3)]
     assert rows_of_arrow([arrow_events(0, [0, 1, 2], values)]) == [(UUID, 1, 0, 0), ("x", 2, 0, 1), (UUID, 3, 0, 2)]
     assert arrow_events(0, [], []).num_rows == 0
+
+
+def _records(partitions, offsets, values):
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array(values, pa.binary()), pa.array(partitions, pa.int32()),
+                                       pa.array(offsets, pa.int64())], names=list(RECORD_COLUMNS))
+
+
+def test_records_parsed_in_a_task_give_the_rows_of_the_pure_function_across_partitions_and_batches():
+    values = [v for v, _ in EVENTS] * 2
+    partitions = [0] * 5 + [2] * 4 + [0] * (len(values) - 9)  # runs of partitions, one coming back
+    offsets = list(range(len(values)))
+    first, second = _records(partitions[:6], offsets[:6], values[:6]), _records(partitions[6:], offsets[6:], values[6:])
+    empty = _records([], [], [])
+    assert rows_of_records([empty, first, second]) == [record_row(p, o, v) for p, o, v in zip(partitions, offsets, values)]
+
+
+@pytest.mark.parametrize("bad", NOT_EVENTS)
+def test_records_parsed_in_a_task_fail_on_the_first_non_event_by_partition_and_offset(bad):
+    values = [produced(seq=i) for i in range(3)] + [bad]
+    with pytest.raises(NotALabEvent, match=r"^record 1@13 is not a lab event"):
+        rows_of_records([_records([1] * 4, list(range(10, 14)), values)])
 
 
 def test_arrow_chunks_batch_the_polls_to_at_least_chunk_rows():

@@ -69,3 +69,11 @@ def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
             "(it caches the pinned connector jars, which every Spark session then loads), "
             "or use --kafka-reader labkafka (no jar needed)")
     return "spark" if found and real_kafka else "labkafka"
+
+
+def kafka_records(df):
+    """Spark's Kafka rows as :data:`lab.kafka.read.RECORD_COLUMNS`, the value unparsed, for a task that parses the
+    values itself (:func:`lab.kafka.read.rows_of_records`); ``partition`` an int, as the event columns have it."""
+    from pyspark.sql import functions as F
+
+    return df.select("value", F.col("partition").cast("int").alias("partition"), "offset")

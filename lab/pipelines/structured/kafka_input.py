@@ -5,7 +5,9 @@ Both give the same columns (:data:`lab.spark.kafka_source.SCHEMA`: ``event_id``,
 partition with new offsets, the same admission control (at most
 ``max_batch_records`` offsets per micro-batch) and the same isolation level,
 so everything after the source (``foreachBatch``, the sinks, the named
-points, the checkpoint) is one code path.
+points, the checkpoint) is one code path. One difference of where, not of
+what: with Spark's reader a stateless query's database sink gets the records
+and its Python tasks parse them (``parse_in_task``), into the same rows.
 
 Which of the two a run uses (``--kafka-reader``, ``LAB_KAFKA_READER``: ``auto``,
 ``labkafka``, ``spark``; never ``spark`` with Tansu) is decided by
@@ -27,6 +29,7 @@ import json
 
 from lab.errors import LabError
 from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
+from lab.pipelines.shared.kafka_reader import kafka_records
 
 #: The event fields of a record's JSON value (:data:`lab.kafka.read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
@@ -61,11 +64,19 @@ def events_from_kafka_rows(df):
 
 
 def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partitions: int, max_batch_records: int,
-                isolation_level: str):
+                isolation_level: str, parse_in_task: bool = False):
     """The streaming DataFrame of events from ``topic``, through ``reader`` (``labkafka`` or ``spark``).
 
     Both start at the earliest offsets (a new query) or at the checkpoint's
     (a restarted one); the options each source gets are :data:`READER_OPTIONS`'.
+
+    ``parse_in_task`` (``spark`` reader only): the records' columns
+    :data:`lab.kafka.read.RECORD_COLUMNS` instead of the event columns, for an
+    output whose Python task parses the values itself
+    (:func:`lab.kafka.read.rows_of_records`). Measured over 1,000,000 events
+    (``bench/spark_stages.py``, stages ``to_python`` and ``to_python_raw``):
+    the records to Python and parsed there by Arrow's JSON reader take half
+    the time of Spark SQL's ``from_json`` and the hop of its columns.
 
     Raises
     ------
@@ -79,8 +90,12 @@ def kafka_event_stream(spark, reader: str, bootstrap: str, topic: str, partition
     stream = spark.readStream.format(fmt)
     for key, value in options(bootstrap, topic, partitions, max_batch_records, isolation_level).items():
         stream = stream.option(key, value)
-    return stream.load() if reader == "labkafka" else events_from_kafka_rows(stream.load())
+    records = stream.load()
+    if reader == "labkafka":
+        return records
+    return kafka_records(records) if parse_in_task else events_from_kafka_rows(records)
     # end lesson: kafka-source
+
 
 
 def kafka_record_stream(spark, bootstrap: str, topic: str, partitions: int, max_batch_records: int | None,

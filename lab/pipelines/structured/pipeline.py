@@ -96,7 +96,7 @@ from lab import events as ev
 from lab.engines.spark import may_use_connector
 from lab.pipelines.driver import DriverContext
 from lab.events import read_events
-from lab.kafka.read import rows_of_arrow
+from lab.kafka.read import rows_of_arrow, rows_of_records
 from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.pipelines.shared.tasks import midway_hook
 from lab.queries import COUNT_QUERIES
@@ -104,14 +104,14 @@ from lab.sinks.reader import open_sink
 from lab.sinks.spec import FILES_MODE, TOPIC_MODE, SinkSpec
 from lab.spark.trigger import MIN_REAL_TIME_S, REAL_TIME_MIN_CONF, parse_trigger
 
-#: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
-STOP_WAIT_S = 15.0
-#: Seconds between looks at the checkpoint's commit log.
-POLL_S = 0.1
+STOP_WAIT_S = 15.0  #: Seconds a SIGTERM waits for the batch in flight before the query is stopped anyway.
+POLL_S = 0.1  #: Seconds between looks at the checkpoint's commit log.
 
 # -- tasks -------------------------------------------------------------------
-def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
+def database_writer(ctx: DriverContext, batch: int, fail_once: bool, records: bool = False):
     """The ``mapInArrow`` function that writes one Spark partition to the run's database sink.
+
+    ``records``: its input is Kafka's records, parsed here (:func:`lab.kafka.read.rows_of_records`), not events.
 
     Delivery guarantee: the sink mode's, per part ``batch-<batch>-kafka-<Kafka partition>``
     (each Spark partition holds one Kafka partition's range, with either reader).
@@ -124,7 +124,7 @@ def database_writer(ctx: DriverContext, batch: int, fail_once: bool):
         from pyspark import TaskContext
 
         part = TaskContext.get().partitionId()
-        rows = rows_of_arrow(batches)
+        rows = rows_of_records(batches) if records else rows_of_arrow(batches)
         hook = midway_hook(ctx, batch, fail_once)
         # A range of transaction markers only has no rows and nothing to commit under any key.
         key = f"batch-{batch}-kafka-{rows[0][2]}" if rows else f"batch-{batch}-empty-{part}"
@@ -261,8 +261,10 @@ def run(ctx: DriverContext) -> None:
     if spec.mode == TOPIC_MODE:
         _run_topic_query(ctx, spark, checkpoint, reader)
         return
-    batches = _ForeachBatch(ctx, spark, spec, checkpoint)
-    query = _start_query(ctx, spark, reader, checkpoint, batches.process)
+    # A stateless query's database sinks parse the records in their tasks; others need the columns in Spark.
+    parse_in_task = reader == "spark" and cfg.query == "passthrough" and spec.mode != FILES_MODE
+    batches = _ForeachBatch(ctx, spark, spec, checkpoint, parse_in_task)
+    query = _start_query(ctx, spark, reader, checkpoint, batches.process, parse_in_task)
     ctx.phase("query")
     committed = checkpoint.last_committed()
     states = _StateReports(ctx, stateful.state_progress) if cfg.query != "passthrough" else None
@@ -334,7 +336,7 @@ def _run_topic_query(ctx: DriverContext, spark, checkpoint: Checkpoint, reader: 
         spark.stop()
 
 
-def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint, process):
+def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint, process, parse_in_task: bool):
     """Start the streaming query: the source, a stateful operator (``--query``), ``foreachBatch(process)``, the checkpoint.
 
     The progress the checkpoint already holds is reported first (:func:`_report_recovered`).
@@ -346,7 +348,7 @@ def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint,
     # A transactional producer's events are final only once committed: read_committed then.
     # lesson: structured-query
     source = kafka_event_stream(spark, reader, ctx.bootstrap, cfg.topic, cfg.partitions, cfg.max_batch_records,
-                                cfg.isolation_level)
+                                cfg.isolation_level, parse_in_task)
     output_mode = "append"
     if cfg.query != "passthrough":
         source, output_mode = stateful.stateful_query(source, cfg.query, cfg.event_time.window_s, cfg.event_time.watermark_s,
@@ -366,8 +368,9 @@ def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint,
 class _ForeachBatch:
     """The ``foreachBatch`` function (:meth:`process`), and the :class:`_BatchLog` it fills for the commit watcher."""
 
-    def __init__(self, ctx: DriverContext, spark, spec: SinkSpec, checkpoint: Checkpoint) -> None:
+    def __init__(self, ctx: DriverContext, spark, spec: SinkSpec, checkpoint: Checkpoint, parse_in_task: bool) -> None:
         self.ctx, self.cfg, self.spark, self.spec, self.checkpoint = ctx, ctx.config, spark, spec, checkpoint
+        self.parse_in_task = parse_in_task  # the database writer gets Kafka's records (kafka_event_stream)
         self.file_sink = _parquet_file_sink(spark, spec.path) if spec.mode == FILES_MODE else None
         self.log = _BatchLog()
         self.first_start: dict[int, int] | None = None
@@ -445,7 +448,8 @@ class _ForeachBatch:
             parts = data.mapInArrow(stateful.window_writer(ctx, batch, fail_once, previous),
                                     stateful.WINDOW_PART_SCHEMA).collect()
             return parts, sum(p["counted"] for p in parts)
-        parts = data.mapInArrow(database_writer(ctx, batch, fail_once), "part int, rows long, outcome string").collect()
+        parts = data.mapInArrow(database_writer(ctx, batch, fail_once, self.parse_in_task),
+                                "part int, rows long, outcome string").collect()
         return parts, None
 
 
