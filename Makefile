@@ -1,5 +1,6 @@
-# The lab's two commands: `make demo` (the main job) and `make test` (everything).
-# Both create .venv first when it is missing or out of date.
+# The lab's commands: `make demo` (the main job); `make test`, before a change (the unit tests and one short
+# scenario per pipeline family, a few minutes); `make test-all`, what CI runs (everything, about half an hour).
+# Each creates .venv first when it is missing or out of date.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,12 +9,19 @@ STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 # Test processes side by side: on 2 cores the suite is CPU-bound (both cores 80-99% busy by /proc/stat,
 # bench/suite_cpu.py), and three processes made each test about 50% slower. Its measured times, which move with the
-# machine's hour more than with the code: bench/README.md, `make test`'s time. TEST_WORKERS=1: one process.
+# machine's hour more than with the code: bench/README.md, the tests' time. TEST_WORKERS=1: one process.
 TEST_WORKERS ?= 2
-# More pytest arguments for `make test` (bench/suite_time.py adds --junitxml=FILE), e.g. TEST_ARGS=--durations=0.
+XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+# More pytest arguments for `make test` and `make test-all` (bench/suite_time.py adds --junitxml=FILE),
+# e.g. TEST_ARGS=--durations=0.
 TEST_ARGS ?=
+# `make test`'s tests: all of tests/unit, and of the tests that start brokers, JVMs or notebooks only the nine
+# marked quick, one per pipeline family, each its shortest audited fault scenario, so a change that breaks a
+# pipeline fails in minutes rather than half an hour.
+# tests/conftest.py marks every test by its directory, so a module without its pytestmark cannot slip in.
+QUICK := tests/unit tests/integration -m "quick or not (integration or notebook or browser)"
 
-.PHONY: preflight venv lint flink fetch bundle offline demo test test-fast test-stack reference lab bench bench-matrix soak doctor clean
+.PHONY: preflight venv lint flink fetch bundle offline demo test test-all test-fast test-stack reference lab bench bench-matrix soak doctor clean
 
 venv: $(STAMP)
 
@@ -87,8 +95,13 @@ preflight:
 	@tests/preflight.sh
 
 test: preflight venv flink fetch lint
-	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) --durations=20 $(TEST_ARGS) tests
+	$(PYTEST) -q $(XDIST) --durations=20 $(TEST_ARGS) $(QUICK)
 
+# Every test: unit, integration, the notebooks and solutions through papermill, the browser's.
+test-all: preflight venv flink fetch lint
+	$(PYTEST) -q $(XDIST) --durations=20 $(TEST_ARGS) tests
+
+# No JVM, no broker: seconds, for iterating.
 test-fast: venv lint
 	$(PYTEST) -q tests/unit
 
@@ -108,7 +121,7 @@ lint: venv
 # The notebook tests execute and check them; lab.lessons.reference copies their HTML and records each notebook's digest.
 # The README's grid picture (docs/images/semantics_grid.png) from docs/reference/matrix.csv: docs/tools/render_grid.py.
 reference: venv
-	$(PYTEST) -q $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
+	$(PYTEST) -q $(XDIST) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
 	$(BIN)/python -m lab.lessons.reference
 
 # JupyterLab on 127.0.0.1 over the learner's copies of notebooks/ in workspace/ (git ignores it), with the lab's

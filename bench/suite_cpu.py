@@ -1,4 +1,4 @@
-"""Where a whole command's CPU goes (by default ``make test``): CPU seconds per kind of process.
+"""Where a whole command's CPU goes (by default ``make test-all``, the whole suite): CPU seconds per kind of process.
 
 The suite is CPU-bound on 2 cores (both cores 99% busy by ``/proc/stat``), so its
 time is cut only by cutting CPU somewhere; this says where. While the command
@@ -95,7 +95,7 @@ class SuiteSampler:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "suite_cpu.json"))
-    ap.add_argument("command", nargs="*", default=["make", "test"], help="default: make test")
+    ap.add_argument("command", nargs="*", default=["make", "test-all"], help="default: make test-all")
     a = ap.parse_args(argv)
     core_s = core_seconds()  # a quiet machine's speed, before the run: figures from two machines compare
     s = SuiteSampler()

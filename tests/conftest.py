@@ -156,12 +156,24 @@ def no_process_left_behind(tmp_path_factory):
     assert not left, "processes left behind: " + "; ".join(f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in left)
 
 
-#: Collection order: the longest tests first, so that the workers of ``make test`` (pytest-xdist) do not end
-#: with one of them running a notebook while the other has nothing left; unit tests fill the gaps last.
+#: Collection order: the longest tests first, so that the workers of ``make test`` and ``make test-all``
+#: (pytest-xdist) do not end with one of them running a scenario while the other has nothing left; unit tests fill
+#: the gaps last.
 _ORDER = {"notebooks": 0, "browser": 1, "integration": 2, "unit": 3}
+#: The mark each test directory's tests carry whatever their module says: ``make test`` leaves out every test
+#: marked so unless it is also ``quick``, and a module that forgot its ``pytestmark`` (test_toy_pipeline.py did)
+#: would otherwise slip a real run into it.
+_DIRECTORY_MARKS = {"integration": "integration", "notebooks": "notebook", "browser": "browser"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: it must see these marks
 def pytest_collection_modifyitems(config, items):
+    tests = ROOT / "tests"
+    for item in items:
+        top = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else None
+        mark = _DIRECTORY_MARKS.get(top)
+        if mark and item.get_closest_marker(mark) is None:
+            item.add_marker(mark)
     items.sort(key=lambda item: _ORDER.get(item.path.parent.name, 2))
 
 

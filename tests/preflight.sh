@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `make test` needs from the system before any test runs: Java 17 or 21 (Kafka, Spark), PostgreSQL's server
+# What `make test` and `make test-all` need from the system before any test runs: Java 17 or 21 (Kafka, Spark), PostgreSQL's server
 # binaries (the integration tests start their own server), Chromium (the browser tests) and Python's venv module.
 # As root on Debian or Ubuntu it installs what is missing with apt-get; otherwise it prints the one command to run
 # and exits 2. It never waits for input.
@@ -18,15 +18,15 @@ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromi
 if command -v apt-get >/dev/null 2>&1; then
   cmd="apt-get install -y --no-install-recommends ${need[*]}"
   if [ "$(id -u)" = 0 ]; then
-    echo "make test: installing the system packages it needs: ${need[*]}"
+    echo "tests: installing the system packages it needs: ${need[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
       && exit 0
-    echo "make test: the install failed; run it yourself: $cmd" >&2
+    echo "tests: the install failed; run it yourself: $cmd" >&2
     exit 2
   fi
-  echo "make test needs ${need[*]}; install them, then run make test again: sudo apt-get update && sudo $cmd" >&2
+  echo "the tests need ${need[*]}; install them, then run the make target again: sudo apt-get update && sudo $cmd" >&2
 else
-  echo "make test needs ${need[*]} (Debian package names); install them with your system's package manager" \
-       "(macOS: brew install openjdk@17 postgresql@16 chromium), then run make test again" >&2
+  echo "the tests need ${need[*]} (Debian package names); install them with your system's package manager" \
+       "(macOS: brew install openjdk@17 postgresql@16 chromium), then run the make target again" >&2
 fi
 exit 2

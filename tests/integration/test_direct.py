@@ -171,6 +171,7 @@ def test_offsets_in_the_sink_are_exactly_once_under_a_time_triggered_crash(runs_
     assert sink_offsets(run_dir) == ledger_ends(run_dir)
 
 
+@pytest.mark.quick
 @pytest.mark.broker("tansu")  # the Tansu subset: the lab's own range reader (auto on Tansu)
 def test_idempotent_sink_absorbs_replays_and_retries(runs_dir):
     cfg = make_config(**SMALL, events=1500, offsets="checkpoint", sink="idempotent",

@@ -10,7 +10,7 @@ from tests.integration.conftest import assert_all_gone, batch_rows, run_pids
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 
 
-@pytest.mark.parametrize("point", ["mid-output", "after-output-before-commit"])
+@pytest.mark.parametrize("point", [pytest.param("mid-output", marks=pytest.mark.quick), "after-output-before-commit"])
 def test_a_driver_killed_inside_its_transaction_is_exactly_once_read_committed(runs_dir, point):
     result = run_scenario(make_config(pipeline="kafka-eos", events=600, rate=0, max_batch_records=100,
                                       faults=f"driver-crash@batch=2:{point}"))

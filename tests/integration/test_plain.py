@@ -50,7 +50,7 @@ def test_cli_run_with_a_driver_crash(tmp_path):
 @pytest.mark.parametrize(
     "commit, point, expect",
     [
-        ("after-output", "after-output-before-commit", "duplicates = batch"),
+        pytest.param("after-output", "after-output-before-commit", "duplicates = batch", marks=pytest.mark.quick),
         ("before-output", "after-commit-before-output", "loss = batch"),
     ],
 )

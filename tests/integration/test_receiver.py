@@ -121,6 +121,7 @@ def check_without_wal_a_driver_crash_loses_what_spark_held(report: dict, run_dir
     assert all(o < resume[p] for p, o in lost_offsets(run_dir))
 
 
+@pytest.mark.quick
 def test_wal_holds_what_the_source_was_not_told(runs_dir):
     """Crash after the batch is in the WAL, before its offsets are committed: both replay it."""
     result = receiver_run(wal="on", ack="stored", faults="driver-crash@batch=3:after-wal-before-ack")

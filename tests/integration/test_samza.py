@@ -13,6 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 STREAM = dict(pipeline="samza", events=3000, rate=300, faults="driver-crash@at=5s")
 
 
+@pytest.mark.quick
 def test_a_crash_replays_output_and_every_key_is_restored_exactly_from_the_changelog(runs_dir):
     result = run_scenario(make_config(**STREAM))
     r = result.report

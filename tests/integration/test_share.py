@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
 STREAM = dict(pipeline="share", consumers=2, events=3000, rate=300)
 
 
+@pytest.mark.quick
 def test_a_killed_consumers_records_are_delivered_again_to_the_group(runs_dir):
     result = run_scenario(make_config(**STREAM, faults="consumer-crash@at=3s"))
     r, events = result.report, read_events(result.run_dir)

@@ -60,6 +60,7 @@ def test_a_replayed_trident_txid_carries_the_same_records_and_the_sink_skips_it(
     assert done[0]["outcome"] == "skipped" and r["write_attempts"] == 3000 + replayed[0]["rows"]
 
 
+@pytest.mark.quick
 def test_bolt_fail_replays_the_failed_tuples_after_the_sink_wrote_them(runs_dir):
     result = run_scenario(make_config(**STREAM, storm_mode="acked", faults="bolt-fail@batch=2:count=50"))
     r = result.report

@@ -152,7 +152,8 @@ def check_task_failure_with_append(report: dict, run_dir, events: int) -> None:
 @pytest.mark.parametrize("sink, faults", [
     ("idempotent", "driver-crash@batch=1:mid-output,driver-crash@batch=3:after-output-before-commit,"
                    "driver-crash@batch=4:after-offset-log"),
-    ("transactional", "driver-crash@batch=1:mid-output,driver-crash@batch=3:after-output-before-commit"),
+    pytest.param("transactional", "driver-crash@batch=1:mid-output,driver-crash@batch=3:after-output-before-commit",
+                 marks=pytest.mark.quick),
     ("files", "driver-crash@batch=1:mid-output,driver-crash@batch=3:after-output-before-commit"),
 ])
 def test_exactly_once_sinks_under_crashes_at_named_points(lab_env, sink, faults):
