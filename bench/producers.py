@@ -4,7 +4,7 @@ One embedded Apache Kafka broker (:func:`lab.broker.embedded.start_embedded`, as
 starts it), measured **through the lab's proxy**: ``BrokerInfo.bootstrap``, the address a run's ledgered
 producer is given (the supervisor hands it ``broker.bootstrap``), so every figure pays the proxy's hop as a
 run does. In the same invocation, each on a topic of its own with the same ``--events`` events (the same ids,
-keys and JSON values the ledgered producer sends, :func:`lab.run.producer.event_value`):
+keys and JSON values the ledgered producer sends, :func:`lab.run.produced_events.event_value`):
 
 * ``kafka_python_lab``: kafka-python as the lab configures it (the ledgered producer's own
   ``KafkaProducer``, :meth:`LedgeredProducer._make_producer`), no ledger, one flush at the end;
@@ -104,14 +104,14 @@ def _maker(cfg, bootstrap: str, tmp: Path):
 
 def _events(seed: int, events: int) -> tuple[list[str], list[str]]:
     from lab.faults.catalogue import event_keys
-    from lab.run.producer import event_ids
+    from lab.run.produced_events import event_ids
 
     return event_ids(seed, events), event_keys(seed, events)
 
 
 def raw_kafka_python(bootstrap: str, topic: str, events: int, tuning: dict | None = None) -> float:
     """kafka-python, no ledger: the lab's ``KafkaProducer``, or with ``tuning`` (same semantics); seconds."""
-    from lab.run.producer import event_value
+    from lab.run.produced_events import event_value
 
     cfg = _config(bootstrap, topic, events, "kafka-python")
     ids, keys = _events(cfg.seed, events)
@@ -145,7 +145,7 @@ def raw_confluent(bootstrap: str, topic: str, events: int) -> float:
     """confluent-kafka, no ledger, no delivery callback: the lab's settings, ``poll(0)`` every ``POLL_EVERY``
     sends as the ledgered loop polls; seconds."""
     from lab.kafka.confluent_producer import POLL_EVERY
-    from lab.run.producer import event_value
+    from lab.run.produced_events import event_value
 
     cfg = _config(bootstrap, topic, events, "confluent")
     ids, keys = _events(cfg.seed, events)

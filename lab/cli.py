@@ -24,6 +24,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.queries import QUERIES
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.kafka.eos_settings import DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S
+    from lab.kafka.producer_settings import PRODUCER_CLIENTS
     from lab.samza.settings import SAMZA_STORE_CACHES
     from lab.storm.settings import STORM_MODES
     from lab.share.settings import DEFAULT_CONSUMERS
@@ -112,7 +113,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
     p.add_argument("--transactional", choices=("on", "off"), default="off",
                    help="transactional producer (100 events per transaction; readers use read_committed)")
-    p.add_argument("--producer-client", default="kafka-python",
+    p.add_argument("--producer-client", default="kafka-python", choices=PRODUCER_CLIENTS,
                    help="the ledgered producer's Kafka client: kafka-python (default; the lessons' client) or "
                         "confluent (confluent-kafka, the same settings, several times faster)")
     p.add_argument("--isolation", default="auto", choices=("auto", "read_committed", "read_uncommitted"),

@@ -78,6 +78,10 @@ def confluent_config(p: ProducerSettings, bootstrap: str, transactional_id: str 
         # on, as kafka-python does. Not stated because librdkafka warns on stderr whenever the property is set.
         # Uncompressed batches, as kafka-python's default compression_type.
         "compression.type": "none",
+        # librdkafka writes its own log lines to stderr: at its default level every reconnect while a broker is
+        # down (a broker-crash: about 20 lines a second) and every coordinator retry reach the learner's terminal.
+        # Errors only; what a send came to is the ledger's to say.
+        "log_level": 3,
     }
     if transactional_id:
         config["transactional.id"] = transactional_id

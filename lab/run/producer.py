@@ -31,7 +31,6 @@ needs and no more: one formatted value, one tuple per outcome, the ledger writte
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from dataclasses import dataclass
@@ -41,9 +40,10 @@ from operator import itemgetter
 from lab import events as ev
 from lab.config import RunConfig
 from lab.events import EventLog
-from lab.audit.ledger import Ledger, LedgerWriter
+from lab.audit.ledger import Ledger, LedgerEntry, LedgerWriter
 from lab.faults.catalogue import event_keys
 from lab.kafka.transactions import CallTimedOut, bounded
+from lab.run.produced_events import EVENT_JSON, LateEvents, event_ids, seq_of
 
 #: The bound on the transactional producer's commit and abort, which kafka-python leaves unbounded: a commit
 #: held by a broker that is away for a while (broker-crash for=3s: about 9 s, measured on kafka-eos) still ends
@@ -52,60 +52,14 @@ TXN_CALL_S = 30.0
 #: How often the producer thread writes what completed to the ledger (seconds).
 DRAIN_S = 0.2
 
-#: An event's value in the topic: what ``json.dumps(value, separators=(",", ":"))`` makes of
-#: ``{"id", "seq", "key", "event_time_ms", "produced_at"}``, formatted in one step (1.2 us an event against
-#: json.dumps's 4.9, 200,000 events): ints and a float print as JSON prints them (``%r`` is the float's repr,
-#: as json's), and an id (a UUID) or a key (``k00``..``k63``) holds nothing JSON escapes.
-EVENT_JSON = '{"id":"%s","seq":%d,"key":"%s","event_time_ms":%d,"produced_at":%r}'
-#: Where the sequence number starts in a value: after ``{"id":"``, the 36 characters of a UUID and ``","seq":``.
-SEQ_AT = len('{"id":"') + 36 + len('","seq":')
 #: A JSON encoder made once (``json.dumps`` with separators makes a new one per call): for dict values.
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 #: A batch of rows is written in sequence order (a stable sort: a send's rows keep their order): SQLite appends
 #: to the table's B-tree instead of inserting between rows, as delivery reports come in per partition (2.4
 #: against 2.0 us a row; the sort 0.08).
 _BY_SEQ = itemgetter(0)
-
-
-def event_value(event_id: str, seq: int, key: str, event_time_ms: int, produced_at: float) -> bytes:
-    """An event's value as the topic holds it (the bytes ``json.dumps`` with compact separators gives)."""
-    return (EVENT_JSON % (event_id, seq, key, event_time_ms, produced_at)).encode()
-
-
-#: ``uuid.UUID(int=n, version=4)``'s bits: the version (4) and the variant (RFC 4122) set in ``n``.
-_UUID4_KEEP = ~(0xf000 << 64) & ~(0xc000 << 48)
-_UUID4_SET = (4 << 76) | (0x8000 << 48)
-
-
-def event_ids(seed: int, count: int) -> list[str]:
-    """The ids of a run's events, in sequence order (same seed, same ids): version-4 UUIDs of the seed's random bits.
-
-    ``str(uuid.UUID(int=bits, version=4))``, formatted without a ``UUID`` object per event (0.8 against 2.0 us an
-    id; a million-event run makes them before its first send).
-    """
-    bits = random.Random(seed).getrandbits
-    hexes = ["%032x" % (bits(128) & _UUID4_KEEP | _UUID4_SET) for _ in range(count)]
-    return [f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}" for h in hexes]
-
-
-class LateEvents:
-    """Which events the producer stamps with an old event time (``--late-fraction``, ``--late-by``).
-
-    Drawn from their own random stream of the run's seed, so keys and ids are
-    the same with and without late events.
-    """
-
-    def __init__(self, seed: int, fraction: float, late_by_s: float) -> None:
-        self.rng = random.Random(seed + 2)
-        self.fraction = fraction
-        self.late_by_ms = int(round(late_by_s * 1000))
-
-    def event_time_ms(self, now: float) -> int:
-        """The event time of the next event (ms since the epoch): ``now``, or ``late_by`` before it."""
-        stamp = int(now * 1000)
-        if self.fraction and self.rng.random() < self.fraction:
-            return stamp - self.late_by_ms
-        return stamp
+#: Where a ledger row (a plain tuple in :class:`lab.audit.ledger.LedgerEntry`'s order) holds its status.
+_STATUS = LedgerEntry._fields.index("status")
 
 
 @dataclass
@@ -180,6 +134,7 @@ class LedgeredProducer:
         # none failed). The same list object for the whole run: the delivery callbacks append to it.
         self._held: list[tuple] | None = [] if config.producer.transactional else None
         self._abort_left = 0  # transactions still to abort (the txn-abort fault)
+        self._txn_first = 0  # the open transaction's first send
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "LedgeredProducer":
@@ -309,7 +264,7 @@ class LedgeredProducer:
         """confluent-kafka's delivery callback (``on_delivery``, one function for every send): its row.
 
         Called in the thread that polls (this producer's). The send is found by the sequence number in
-        its value (:data:`SEQ_AT`): one callable for every send, no object made per send for it.
+        its value (:func:`lab.run.produced_events.seq_of`): one callable for every send, no object made per send for it.
         """
         from lab.kafka.confluent_producer import is_definite_rejection
 
@@ -322,7 +277,7 @@ class LedgeredProducer:
             seq = sent = None
             try:
                 value = msg.value()
-                seq = int(value[SEQ_AT:value.index(b",", SEQ_AT)])
+                seq = seq_of(value)
                 sent = pending.pop(seq, None)
                 if sent is None:
                     return
@@ -365,13 +320,16 @@ class LedgeredProducer:
             # returns them) before the abort marker.
             # After the delivery timeout every send has completed.
             producer.flush(timeout=self._delivery_timeout_ms() / 1000 + 5.0)
-            failed = [row for row in list(self._held) if row[3] != "acked"]
-            if abort or failed:
+            failed = [LedgerEntry._make(row) for row in list(self._held) if row[_STATUS] != "acked"]
+            # A send of this transaction that has no outcome yet is no acknowledgement either: never committed past.
+            silent = sum(1 for seq in list(self._pending) if seq >= self._txn_first)
+            if abort or failed or silent:
                 step = "abort_transaction()"
                 bounded(producer.abort_transaction, TXN_CALL_S, step)
+                why = (f"{len(failed)} of its sends failed, the first {failed[0].error}" if failed else
+                       f"{silent} of its sends had no outcome after the flush")
                 outcome, error = "aborted", ("transaction aborted (txn-abort)" if abort else
-                                             f"transaction aborted: {len(failed)} of its sends failed, the first "
-                                             f"{failed[0][6]}"[:300])
+                                             f"transaction aborted: {why}"[:300])
             else:
                 step = "commit_transaction()"
                 bounded(producer.commit_transaction, TXN_CALL_S, step)
@@ -394,13 +352,14 @@ class LedgeredProducer:
 
     def _finish_transaction(self, outcome: str, error: str | None, abort: bool = False) -> None:
         """Give the ended transaction's held sends their outcome (a failed send keeps its own); counted when written."""
-        held = _take(self._held)
+        # One row per send of the transaction (a few per millisecond at most, behind a flush each): readable over fast.
+        held = [LedgerEntry._make(r) for r in _take(self._held)]
         now = time.time
-        self._done.extend([(r[0], r[1], r[2], outcome if r[3] == "acked" else r[3], r[4], r[5], error or r[6], r[7],
-                            now(), r[9]) for r in held])
+        self._done.extend([r._replace(status=outcome if r.status == "acked" else r.status, error=error or r.error,
+                                      done_at=now()) for r in held])
         if abort and outcome == "aborted":
-            self.events.write(ev.TXN_ABORTED, sends=len(held), first_seq=min((r[0] for r in held), default=None),
-                              last_seq=max((r[0] for r in held), default=None))
+            self.events.write(ev.TXN_ABORTED, sends=len(held), first_seq=min((r.seq for r in held), default=None),
+                              last_seq=max((r.seq for r in held), default=None))
 
     def _drain_to(self, ledger: Ledger | LedgerWriter) -> None:
         """Hand the finished rows to the ledger in sequence order, and count them (this thread alone counts)."""
@@ -415,7 +374,7 @@ class LedgeredProducer:
             return
         batch.sort(key=_BY_SEQ)
         ledger.record(batch)
-        statuses = [r[3] for r in batch]
+        statuses = [r[_STATUS] for r in batch]
         s.acked += statuses.count("acked")
         s.failed += statuses.count("failed")
         s.unknown += statuses.count("unknown")
@@ -451,7 +410,7 @@ class LedgeredProducer:
                     pass
             # Still in flight after flush and close, or acknowledged inside a transaction that
             # never committed: the outcome is unknowable.
-            self._done.extend([(*r[:3], "unknown", *r[4:6], "transaction not committed", *r[7:])
+            self._done.extend([LedgerEntry._make(r)._replace(status="unknown", error="transaction not committed")
                                for r in _take(self._held or [])])
             for seq in list(self._pending):
                 sent = self._pending.pop(seq, None)
@@ -480,6 +439,7 @@ class LedgeredProducer:
             if seq:
                 self._end_transaction(producer)
             producer.begin_transaction()
+            self._txn_first = seq
         rate = self.config.rate
         if rate > 0:
             delay = t0 + seq / rate - time.monotonic()
@@ -531,6 +491,7 @@ class LedgeredProducer:
             if clock() >= next_drain:
                 self._drain_to(ledger)
                 next_drain = clock() + DRAIN_S
+
 
 def _take(rows: list) -> list:
     """Remove and return the rows now in ``rows``; a row another thread appends meanwhile stays in it."""

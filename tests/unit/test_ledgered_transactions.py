@@ -92,3 +92,22 @@ def test_a_txn_abort_fault_aborts_a_clean_transaction_and_says_so(tmp_path):
     rows = ended(lp, fake)
     assert fake.calls == ["flush", "abort"] and [e.status for e in rows] == ["aborted"] * 2
     assert lp.events.written[-1] == ("txn-aborted", {"sends": 2, "first_seq": 0, "last_seq": 1})
+
+
+def test_a_transaction_with_a_send_still_without_an_outcome_after_the_flush_is_aborted(tmp_path):
+    lp, fake = producer(tmp_path), FakeProducer()
+    ack(lp, 0)
+    lp._pending[1] = (0.0, 0)  # its future never completed: no acknowledgement to commit past
+    ack(lp, 2)
+    rows = ended(lp, fake)
+    assert fake.calls == ["flush", "abort"]
+    assert [(e.seq, e.status) for e in rows] == [(0, "aborted"), (2, "aborted")]
+    assert "1 of its sends had no outcome after the flush" in rows[0].error and 1 in lp._pending  # unknown at the end
+
+
+def test_a_send_left_from_an_earlier_transaction_does_not_abort_the_next(tmp_path):
+    lp, fake = producer(tmp_path), FakeProducer()
+    lp._pending[1] = (0.0, 0)  # an earlier transaction's, ended (aborted) without it
+    lp._txn_first = 5
+    ack(lp, 5)
+    assert ended(lp, fake)[0].status == "acked" and fake.calls == ["flush", "commit"]

@@ -14,7 +14,8 @@ from lab.config import PRODUCER_KEYS, RunConfig, make_config
 from lab.errors import LabError
 from lab.kafka.confluent_producer import confluent_config, is_definite_rejection
 from lab.kafka.producer_settings import PRODUCER_CLIENTS, ProducerSettings
-from lab.run.producer import SEQ_AT, LateEvents, LedgeredProducer, event_ids, event_value
+from lab.run.produced_events import SEQ_AT, LateEvents, event_ids, event_value
+from lab.run.producer import LedgeredProducer
 
 
 # -- the setting ----------------------------------------------------------------------------------------

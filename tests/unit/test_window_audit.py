@@ -63,7 +63,7 @@ def test_a_window_with_nothing_owed_and_nothing_stored_is_no_window(measured):
 
 
 def test_late_events_are_drawn_from_their_own_stream_and_stamped_in_the_past():
-    from lab.run.producer import LateEvents
+    from lab.run.produced_events import LateEvents
 
     never, always = LateEvents(1, 0.0, 60), LateEvents(1, 1.0, 60)
     assert never.event_time_ms(1000.5) == 1_000_500
