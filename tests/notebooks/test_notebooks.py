@@ -366,7 +366,7 @@ def check_03(reports):
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
     assert files["exactly_once"] == files["acked"] == _asked(files) and spark_view["extra copies"] == 0, _counts(files)
     assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
-    # the killed attempt's other tasks finished their files first (lab.pipelines.structured.pipeline.files_passthrough)
+    # the killed attempt's other tasks finished their files first (lab.pipelines.structured.tasks.files_passthrough)
     assert naive_view["extra copies"] == naive_view["rows"] - spark_view["rows"] > 0, naive_view
     # Real-time mode: what the crash wrote twice is exactly what lay past the last commit and had been written
     # before the kill (a query still catching up after its start had written fewer); nothing lost.

@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 
 from lab.errors import LabError
-from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS, POLL_RECORDS
-from lab.pipelines.shared.kafka_reader import kafka_records
+from lab.kafka.read import EVENT_FIELDS, NOT_AN_EVENT, OPTIONAL_FIELDS
+from lab.pipelines.shared.kafka_reader import kafka_records, task_consumer_options
 
 #: The event fields of a record's JSON value (:data:`lab.kafka.read.EVENT_FIELDS`) as a Spark DDL schema.
 VALUE_SCHEMA = ", ".join(f"{name} {t}" for name, t in EVENT_FIELDS + OPTIONAL_FIELDS)
@@ -142,10 +142,6 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
     ``kafka.fetch.max.wait.ms`` 20 ms instead of Kafka's 500 (:data:`lab.host.start_tuning.TASK_FETCH_WAIT_MS`):
                              a task's offset look-ups no longer wait behind a fetch the broker holds.
     """
-    if fetch_wait_ms is None:
-        from lab.host.start_tuning import StartTuning
-
-        fetch_wait_ms = StartTuning.from_env().task_fetch_wait_ms
     return {
         "kafka.bootstrap.servers": bootstrap,
         "assign": json.dumps({topic: list(range(partitions))}),
@@ -153,13 +149,7 @@ def spark_kafka_options(bootstrap: str, topic: str, partitions: int, max_batch_r
         "maxOffsetsPerTrigger": max_batch_records,
         "failOnDataLoss": "true",
         "kafka.isolation.level": isolation_level,
-        # Measured on this 2-core machine (200,000 records, 3 partitions, through the proxy, while a test
-        # suite ran): a batch read (count) 100,000 -> 120,000 records/s (medians of 4); a streaming query
-        # into the append sink, warm JVM, 100,000 offsets a trigger, 35,600 -> 46,500 records/s (4 queries
-        # each, alternated). Larger fetches (kafka.max.partition.fetch.bytes 4 MiB, kafka.fetch.max.bytes
-        # 16 MiB) and kafka.receive.buffer.bytes=-1 measured no difference, so they are not set.
-        "kafka.max.poll.records": POLL_RECORDS,
-        "kafka.fetch.max.wait.ms": str(fetch_wait_ms),
+        **task_consumer_options(fetch_wait_ms),
     }
 
 
