@@ -21,27 +21,21 @@ TEST_ARGS ?=
 # tests/conftest.py marks every test by its directory, so a module without its pytestmark cannot slip in.
 QUICK := tests/unit tests/integration -m "quick or not (integration or notebook or browser)"
 
-.PHONY: preflight venv lint flink fetch bundle offline demo test test-all test-fast test-stack reference lab bench bench-matrix soak doctor clean
+.DEFAULT_GOAL := help
 
-venv: $(STAMP)
+.PHONY: help preflight venv lint flink fetch bundle offline demo test test-all test-fast test-stack reference lab bench bench-matrix soak doctor clean
 
-# rfc3987-syntax (with lark) comes with jupyter-events' jsonschema[format-nongpl], and jsonschema imports it, when
-# installed, to check IRI formats; it builds a Lark grammar at import: 0.9-1.1 s in every process that imports
-# nbformat (papermill, each kernel's plotly set-up, Jupyter, nbconvert). Nothing in the lab validates an IRI.
-# Without it (bench/results/nbformat_import.json): papermill imports in 0.41 s instead of 1.52 s, a notebook's
-# setup cell takes 0.66 s instead of 1.93 s. The stamp depends on this file too, so an existing venv loses them.
-UNUSED := rfc3987-syntax lark
+# `make` alone: each target and its line (the text after `##` on its rule).
+help:
+	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml constraints.txt Makefile
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
-	$(BIN)/python -m pip uninstall --quiet --yes $(UNUSED)
-	@touch $(STAMP)
+venv: $(STAMP) ## the virtualenv .venv with the pinned packages (every target makes it when missing or stale)
+
+include venv.mk
 
 # The flink pipeline's own environment (PyFlink 2.2.0 pins a pandas, pyarrow and py4j the lab cannot share) and
 # Flink's Kafka connector, both into the jar cache's directory, once (lab/flink/env.py; 35-55 s, about 310 MB of wheels).
-flink: venv
+flink: venv ## the flink pipeline's own PyFlink environment and its Kafka connector
 	$(BIN)/python -m lab.flink.env
 
 # Offline install for workshop rooms. `make bundle` (online, once, on a machine of the laptops' OS, CPU and Python)
@@ -54,17 +48,17 @@ flink: venv
 # with the network cut: 26 s) and runs `lab doctor`.
 BUNDLE ?= bundle
 
-bundle: venv
+bundle: venv ## an offline bundle of every wheel and jar, for a room without internet (BUNDLE=dir)
 	@mkdir -p "$(BUNDLE)/wheels" "$(BUNDLE)/cache"
 	$(BIN)/python -m pip download --quiet --dest "$(BUNDLE)/wheels" --find-links "$(BUNDLE)/wheels" \
-	  "pip==26.3" "setuptools==84.2.1" "wheel==0.48.0" -r constraints.txt -c constraints.txt
+	  $(PIP_PINS) -r constraints.txt -c constraints.txt
 	$(BIN)/python -m pip download --quiet --dest "$(BUNDLE)/wheels" --find-links "$(BUNDLE)/wheels" \
 	  -r lab/flink-requirements.txt -c lab/flink-requirements.txt
 	LAB_CACHE_DIR="$(abspath $(BUNDLE))/cache" $(BIN)/lab fetch --no-class-archive
 	@echo "bundle: $$(du -sh "$(BUNDLE)" | cut -f1) in $(abspath $(BUNDLE)) ($$(ls "$(BUNDLE)/wheels" | wc -l | tr -d ' ') files in wheels/, jars in cache/)"
 	@echo "install a laptop without internet (copy the bundle and the repository there first): make offline BUNDLE=$(abspath $(BUNDLE))"
 
-offline:
+offline: ## install from a bundle without the network (BUNDLE=dir)
 	$(if $(wildcard $(BUNDLE)/wheels/*),,$(error no wheels in $(BUNDLE)/wheels: make the bundle online first with `make bundle` or name yours: make offline BUNDLE=/path/to/bundle))
 	PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(BUNDLE))/wheels" $(MAKE) --no-print-directory venv
 	@$(BIN)/python -c 'import shutil, sys; from pathlib import Path; from lab.host.jars import cache_dir; \
@@ -80,10 +74,10 @@ offline:
 # The pinned jars (Kafka's broker, the Spark and Flink connectors, Storm, Samza) into the jar cache, the Storm
 # topology and the Samza job compiled, and the JVMs' class archives, once (about 1 min online: 240 MB of jars,
 # 225 MB of archives; 0.3 s when everything is there).
-fetch: venv
+fetch: venv ## the pinned jars into the jar cache, the lab's Java compiled, the JVMs' class archives
 	$(BIN)/lab fetch
 
-demo: fetch
+demo: fetch ## the first run: doctor, one crash audited, a small grid and its report
 	$(BIN)/lab doctor
 	$(BIN)/lab run --pipeline plain --sink append --events 3000 --rate 1000 --faults driver-crash@at=3s
 	$(BIN)/lab matrix --grid lab/templates/demo_grid.yaml --out data/results/demo
@@ -91,57 +85,57 @@ demo: fetch
 
 # What the suite needs from the system (Java, PostgreSQL, Chromium): installed as root on Debian/Ubuntu, else the
 # one command to run is printed and make stops (tests/preflight.sh).
-preflight:
+preflight: ## what the tests need from the system (Java, PostgreSQL, Chromium), or the command to get it
 	@tests/preflight.sh
 
-test: preflight venv flink fetch lint
+test: preflight venv flink fetch lint ## before a change: linter, unit tests, one short scenario per pipeline family
 	$(PYTEST) -q $(XDIST) --durations=20 $(TEST_ARGS) $(QUICK)
 
 # Every test: unit, integration, the notebooks and solutions through papermill, the browser's.
-test-all: preflight venv flink fetch lint
+test-all: preflight venv flink fetch lint ## everything CI runs: unit, integration, notebooks, solutions, browser
 	$(PYTEST) -q $(XDIST) --durations=20 $(TEST_ARGS) tests
 
 # No JVM, no broker: seconds, for iterating.
-test-fast: venv lint
+test-fast: venv lint ## linter and unit tests only (no JVM, no broker): seconds, for iterating
 	$(PYTEST) -q tests/unit
 
 # docker-compose.yml for real, with podman, as root (docs/docker.md): the images it names built from Debian's archive
 # (stand-ins for the official ones; cached, rebuilt when their recipe changes), the stack up and healthy, Spark
 # executor and driver crashes and a Flink crash audited by `lab run` inside it, a run on the host through the
 # published ports, JupyterLab's token, notebook 05 by papermill, then all of it taken down and checked gone.
-test-stack: venv fetch
+test-stack: venv fetch ## docker-compose.yml for real with podman, as root
 	@tests/stack/preflight.sh
 	$(BIN)/python tests/stack/run.py
 
 # The pinned linter (ruff, pyproject.toml's [tool.ruff]) over the code, its tests, benchmarks and docs tools.
-lint: venv
-	$(BIN)/ruff check --quiet lab tests bench docs/tools
+lint: venv ## the pinned linter over code, tests, benchmarks and notebooks
+	$(BIN)/ruff check --quiet lab tests bench docs/tools notebooks
 
 # docs/reference: every notebook (and its solutions) executed headless with its small parameters, as HTML.
 # The notebook tests execute and check them; lab.lessons.reference copies their HTML and records each notebook's digest.
 # The README's grid picture (docs/images/semantics_grid.png) from docs/reference/matrix.csv: docs/tools/render_grid.py.
-reference: venv
+reference: venv ## docs/reference: every notebook and solution executed headless, as HTML
 	$(PYTEST) -q $(XDIST) tests/notebooks/test_notebooks.py tests/notebooks/test_solutions.py
 	$(BIN)/python -m lab.lessons.reference
 
 # JupyterLab on 127.0.0.1 over the learner's copies of notebooks/ in workspace/ (git ignores it), with the lab's
 # JupyterLab settings; prints the one link to open (lab/host/jupyter.py). LAB_JUPYTER_TOKEN: a token of your own.
-lab: venv
+lab: venv ## JupyterLab on 127.0.0.1 over your copies of the notebooks
 	@$(BIN)/lab jupyter
 
-bench: venv
+bench: venv ## the testbed and the Spark pipelines' throughput benchmarks
 	$(BIN)/python bench/testbed.py
 	$(BIN)/python bench/pipelines.py --pipeline structured --pipeline direct --pipeline receiver
 
 # Every notebook and solution, headless, three rounds beside one CPU hog per core: bench/results/load.json.
-soak: venv flink fetch
+soak: venv flink fetch ## every notebook three rounds beside one CPU hog per core
 	$(BIN)/python bench/soak.py
 
-bench-matrix: venv
+bench-matrix: venv ## the default grid's wall time
 	$(BIN)/python bench/matrix.py
 
-doctor: venv
+doctor: venv ## is this machine ready? one PASS/FAIL line per check
 	$(BIN)/lab doctor
 
-clean:
+clean: ## remove runs/, .pytest_cache and test-artifacts
 	rm -rf runs .pytest_cache test-artifacts

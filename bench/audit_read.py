@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     sides = {"before": "bulk", "after": "bulk-crc"} if a.crc_pair else {"before": "defaults", "after": "bulk"}
     seconds = {side: [] for side in sides}
     with tempfile.TemporaryDirectory(prefix="lab-audit-read-") as tmp:
-        info = broker.start_embedded(Path(tmp) / "logs", product="kafka")
+        info = broker.start_embedded(Path(tmp) / "logs")
         try:
             kafka_tools.create_topic(info.bootstrap, "events", 3)
             produce(info.bootstrap, "events", a.events, event_value)

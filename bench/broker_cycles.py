@@ -1,6 +1,6 @@
 """Broker start/stop cycles: how long a start takes and whether any fails.
 
-Starts and stops the embedded broker (the lab's proxy, then Tansu; see
+Starts and stops the embedded broker (the lab's proxy, then Apache Kafka; see
 :func:`lab.broker.embedded.start_embedded`) ``--cycles`` times in a row in one log
 directory, as ``runs/broker-logs`` is reused, and for every ``--check-every``-th
 cycle produces and consumes one record through the proxy. A cycle fails when

@@ -54,15 +54,13 @@ def thread_cpu(pid: int) -> dict[tuple[str, str], float]:
 
 def idle_once(work: Path, side: str, settle_s: float, window_s: float) -> tuple[float, Counter]:
     """(CPU share of one core, CPU seconds per thread name) of an idle node over ``window_s``."""
-    from lab.broker import embedded as broker
-    from lab.broker import apache as kafka_broker
+    from lab.broker import apache as kafka_broker, embedded as broker
 
     today = kafka_broker.SMALL_NODE_PROPERTIES
     if side == "before":
         kafka_broker.SMALL_NODE_PROPERTIES = tuple(p for p in today if p != NO_OP_PROPERTY)
     try:
-        info = broker.start_embedded(Path(tempfile.mkdtemp(prefix=f"idle-{side}-", dir=work)) / "logs",
-                                     product="kafka")
+        info = broker.start_embedded(Path(tempfile.mkdtemp(prefix=f"idle-{side}-", dir=work)) / "logs")
     finally:
         kafka_broker.SMALL_NODE_PROPERTIES = today
     try:

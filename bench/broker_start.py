@@ -60,7 +60,7 @@ def broker_start_s(env: dict, work: Path) -> tuple[float, float]:
     os.environ.update(env)
     log_dir = Path(tempfile.mkdtemp(prefix="start-", dir=work)) / "logs"
     t = time.monotonic()
-    info = broker.start_embedded(log_dir, product="kafka")
+    info = broker.start_embedded(log_dir)
     seconds = time.monotonic() - t
     cpu = stat_cpu_s(Path(f"/proc/{info.broker_pid}/stat").read_text())[1]
     broker.stop_embedded(info)

@@ -43,7 +43,7 @@ def stop_once(work: Path, discard: bool) -> tuple[float, float]:
     from lab.broker import embedded as broker
     from lab.kafka import tools as kafka_tools
 
-    info = broker.start_embedded(Path(tempfile.mkdtemp(prefix="stop-", dir=work)) / "logs", product="kafka")
+    info = broker.start_embedded(Path(tempfile.mkdtemp(prefix="stop-", dir=work)) / "logs")
     try:
         kafka_tools.create_topic(info.bootstrap, "events", 3)
         produce(info.bootstrap, "events", EVENTS)

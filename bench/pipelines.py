@@ -64,6 +64,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import machine  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results" / "pipelines.json"
 EVENTS = 1_000_000
 
@@ -90,8 +91,8 @@ def raw_consume(bootstrap: str, topic: str, partitions: int, records: int, timeo
 
     Assigned, no group; ``settings`` go to the consumer on top of
     :data:`lab.kafka.tools.CONSUMER_DEFAULTS`. It stops on the count, not on
-    end offsets, because the broker's reported end can lag right after a
-    burst of writes (measured on Tansu: a few hundred records short).
+    end offsets: the count is what was produced, whatever the broker reports
+    as its end.
 
     Returns
     -------
@@ -231,13 +232,12 @@ def measure(pipeline: str, events: int, partitions: int, raw_repeats: int, runs_
 
     settings = {**DEFAULTS.get(pipeline, {}), **{k: v for k, v in overrides.items() if v is not None}}
     topic = f"bench-{pipeline}"
-    # Apache Kafka whatever LAB_BROKER says: Spark's reader needs it (Tansu's ListOffsets answers, see
-    # lab.pipelines.structured.kafka_input), and the run sees it as a Kafka of its own (kafka_bootstrap).
-    info = broker.start_embedded(runs_dir / f"broker-{pipeline}", product="kafka")
+    # A broker of the bench's own, which the run sees as a Kafka of its own (kafka_bootstrap).
+    info = broker.start_embedded(runs_dir / f"broker-{pipeline}")
     try:
         cfg = make_config(pipeline=pipeline, events=events, rate=0, partitions=partitions, topic=topic,
                           kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), deadline_s=900, backlog=True,
-                          name=f"bench-{pipeline}", broker="kafka", kafka_reader=kafka_reader,
+                          name=f"bench-{pipeline}", kafka_reader=kafka_reader,
                           producer_client=producer_client, **settings)
         result = run_scenario(cfg)
         topic = result.config.topic  # the supervisor gives each run a topic of its own
@@ -329,7 +329,7 @@ class PeakMemory:
                 self.peak_bytes, self.peak_processes = total, count
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -350,12 +350,12 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float, p
     from lab.config import make_config
     from lab.run.supervisor import run_scenario
 
-    info = broker.start_embedded(runs_dir / "broker-scale", product="kafka")
+    info = broker.start_embedded(runs_dir / "broker-scale")
     try:
         # The transactional sink: the lab's default sink (append) is at-least-once by design, so a crash would
         # duplicate; every other setting is the lab's default.
         cfg = make_config(pipeline="structured", events=events, rate=0, partitions=partitions, deadline_s=900,
-                          kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), name="bench-scale", broker="kafka",
+                          kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), name="bench-scale",
                           sink="transactional", faults=f"driver-crash@at={crash_at_s:g}s", producer_client=producer_client)
         t = time.perf_counter()
         with PeakMemory() as memory:
@@ -389,7 +389,7 @@ def producers(events: int, partitions: int, runs_dir: Path) -> dict:
     from bench.producers import producer_comparison
     from lab.broker import embedded as broker
 
-    info = broker.start_embedded(runs_dir / "broker-producers", product="kafka")
+    info = broker.start_embedded(runs_dir / "broker-producers")
     try:
         return producer_comparison(info.bootstrap, events, partitions=partitions,
                                    pids={"broker": info.broker_pid, "proxy": info.proxy_pid})

@@ -79,7 +79,7 @@ class Cpu:
                 pass
         return out
 
-    def __enter__(self) -> "Cpu":
+    def __enter__(self) -> Cpu:
         self._start = self._now()
         return self
 
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
               "what": __doc__.splitlines()[0], "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "machine": machine()}
     with tempfile.TemporaryDirectory(prefix="lab-bench-producers-") as tmp:
-        info = broker.start_embedded(Path(tmp) / "broker", product="kafka")
+        info = broker.start_embedded(Path(tmp) / "broker")
         try:
             print(f"{a.events:,} events per client through the proxy at {info.bootstrap} ...", flush=True)
             result.update(producer_comparison(info.bootstrap, a.events, a.partitions, a.rounds,

@@ -37,9 +37,9 @@ FAULTS = "follower-lag@at=2s:for=8s,leader-crash@at=7s:for=3s"
 
 
 def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path, events: int) -> dict:
-    from lab.events import read_events
-    from lab.audit.expectations import satisfies
     from lab.audit.claims import claim
+    from lab.audit.expectations import satisfies
+    from lab.events import read_events
     from lab.kafka.replication import leaderless_s
 
     cmd = [sys.executable, "-m", "lab", "run", "--pipeline", "plain", "--sink", "append", "--nodes", "3",

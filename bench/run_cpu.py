@@ -46,7 +46,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import core_seconds, machine  # noqa: E402
-
 from bench.startup import SCENARIOS, VARIANTS  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -228,7 +227,7 @@ def summarise(runs: list[dict]) -> dict:
         if not rs:
             continue
         key = pipeline if variant == "all" else f"{pipeline}/{variant}"
-        med = lambda get: round(statistics.median(get(r) for r in rs), 2)  # noqa: E731
+        med = lambda get, rs=rs: round(statistics.median(get(r) for r in rs), 2)  # noqa: E731
         out[key] = {
             "runs": len(rs), "wall_s": med(lambda r: r["wall_s"]), "machine_cpu_s": med(lambda r: r["machine_cpu_s"]),
             "cores_busy": med(lambda r: r["cores_busy"]),

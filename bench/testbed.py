@@ -1,7 +1,6 @@
-"""Testbed benchmark: the ceiling the pipelines are compared with, each broker's start, and the auditor's speed.
+"""Testbed benchmark: the ceiling the pipelines are compared with, the broker's start, and the auditor's speed.
 
-For each embedded broker (``--broker kafka``: Apache Kafka 4.4.0; ``--broker
-tansu``: Tansu; default both), through the lab's proxy, as every client sees it:
+For the embedded broker (Apache Kafka 4.4.0), through the lab's proxy, as every client sees it:
 
 * raw produce throughput: one kafka-python producer, acks=all, idempotent,
   as fast as possible (``--repeats`` topics, one each; the median);
@@ -19,9 +18,8 @@ tansu``: Tansu; default both), through the lab's proxy, as every client sees it:
 and, once, the auditor's time for a ledger and a sink of 1,000,000 events
 (target: under 3 s).
 
-Writes ``bench/results/testbed.json``, one entry per broker under ``brokers``
-(entries of brokers not measured in this invocation are kept). Run with
-``make bench`` or ``python bench/testbed.py [--broker kafka|tansu ...] [--events N] [--repeats N]
+Writes ``bench/results/testbed.json``, the broker's figures under ``brokers``
+(``kafka``). Run with ``make bench`` or ``python bench/testbed.py [--events N] [--repeats N]
 [--cycles N] [--audit-events N]``.
 """
 
@@ -42,9 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make `bench` and `lab` importable from the checkout
 from bench.machine import machine  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results"
-#: The embedded brokers, as ``lab.broker.embedded.start_embedded(product=...)`` names them.
-BROKERS = ("kafka", "tansu")
 #: One record as the lab's producer writes it (83 bytes).
 PAYLOAD = b'{"id":"00000000-0000-4000-8000-000000000000","seq":0,"key":"k00","produced_at":0.0}'
 
@@ -79,8 +76,8 @@ def emit(out: dict, path) -> None:
     Path(path).write_text(text + "\n")
 
 
-def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> dict:
-    """Start one embedded ``product`` broker, produce ``events`` ``repeats`` times and read them back.
+def raw_throughput(events: int, partitions: int, repeats: int) -> dict:
+    """Start one embedded broker, produce ``events`` ``repeats`` times and read them back.
 
     Raises
     ------
@@ -92,8 +89,8 @@ def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> 
     from lab.kafka import tools as kafka_tools
 
     produced, consumed = [], {"client_defaults": [], "read_settings": []}
-    with tempfile.TemporaryDirectory(prefix=f"testbed-{product}-") as tmp:
-        info = broker.start_embedded(Path(tmp), product=product)
+    with tempfile.TemporaryDirectory(prefix="testbed-kafka-") as tmp:
+        info = broker.start_embedded(Path(tmp))
         try:
             for i in range(repeats):
                 kafka_tools.create_topic(info.bootstrap, f"bench-{i}", partitions)
@@ -102,7 +99,7 @@ def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> 
                 for label, settings in (("client_defaults", {}), ("read_settings", kafka_tools.READ_SETTINGS)):
                     read, eps = raw_consume(info.bootstrap, "bench-0", partitions, events, **settings)
                     if read != events:
-                        raise RuntimeError(f"{product}: consumer ({label}) read {read} records back, produced {events}")
+                        raise RuntimeError(f"consumer ({label}) read {read} records back, produced {events}")
                     consumed[label].append(eps)
         finally:
             broker.stop_embedded(info)
@@ -117,8 +114,8 @@ def raw_throughput(product: str, events: int, partitions: int, repeats: int) -> 
             "consume_read_settings_records_per_s": rate(consumed["read_settings"])}
 
 
-def start_stop_cycles(product: str, cycles: int) -> dict:
-    """Time ``cycles`` start/stop pairs of ``product``: in a new log directory, then again on it.
+def start_stop_cycles(cycles: int) -> dict:
+    """Time ``cycles`` start/stop pairs of the embedded broker: in a new log directory, then again on it.
 
     Raises
     ------
@@ -129,19 +126,19 @@ def start_stop_cycles(product: str, cycles: int) -> dict:
     from lab.host import processes
 
     times: dict[str, list] = {"start_new_dir_s": [], "start_same_dir_s": [], "stop_s": []}
-    with tempfile.TemporaryDirectory(prefix=f"testbed-cycles-{product}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="testbed-cycles-kafka-") as tmp:
         for i in range(cycles):
             log_dir = Path(tmp) / f"cycle-{i}"
             for key in ("start_new_dir_s", "start_same_dir_s"):
                 t = time.perf_counter()
-                info = broker.start_embedded(log_dir, product=product)
+                info = broker.start_embedded(log_dir)
                 times[key].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 broker.stop_embedded(info)
                 times["stop_s"].append(time.perf_counter() - t)
                 left = [p for p in (info.broker_pid, info.proxy_pid) if processes.pid_alive(p)]
                 if left:
-                    raise RuntimeError(f"{product}: processes {left} still run after the stop")
+                    raise RuntimeError(f"processes {left} still run after the stop")
     return {"cycles": cycles, **{key: {**summary(xs), "each": [round(x, 3) for x in xs]} for key, xs in times.items()}}
 
 
@@ -178,12 +175,10 @@ def audit_time(events: int = 1_000_000) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--broker", action="append", choices=BROKERS,
-                   help="embedded broker to measure; repeat for both (default: both)")
     p.add_argument("--events", type=int, default=200_000, help="records per produce trial")
     p.add_argument("--partitions", type=int, default=3)
-    p.add_argument("--repeats", type=int, default=3, help="produce and consume trials per broker; the median is kept")
-    p.add_argument("--cycles", type=int, default=3, help="start/stop cycles per broker")
+    p.add_argument("--repeats", type=int, default=3, help="produce and consume trials; the median is kept")
+    p.add_argument("--cycles", type=int, default=3, help="broker start/stop cycles")
     p.add_argument("--audit-events", type=int, default=1_000_000, help="events of the auditor's run (0: skip it)")
     a = p.parse_args(argv)
     for name, value in (("events", a.events), ("repeats", a.repeats), ("cycles", a.cycles)):
@@ -191,20 +186,18 @@ def main(argv=None) -> int:
             p.error(f"--{name} must be >= 1, got {value}")
     path = RESULTS / "testbed.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    brokers = dict(old.get("brokers", {}))
-    for product in dict.fromkeys(a.broker or BROKERS):
-        print(f"{product}: {a.repeats} x produce/consume of {a.events:,} records ...", flush=True)
-        raw = raw_throughput(product, a.events, a.partitions, a.repeats)
-        print(f"  {raw['product']} {raw['version']}: produce {raw['produce_records_per_s']['median']:,} records/s, "
-              f"consume {raw['consume_records_per_s']['median']:,} records/s "
-              f"({raw['consume_read_settings_records_per_s']['median']:,} with the readers' settings)", flush=True)
-        print(f"{product}: {a.cycles} start/stop cycles ...", flush=True)
-        cycles = start_stop_cycles(product, a.cycles)
-        print(f"  start {cycles['start_new_dir_s']['median']} s in a new directory, "
-              f"{cycles['start_same_dir_s']['median']} s again on it; stop {cycles['stop_s']['median']} s (medians)",
-              flush=True)
-        brokers[product] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **raw, **cycles,
-                            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    print(f"kafka: {a.repeats} x produce/consume of {a.events:,} records ...", flush=True)
+    raw = raw_throughput(a.events, a.partitions, a.repeats)
+    print(f"  {raw['product']} {raw['version']}: produce {raw['produce_records_per_s']['median']:,} records/s, "
+          f"consume {raw['consume_records_per_s']['median']:,} records/s "
+          f"({raw['consume_read_settings_records_per_s']['median']:,} with the readers' settings)", flush=True)
+    print(f"kafka: {a.cycles} start/stop cycles ...", flush=True)
+    cycles = start_stop_cycles(a.cycles)
+    print(f"  start {cycles['start_new_dir_s']['median']} s in a new directory, "
+          f"{cycles['start_same_dir_s']['median']} s again on it; stop {cycles['stop_s']['median']} s (medians)",
+          flush=True)
+    brokers = {"kafka": {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **raw, **cycles,
+                         "load_average": [round(x, 2) for x in os.getloadavg()]}}
     audit = old.get("audit")
     if a.audit_events:
         print(f"auditor on {a.audit_events:,} events ...", flush=True)
@@ -212,8 +205,7 @@ def main(argv=None) -> int:
         print(f"  {audit['seconds']} s (target under 3 s)", flush=True)
     out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "machine": machine(),
-           "versions": {"kafka-python": version("kafka-python"),
-                        **{b["product"]: b["version"] for _, b in sorted(brokers.items())}},
+           "versions": {"kafka-python": version("kafka-python"), raw["product"]: raw["version"]},
            "brokers": brokers, "audit": audit}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")

@@ -86,7 +86,7 @@ RUN set -eux; \
       'from lab.host import jars; [jars.fetch(name, route="https") for name in jars.manifest()]'; \
     find "${LAB_CACHE_DIR}" \( ! -perm -a+r -o -type d ! -perm -a+x -o -perm /a+x ! -perm -a+x \) -exec chmod a+rX {} +
 
-# The flink pipeline's own environment (PyFlink 2.2.0 pins what the lab's venv cannot share; lab/flink/env.py),
+# The flink pipeline's own environment (PyFlink 2.2.1 pins what the lab's venv cannot share; lab/flink/env.py),
 # as `make flink` makes it, into the same cache: without it notebook 08's Flink runs stop at their first cell.
 COPY lab/flink-requirements.txt ./lab/
 COPY lab/flink/__init__.py lab/flink/env.py ./lab/flink/

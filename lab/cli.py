@@ -21,17 +21,17 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     from lab.config import ELR
     from lab.engines.kafka import COMMIT_MODES
     from lab.engines.spark import KAFKA_READERS, OFFSET_STORES, RECEIVER_ACKS, STATE_STORES
-    from lab.queries import QUERIES
+    from lab.faults.catalogue import ON_PAUSE
     from lab.flink.settings import CHECKPOINTING, FLINK_DELIVERIES
     from lab.kafka.eos_settings import DELIVERY_TIMEOUT_RANGE_S, DELIVERY_TIMEOUT_S
     from lab.kafka.producer_settings import PRODUCER_CLIENTS
-    from lab.samza.settings import SAMZA_STORE_CACHES
-    from lab.storm.settings import STORM_MODES
-    from lab.share.settings import DEFAULT_CONSUMERS
-    from lab.faults.catalogue import ON_PAUSE
+    from lab.queries import QUERIES
     from lab.registry import PIPELINES
+    from lab.samza.settings import SAMZA_STORE_CACHES
+    from lab.share.settings import DEFAULT_CONSUMERS
     from lab.sinks.spec import SINK_MODES
     from lab.spark import trigger as spark_trigger
+    from lab.storm.settings import STORM_MODES
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
     p.add_argument("--sink", default=None,
@@ -48,8 +48,6 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
     p.add_argument("--kafka-reader", default=None,
                    help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
-    p.add_argument("--broker", default=None,
-                   help="embedded broker: kafka (Apache Kafka, data on disk) or tansu (no download); default LAB_BROKER, else kafka")
     p.add_argument("--nodes", type=int, default=None,
                    help="Apache Kafka brokers: 1 or 3 (a cluster, replication factor 3); default LAB_BROKER_NODES, else 1")
     p.add_argument("--min-insync", type=int, default=1,
@@ -143,8 +141,6 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--nodes", type=int, default=None,
                    help="1 or 3: Apache Kafka as a three-broker cluster (one controller, three brokers); "
                         "default LAB_BROKER_NODES, else 1")
-    b.add_argument("--broker", default=None, metavar="PRODUCT",
-                   help="start: kafka (Apache Kafka 4.4.0) or tansu (default LAB_BROKER, else kafka)")
     c = sub.add_parser("cluster", help="start, stop or inspect a Spark standalone cluster on 127.0.0.1")
     c.add_argument("action", choices=("start", "stop", "status"))
     c.add_argument("--workers", type=int, default=2, help="workers to start (default 2)")
@@ -263,7 +259,7 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, broker=a.broker, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
         spark_ui=a.spark_ui,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
         session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
@@ -340,7 +336,7 @@ def cmd_broker(a) -> int:
         return f"bootstrap {i.bootstrap} ({product} pid {i.broker_pid}, proxy pid {i.proxy_pid})"
 
     return _service(a, "broker", lambda d: shared_broker.start_detached(
-        d, port=a.port, product=a.broker, nodes=a.nodes if a.nodes is not None else os.environ.get("LAB_BROKER_NODES") or 1),
+        d, port=a.port, nodes=a.nodes if a.nodes is not None else os.environ.get("LAB_BROKER_NODES") or 1),
                     shared_broker.stop_detached, shared_broker.load_running, describe)
 
 
@@ -379,7 +375,7 @@ def cmd_fetch(a) -> int:
             elif st.error:
                 print(f"{label}: not built ({st.error}); {who} start without it, slower")
             else:
-                print(f"{label}: {'built in %.0f s' % st.seconds if st.built else 'present'} at {st.path}")
+                print(f"{label}: {f'built in {st.seconds:.0f} s' if st.built else 'present'} at {st.path}")
     return 0
 
 

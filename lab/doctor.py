@@ -27,10 +27,16 @@ class Check:
 
 
 def check_python() -> Check:
+    """The interpreter against the range ``pyproject.toml`` claims (``Requires-Python`` of the installed lab)."""
+    from importlib.metadata import metadata
+
+    from lab.host.python_check import supported_range, verdict
+
     v = sys.version_info
-    ok = (3, 11) <= (v.major, v.minor) and (v.major, v.minor) < (3, 14)
-    return Check("python", ok, f"Python {v.major}.{v.minor}.{v.micro} at {sys.executable}",
-                 "" if ok else "use Python 3.11-3.13 (the pinned numpy needs 3.11; 3.11 is tested)")
+    low, high = supported_range(f'requires-python = "{metadata("lab")["Requires-Python"]}"')
+    problem = verdict(tuple(v[:3]), sys.executable, low, high)
+    return Check("python", problem is None, f"Python {v.major}.{v.minor}.{v.micro} at {sys.executable}",
+                 "" if problem is None else problem.split(": ", 1)[1])
 
 
 def check_java() -> Check:
@@ -77,8 +83,8 @@ def check_jars() -> list[Check]:
 
 def check_class_archive() -> Check:
     """The driver JVM's class archive (:mod:`lab.spark.archive`): present for today's Java and Spark, or the fix."""
-    from lab.spark import archive as class_archive
     from lab.host.start_tuning import StartTuning
+    from lab.spark import archive as class_archive
 
     if not StartTuning.from_env().class_archive:
         return Check("class archive", True, "off (LAB_CLASS_ARCHIVE=off): Spark drivers start without it")
@@ -88,9 +94,8 @@ def check_class_archive() -> Check:
 
 def check_broker_archive() -> Check:
     """The Kafka broker JVM's class archive (:mod:`lab.broker.archive`): present for today's Java and Kafka, or the fix."""
-    from lab.broker import archive as broker_archive
+    from lab.broker import apache as kafka_broker, archive as broker_archive
     from lab.host import jars
-    from lab.broker import apache as kafka_broker
 
     if not broker_archive.enabled():
         return Check("broker class archive", True, f"off ({broker_archive.SWITCH}=off): Kafka brokers start without it")
@@ -107,11 +112,12 @@ def _archive_check(name: str, path: Path, product: str, fix: str) -> Check:
 
 
 def check_broker() -> Check:
-    from lab.broker import embedded as broker
-    from lab.broker import external as external_broker
-    from lab.broker import apache as kafka_broker
-    from lab.broker import shared as shared_broker
-    from lab.broker import tansu as tansu_broker
+    from lab.broker import (
+        apache as kafka_broker,
+        embedded as broker,
+        external as external_broker,
+        shared as shared_broker,
+    )
     from lab.errors import LabError
 
     bootstrap = os.environ.get("LAB_KAFKA_BOOTSTRAP")
@@ -119,10 +125,6 @@ def check_broker() -> Check:
         if bootstrap:
             external_broker.check_reachable(bootstrap)
             return Check("broker", True, f"Kafka reachable at LAB_KAFKA_BOOTSTRAP={bootstrap}")
-        try:
-            product = broker.product_from_env()
-        except LabError as e:
-            return Check("broker", False, str(e), f"set LAB_BROKER to one of {', '.join(broker.PRODUCTS)}, or unset it")
         from lab.host.env import env_runs_dir
 
         running = shared_broker.load_running(env_runs_dir())
@@ -130,24 +132,21 @@ def check_broker() -> Check:
             external_broker.check_reachable(running.bootstrap, source="the running embedded broker")
             what = " ".join(filter(None, (running.product, running.version)))
             return Check("broker", True, f"embedded broker running at {running.bootstrap} ({what})")
-        if product == "kafka":
-            from lab.host import jars
+        from lab.host import jars
 
-            if jars.missing(kafka_broker.KAFKA_JARS):  # the doctor never downloads: `lab fetch` does
-                return Check("broker", False, f"Apache Kafka (the default broker) needs the {kafka_broker.KAFKA_JARS} "
-                                              "jars, which are not cached",
-                             "lab fetch (needs the internet once), or LAB_BROKER=tansu (no download, memory only)")
+        if jars.missing(kafka_broker.KAFKA_JARS):  # the doctor never downloads: `lab fetch` does
+            return Check("broker", False, f"the embedded Apache Kafka needs the {kafka_broker.KAFKA_JARS} "
+                                          "jars, which are not cached",
+                         "lab fetch (needs the internet once), or set LAB_KAFKA_BOOTSTRAP to a Kafka of your own")
         with tempfile.TemporaryDirectory() as tmp:
-            info = broker.start_embedded(Path(tmp), product=product)
+            info = broker.start_embedded(Path(tmp))
             try:
                 from lab.kafka.tools import create_topic
                 create_topic(info.bootstrap, "lab-doctor", 1)
             finally:
                 broker.stop_embedded(info)
-        where = tansu_broker.binary() if product == "tansu" else "LAB_BROKER=kafka, the default"
-        name = "Tansu" if product == "tansu" else "Apache Kafka"
         version = f" {info.version}" if info.version else ""
-        return Check("broker", True, f"embedded {name}{version} starts, serves a topic and stops ({where})")
+        return Check("broker", True, f"embedded Apache Kafka{version} starts, serves a topic and stops")
     except LabError as e:
         return Check("broker", False, str(e), "unset LAB_KAFKA_BOOTSTRAP, or start that Kafka")
 

@@ -32,7 +32,7 @@ FINAL_STOP = "final-stop"                #: how the last driver ended: ``how`` =
 DRIVER_START = "driver-start"            #: a driver process (``attempt``) was started, ``pid`` (``started_ahead_s``: a standby had its turn)
 STANDBY_START = "standby-start"          #: the next attempt's driver (``attempt``, ``pid``) was started ahead
 DRIVER_EXIT = "driver-exit"              #: a driver exited on its own, ``code``, ``last_log_line``
-BROKER_FEATURES = "broker-features"      #: the run's broker's finalized features at the run's start (``finalized``: ``{name: level}``, e.g. ``eligible.leader.replicas.version``, ``transaction.version``; ``{}`` for Tansu) and ``elr_set`` (``--elr``)
+BROKER_FEATURES = "broker-features"      #: the run's broker's finalized features at the run's start (``finalized``: ``{name: level}``, e.g. ``eligible.leader.replicas.version``, ``transaction.version``; ``{}`` when the broker reports none) and ``elr_set`` (``--elr``)
 DRIVER_REPLACED = "driver-replaced"      #: (--on-pause replace) the paused driver (``pid``, ``attempt``) was set aside after ``stopped_s`` (lab.faults.catalogue.PAUSE_REPLACE_AFTER_S); its replacement starts next
 DRIVER_RESUME = "driver-resume"          #: a paused driver got SIGCONT: ``pid``, ``attempt``, ``zombie`` (it had been replaced), ``alive`` (false: it had died, e.g. a driver-crash during the pause), ``at_run_end`` (the run ended first)
 ZOMBIE_END = "zombie-end"                #: a replaced driver is gone: ``how`` (``exited`` on its own, with ``code``; or ``killed`` after lab.faults.catalogue.ZOMBIE_LIFETIME_S), ``pid``, ``attempt``, ``last_log_line``

@@ -14,26 +14,37 @@ import time
 from pathlib import Path
 
 from lab import events as ev
-from lab.config import make_config
-from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdicts)
-from lab.views.run_files import (checkpoint_log, file_sink_readers, files_under, offset_log_entry,  # noqa: F401
-                           read_json, same_counts, spark_state, state_store)  # (the notebooks call them as nb.<name>)
-from lab.lessons.solve import attempt as exercise, explain, solve  # noqa: F401  (exercises; solutions call nb.solve)
-from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
-from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
-from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
-from lab.run.supervisor import RunResult
 from lab.audit.predictions import TOPIC_OUTCOMES, topic_outcome_of, uncommitted_reader_outcome  # noqa: F401  (07)
-from lab.outcomes import NAIVE_READER_OUTCOMES  # noqa: F401  (03)
+from lab.config import make_config
 from lab.doctor import run_checks  # noqa: F401  (notebook 00)
 from lab.events import read_events
 from lab.flink import env as flink_env  # noqa: F401  (notebook 08)
+from lab.lessons.evidence import flink_checkpoints, output_readers, share_held, topic_duplicates, wal_segments  # noqa: F401  (evidence exercises)
+from lab.lessons.solve import attempt as exercise, explain, solve  # noqa: F401  (exercises; solutions call nb.solve)
+from lab.outcomes import NAIVE_READER_OUTCOMES  # noqa: F401  (03)
+from lab.run.kernel import start_broker, start_cluster, stop_broker  # noqa: F401  (the notebooks' brokers)
+from lab.run.supervisor import RunResult
 from lab.sinks.files import naive_reader_outcome  # noqa: F401  (notebook 03)
-from lab.views import flink as flink_view  # noqa: F401  (notebook 08)
-from lab.views import storm as storm_view  # noqa: F401  (notebook 08)
-from lab.views import replication  # noqa: F401  (notebook 07)
-from lab.views import share as share_view  # noqa: F401  (notebook 09)
-from lab.views import trigger as trigger_view  # noqa: F401  (notebook 03)
+from lab.views import (
+    flink as flink_view,  # noqa: F401  (notebook 08)
+    replication,  # noqa: F401  (notebook 07)
+    share as share_view,  # noqa: F401  (notebook 09)
+    storm as storm_view,  # noqa: F401  (notebook 08)
+    trigger as trigger_view,  # noqa: F401  (notebook 03)
+)
+from lab.views.predict import verdicts  # noqa: F401  (notebooks call nb.verdicts)
+from lab.views.progress import TEXT_PROGRESS_EVERY_S, config, is_interactive, run, setup, show  # noqa: F401  (the notebooks' runs)
+from lab.views.run_files import (  # noqa: F401
+    checkpoint_log,
+    file_sink_readers,
+    files_under,
+    offset_log_entry,
+    read_json,  # (the notebooks call them as nb.<name>)
+    same_counts,
+    spark_state,
+    state_store,
+)
+
 
 def predict(scenarios, predictions=None, **kwargs):
     """:func:`lab.views.predict.predict` in the notebook's mode: buttons interactively, ``PREDICTIONS`` headless."""
@@ -157,8 +168,7 @@ def kafka_reader_options(result: RunResult) -> tuple[str, dict]:
 
 def aborted_in_sink(result: RunResult) -> int:
     """Sink rows of events whose transaction the producer aborted (``txn-abort``): delivered, never owed."""
-    from lab.audit.ledger import LEDGER_FILE
-    from lab.audit.ledger import aborted_event_ids
+    from lab.audit.ledger import LEDGER_FILE, aborted_event_ids
     from lab.sinks.reader import open_sink
 
     aborted = set(aborted_event_ids(result.run_dir / LEDGER_FILE))
@@ -193,21 +203,14 @@ def fencing(records: int = 20, successor_records: int = 10):
 
     Returns
     -------
-    lab.lessons.fencing.FencingResult or None
-        None on Tansu, after printing why (:func:`lab.lessons.fencing.check_broker`).
+    lab.lessons.fencing.FencingResult
     """
     import pandas as pd
     from IPython.display import display
 
     from lab.lessons import fencing as fencing_mod
-    from lab.errors import LabError
 
     info = start_broker()
-    try:
-        fencing_mod.check_broker(info)
-    except LabError as e:
-        print(f"skipped: {e}")
-        return None
     work = Path(make_config().runs_dir) / f"fencing-{time.strftime('%Y%m%d-%H%M%S')}"
     result = fencing_mod.measure(info, work, records=records, successor_records=successor_records)
     display(pd.DataFrame(result.table()).set_index(["case", "producer"]))

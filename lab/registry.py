@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lab.faults.catalogue import faults_in_order, points_in_order
 from lab.kafka.transactions import transactional_id
 
-from lab.faults.catalogue import faults_in_order, points_in_order
 #: The batch interval when none is given, for every pipeline but flink. Spark's pipelines cap a batch's
 #: records (``max_batch_records``), so the interval sets how fast a backlog drains: with batches of 500 once a
 #: second, a run at 500 events/s never catches up on what a restart left (measured, the 3,000-event structured

@@ -2,15 +2,12 @@
 
 The broker
 ----------
-One embedded broker (``LAB_BROKER`` of the caller's shell, default Apache Kafka)
-serves every integration and notebook test that takes ``runs_dir``: it is
-recorded in that runs directory's ``broker.json``, the way ``lab broker start``
-leaves one, so each run reuses it (a topic and a consumer group of its own per
-run) instead of paying a JVM start and stop. Tests that start, stop, kill or
-inspect a broker's processes take their own: ``@pytest.mark.own_broker``.
-``@pytest.mark.broker("tansu")`` runs a test on a Tansu broker of its own (the
-Tansu subset); ``@pytest.mark.kafka_only`` skips a test when the session's
-broker is Tansu (``LAB_BROKER=tansu make test``). Unit tests never start one.
+One embedded Apache Kafka broker serves every integration and notebook test
+that takes ``runs_dir``: it is recorded in that runs directory's
+``broker.json``, the way ``lab broker start`` leaves one, so each run reuses it
+(a topic and a consumer group of its own per run) instead of paying a JVM start
+and stop. Tests that start, stop, kill or inspect a broker's processes take
+their own: ``@pytest.mark.own_broker``. Unit tests never start one.
 """
 
 from __future__ import annotations
@@ -44,20 +41,17 @@ SHARED_BROKER_PIDS: set[int] = set()
 
 @pytest.fixture(scope="session")
 def session_broker(tmp_path_factory):
-    """The embedded broker shared by the session's runs (``LAB_BROKER``, default kafka), stopped at its end."""
-    from lab.broker import embedded as broker_mod
+    """The embedded broker shared by the session's runs, stopped at its end."""
+    from lab.broker import archive as broker_archive, embedded as broker_mod
     from lab.spark import archive as class_archive
 
     # The driver JVM's class archive, made once per installed versions (about 40 s) before the first
     # Spark run rather than inside whichever test happens to start one first.
     archive = class_archive.ensure()
     assert archive.present, f"the class archive could not be built: {archive.error}"
-    if broker_mod.product_from_env() == "kafka":
-        from lab.broker import archive as broker_archive  # the Kafka broker's, likewise (about 10 s once)
-
-        archive = broker_archive.ensure()
-        assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
-    info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"), product=broker_mod.product_from_env())
+    archive = broker_archive.ensure()  # the Kafka broker's, likewise (about 10 s once)
+    assert archive is None or archive.present, f"the broker's class archive could not be built: {archive.error}"
+    info = broker_mod.start_embedded(tmp_path_factory.mktemp("session-broker"))
     SHARED_BROKER_PIDS.update(p for p in (info.broker_pid, info.proxy_pid) if p)
     try:
         yield info
@@ -66,17 +60,10 @@ def session_broker(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _broker_for_test(request, monkeypatch):
-    """Put the session's broker in the test's runs directory, or set up the broker the test's marks ask for."""
-    from lab.broker import embedded as broker_mod
+def _broker_for_test(request):
+    """Put the session's broker in the test's runs directory, unless the test takes its own."""
     from lab.broker import shared as shared_broker
 
-    asked = request.node.get_closest_marker("broker")
-    if asked:
-        monkeypatch.setenv("LAB_BROKER", asked.args[0])
-        return
-    if request.node.get_closest_marker("kafka_only") and broker_mod.product_from_env() != "kafka":
-        pytest.skip("needs Apache Kafka (LAB_BROKER=kafka, the default)")
     if (request.node.get_closest_marker("own_broker") or "runs_dir" not in request.fixturenames
             or request.node.path.parent.name not in _SHARED_BROKER_DIRS):
         return

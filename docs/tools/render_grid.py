@@ -28,9 +28,9 @@ def render(results: Path, out: Path, width: int = WIDTH) -> Path:
     """Screenshot :func:`lab.views.plots.semantics_grid` of ``results`` into ``out`` (PNG); returns ``out``."""
     from playwright.sync_api import sync_playwright
 
-    from lab.views.plots import semantics_grid
     from lab.matrix.report import matrix_view, read_results
     from lab.matrix.semantics import build_grid
+    from lab.views.plots import semantics_grid
 
     fig = semantics_grid(build_grid(matrix_view(read_results(results)), results.parent))
     fig.update_layout(width=width)  # fixed, so the picture does not depend on the window

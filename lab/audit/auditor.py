@@ -20,8 +20,8 @@ It also compares write attempts with stored rows, so an idempotent sink shows
 
 Acknowledged sends without an offset
 ------------------------------------
-A broker may acknowledge a send without an offset (Tansu answers a
-deduplicated idempotent retry with offset -1). The supervisor places such
+A broker may acknowledge a send without an offset (offset -1). The
+supervisor places such
 sends from the topic after the run (:func:`lab.audit.ledger.place_acks`). Any still
 without an offset at audit time are counted in ``acked_without_offset``; with
 no sink row, they are unseen in a live audit (the run may still place them)
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lab.outcomes import classify
 from lab.audit.ledger import acked_snapshot
+from lab.outcomes import classify
 
 if TYPE_CHECKING:
     import pandas as pd

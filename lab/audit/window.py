@@ -300,8 +300,8 @@ def audit_stateful(run_dir: Path, config, sink, positions: dict[int, int], final
     passed (events at or beyond it are unseen).
     """
     from lab.audit.auditor import Audit, audit_run, read_ledger
-    from lab.events import read_events
     from lab.audit.ledger import LEDGER_FILE
+    from lab.events import read_events
 
     ledger_path = Path(run_dir) / LEDGER_FILE
     events = read_event_times(ledger_path)

@@ -1,7 +1,7 @@
 """Apache Kafka as the embedded broker: one KRaft node (broker and controller in one JVM).
 
-:mod:`lab.broker.embedded` starts it behind the lab's proxy (``LAB_BROKER=kafka``); this
-module holds what is particular to Kafka: its pinned jars (set ``kafka-broker``
+:mod:`lab.broker.embedded` starts it behind the lab's proxy; this module
+holds what is particular to Kafka: its pinned jars (set ``kafka-broker``
 of :mod:`lab.host.jars`), its JVM flags, its ``server.properties``, the one-time
 format of its data directory, and reading its ports and readiness from its log.
 
@@ -40,12 +40,10 @@ from pathlib import Path
 
 from lab.broker import archive as broker_archive
 from lab.broker.jvm import KAFKA_JVM_FLAGS
-from lab.host.jar_sets import KAFKA_JARS
+from lab.errors import LabError
 from lab.host import processes
 from lab.host.atomic_file import write_atomic
-from lab.errors import LabError
-
-
+from lab.host.jar_sets import KAFKA_JARS
 
 #: Seconds the Kafka JVM gets to be ready (``Kafka Server started``). Measured: 2.8 s to start on
 #: existing data, 2.9-6.1 s for a first start including the one-time format (1.2-1.5 s), 3.7-5.3 s
@@ -390,8 +388,8 @@ def copy_formatted(java: str, classpath: str, log_dir: Path, data_dir: Path, pro
     False under ``LAB_KAFKA_FORMAT=each`` or when the template cannot be made or
     copied: the caller then formats ``data_dir`` itself.
     """
-    from lab.host import jars
     from lab.broker import template as kafka_template
+    from lab.host import jars
 
     if kafka_template.format_mode() != "template":
         return False

@@ -72,11 +72,11 @@ def key() -> str:
     LabError
         No JVM (:func:`lab.host.java.find_java`), or the Kafka jars not cached (a key never downloads them).
     """
-    from lab.host import jars
-    from lab.errors import LabError
-    from lab.host.java import find_java
     from lab.broker.jvm import KAFKA_JVM_FLAGS
+    from lab.errors import LabError
+    from lab.host import jars
     from lab.host.jar_sets import KAFKA_JARS
+    from lab.host.java import find_java
 
     if jars.missing(KAFKA_JARS):
         raise LabError(f"the {KAFKA_JARS} jars are not cached (lab fetch)")

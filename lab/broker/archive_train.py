@@ -17,7 +17,7 @@ def train(work: Path, archive: Path) -> None:
     from lab.broker import embedded as broker
     from lab.kafka import tools as kafka_tools
 
-    info = broker.start_embedded(work / "broker", product="kafka", archive_at_exit=archive)
+    info = broker.start_embedded(work / "broker", archive_at_exit=archive)
     try:
         kafka_tools.create_topic(info.bootstrap, "train", 2)
         producer = KafkaProducer(bootstrap_servers=info.bootstrap, acks="all", enable_idempotence=True)

@@ -52,11 +52,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from lab.broker import apache as kafka_broker
+from lab.broker import apache as kafka_broker, proxy as proxy_mod
+from lab.errors import LabError
 from lab.host import processes
 from lab.kafka import replication as replication_watch
-from lab.broker import proxy as proxy_mod
-from lab.errors import LabError
 
 #: Cluster sizes the lab starts: one node (broker and controller in one JVM) or three brokers.
 NODE_COUNTS = (1, 3)

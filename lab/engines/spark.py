@@ -39,11 +39,6 @@ STATE_STORES = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
     "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
-#: Why ``--kafka-reader spark`` is refused with Tansu (here, and by the driver: :mod:`lab.pipelines.shared.kafka_reader`).
-SPARK_READER_NEEDS_KAFKA = (
-    "--kafka-reader spark needs Apache Kafka (--broker kafka, or a Kafka of your own in LAB_KAFKA_BOOTSTRAP): "
-    "Tansu answers ListOffsets(latest) with the last record batch's base offset + 1, so Spark's connector would "
-    "never read a partition's last records; use --kafka-reader labkafka (or auto) with Tansu")
 #: Spark's master forms. A count of 0 threads, workers or cores is refused here: Spark refuses it only once the
 #: driver runs ("Asked to run locally with 0 threads"), and the run restarted that driver three times, 17 s in all.
 _MASTER = re.compile(r"^(local(\[([1-9]\d*|\*)\])?|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
@@ -72,8 +67,8 @@ def environment() -> dict:
 
 
 def may_use_connector(cfg, spec) -> bool:
-    """The driver may read Kafka with Spark's connector: a pipeline with ``--kafka-reader``, Apache Kafka, reader not labkafka."""
-    return "kafka_reader" in spec.options and cfg.real_kafka and cfg.spark.kafka_reader != "labkafka"
+    """The driver may read Kafka with Spark's connector: a pipeline with ``--kafka-reader``, reader not labkafka."""
+    return "kafka_reader" in spec.options and cfg.spark.kafka_reader != "labkafka"
 
 
 def check(cfg, spec, pipelines) -> None:
@@ -84,8 +79,6 @@ def check(cfg, spec, pipelines) -> None:
         raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {cfg.sink!r}")
     if s.kafka_reader not in KAFKA_READERS:
         raise choices_error("Kafka reader", s.kafka_reader, KAFKA_READERS)
-    if "kafka_reader" in spec.options and s.kafka_reader == "spark" and not cfg.real_kafka:
-        raise LabError(SPARK_READER_NEEDS_KAFKA)
     if s.wal not in ON_OFF:
         raise choices_error("wal setting", s.wal, ON_OFF)
     if s.ack not in RECEIVER_ACKS:
@@ -178,9 +171,9 @@ def prepare(cfg, spec, write_event) -> None:
         With ``--kafka-reader spark`` and a connector that cannot be fetched.
     """
     # Imported here: every driver and Python worker daemon imports the registry, and these bring the JVM's tools.
+    from lab.host.start_tuning import StartTuning
     from lab.spark import archive as class_archive
     from lab.spark.session import ensure_connector
-    from lab.host.start_tuning import StartTuning
 
     if may_use_connector(cfg, spec):
         missing = ensure_connector(required=cfg.spark.kafka_reader == "spark")

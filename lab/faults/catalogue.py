@@ -7,11 +7,10 @@ A plan's syntax, and its check against this catalogue before any process starts,
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from lab import events as ev
-
 
 # -- the catalogue ----------------------------------------------------------------
 # One place says which faults and named points exist, who carries each out,
@@ -111,9 +110,6 @@ def _needs_proxy(kind: str):
 def _needs_durable_broker(cfg) -> str | None:
     if cfg.cluster.kafka_bootstrap:
         return "fault 'broker-crash' kills the embedded broker's JVM; unset LAB_KAFKA_BOOTSTRAP to use it"
-    if cfg.cluster.broker != "kafka":
-        return ("fault 'broker-crash' needs a broker that keeps its data: Tansu stores it in memory, so a "
-                f"restart would be an empty broker (this run: --broker {cfg.cluster.broker}); use --broker kafka")
     return None
 
 

@@ -195,7 +195,7 @@ def unmet(name: str, config, requirements: dict) -> str | None:
     return why or (requirements[name](config) if name in requirements else None)
 
 
-def check_fault(fault: "Fault", config, pipeline, pipelines: dict, requirements: dict) -> None:
+def check_fault(fault: Fault, config, pipeline, pipelines: dict, requirements: dict) -> None:
     """Raise :class:`LabError` when ``config``'s run cannot carry out ``fault``.
 
     Checks the catalogue and the run's registry entry ``pipeline`` (``pipelines``: the registry): the fault
@@ -237,7 +237,7 @@ def check_plan(faults, config, pipeline, pipelines: dict, requirements: dict) ->
         check_fault(fault, config, pipeline, pipelines, requirements)
 
 
-def poison_seqs(fault: "Fault", seed: int, events: int) -> list[int]:
+def poison_seqs(fault: Fault, seed: int, events: int) -> list[int]:
     """The sequence numbers a ``poison@key=<n>[:count=<c>]`` fault makes poison: the first ``c`` (1) events of key ``k<nn>``."""
     key = f"k{fault.key:02d}"
     return [seq for seq, k in enumerate(event_keys(seed, events)) if k == key][:fault.count or 1]

@@ -106,8 +106,13 @@ def build(env, spec: dict) -> None:
     from pyflink.common import WatermarkStrategy
     from pyflink.common.serialization import SimpleStringSchema
     from pyflink.datastream.connectors.base import DeliveryGuarantee
-    from pyflink.datastream.connectors.kafka import (KafkaOffsetResetStrategy, KafkaOffsetsInitializer,
-                                                     KafkaRecordSerializationSchema, KafkaSink, KafkaSource)
+    from pyflink.datastream.connectors.kafka import (
+        KafkaOffsetResetStrategy,
+        KafkaOffsetsInitializer,
+        KafkaRecordSerializationSchema,
+        KafkaSink,
+        KafkaSource,
+    )
 
     source = (KafkaSource.builder()
               .set_bootstrap_servers(spec["bootstrap"])

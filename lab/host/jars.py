@@ -14,7 +14,7 @@ file name, size in bytes and SHA-1:
     Apache Kafka 4.4.0's runtime closure plus ``slf4j-simple`` (45 jars, 44.6 MB):
     everything ``java -cp ... kafka.Kafka`` needs (:mod:`lab.broker.embedded`).
 ``flink-kafka``
-    Flink's Kafka connector for apache-flink 2.2.0 (``flink-sql-connector-kafka``
+    Flink's Kafka connector for apache-flink 2.2.1 (``flink-sql-connector-kafka``
     5.0.0-2.2, Kafka's client shaded in; 1 jar, 10.7 MB), for the flink pipeline
     (:mod:`lab.flink.env`). Central has no release for Flink 2.3.
 
@@ -84,8 +84,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.host.atomic_file import write_atomic
 from lab.errors import LabError, choices_error
+from lab.host.atomic_file import write_atomic
 
 MANIFEST = Path(__file__).resolve().parent.parent / "jars.json"
 
@@ -145,7 +145,7 @@ class FetchResult:
     seconds: float = 0.0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_manifest(path: str) -> dict[str, JarSet]:
     data = json.loads(Path(path).read_text())
     return {
@@ -358,7 +358,7 @@ def _fetch_mvn(jars, directory: Path, progress=_progress, mvn: str = "mvn") -> N
             lines = re.sub(r"\x1b\[[0-9;]*m", "", p.stdout + p.stderr).splitlines()
             first = next((line for line in lines if "[ERROR]" in line), lines[-1] if lines else "no output")
             raise _cannot_fetch(what, "Maven (mvn)", f"mvn exited {p.returncode}: {first.strip()[:300]}", directory)
-        for i, jar in enumerate(jars, 1):
+        for jar in jars:
             staged = out / jar.file
             if not staged.exists():
                 raise _cannot_fetch(jar.coord, "Maven (mvn)", f"mvn did not produce {jar.file}", directory)

@@ -184,41 +184,6 @@ def listening_ports(pid: int) -> list[int]:
     return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.ip in LOOPBACK})
 
 
-def wait_for_listen(pid: int, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "service",
-                    count: int = 1) -> list[int]:
-    """Wait until process ``pid`` listens on at least ``count`` ports at 127.0.0.1 and return them.
-
-    Parameters
-    ----------
-    pid : int
-        The process whose own sockets are read (:func:`listening_ports`).
-    timeout_s : float
-    proc : Popen, optional
-        When given, its exit ends the wait at once with its status.
-    what : str
-        Names the process in the error, e.g. ``"Tansu broker (log: /x/tansu.log)"``.
-    count : int
-        How many listeners the process opens once it is up.
-
-    Raises
-    ------
-    LabError
-        When the process exits first, or does not listen within ``timeout_s``.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc is not None and proc.poll() is not None:
-            raise LabError(f"{what} exited with status {proc.returncode} before listening on 127.0.0.1")
-        if proc is None and not pid_alive(pid):
-            raise LabError(f"{what} (PID {pid}) exited before listening on 127.0.0.1")
-        ports = listening_ports(pid)
-        if len(ports) >= count:
-            return ports
-        if time.monotonic() >= deadline:
-            raise LabError(f"{what} did not listen on 127.0.0.1 within {timeout_s:g} s (listening on {ports or 'nothing'})")
-        time.sleep(0.02)
-
-
 def read_log(path, offset: int = 0) -> str:
     """What a child's log got after byte ``offset`` (logs are appended across starts); ``""`` when unreadable."""
     try:

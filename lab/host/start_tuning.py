@@ -125,7 +125,7 @@ class StartTuning:
     codegen: bool = False
 
     @classmethod
-    def from_env(cls, env=None, standby_default: str = "planned") -> "StartTuning":
+    def from_env(cls, env=None, standby_default: str = "planned") -> StartTuning:
         """Read the start-up switches from ``env`` (default ``os.environ``).
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,

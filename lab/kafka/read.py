@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from lab.kafka import tools as kafka_tools
 

@@ -78,7 +78,7 @@ class ReplicationWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lab-replication-watch", daemon=True)
 
-    def start(self) -> "ReplicationWatch":
+    def start(self) -> ReplicationWatch:
         self._thread.start()
         return self
 

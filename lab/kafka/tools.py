@@ -1,9 +1,9 @@
 """Small Kafka helpers, and the one place consumer settings are defined.
 
-Consumers here use ``assign()`` and never join a consumer group: on Tansu a
-group rejoin after a crash waits for the old member's session to expire
-(measured: 11 s), while assignment is instant. Offsets can still be
-committed to a group id (``group_id`` without subscription).
+Consumers here use ``assign()`` and never join a consumer group: a group
+rejoin after a crash can wait for the old member's session to expire, while
+assignment is instant. Offsets can still be committed to a group id
+(``group_id`` without subscription).
 
 Every kafka-python consumer the lab creates comes from :func:`consumer`:
 :data:`CONSUMER_DEFAULTS`, plus :data:`READ_SETTINGS` for consumers that
@@ -32,8 +32,8 @@ CONSUMER_DEFAULTS = dict(
     # a broker-outage refuses connections at once, and end_offsets during one gave up after 30 s
     # with either value.
     request_timeout_ms=5000,
-    # [500] Measured no difference on Tansu, which answers a fetch as soon as a record arrives
-    # (a record produced to a waiting consumer arrived in 5-8 ms with 100 and with 500).
+    # [500] A fetch that finds nothing new returns after at most 100 ms (a record that arrives
+    # answers it at once: fetch_min_bytes is 1).
     fetch_max_wait_ms=100,
     # [1 MiB] the default, stated because READ_SETTINGS raises it.
     max_partition_fetch_bytes=1 << 20,
@@ -79,7 +79,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     as ``min.insync.replicas``) set on it, so they never depend on the broker's defaults.
     ``features`` (``{name: level}``) are finalized first, cluster-wide (KIP-584: an upgrade, or a safe
     downgrade), e.g. ``{"eligible.leader.replicas.version": 0}``. Returns ``{name: level}`` of every
-    finalized feature as the broker then reports it (``{}`` when it reports none: Tansu).
+    finalized feature as the broker then reports it (``{}`` when it reports none).
 
     Raises
     ------
@@ -131,7 +131,7 @@ def _levels(admin) -> dict:
 def _finalized_features(admin) -> dict:
     try:
         return _levels(admin)
-    except Exception:  # noqa: BLE001 - a broker without KIP-584's ApiVersions v3 fields (Tansu) reports none
+    except Exception:  # noqa: BLE001 - a broker without KIP-584's ApiVersions v3 fields reports none
         return {}
 
 
@@ -223,35 +223,21 @@ def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float = 5.0) -> dict[int, int]:
-    """Log end offsets per partition (transaction markers included), as a fetch sees them.
-
-    Tansu answers ListOffsets(latest) with the base offset of the partition's
-    last record batch plus one, not with the log end (measured: 10 records in
-    one batch give 1). The high watermark of a fetch response is right, so
-    this seeks each partition to that lower bound, fetches once, and takes
-    the high watermark. A fresh consumer each call, because kafka-python keeps
-    a stale high watermark across seeks.
+    """Log end offsets per partition (transaction markers included): ListOffsets(latest), each partition's
+    high watermark, as a ``read_uncommitted`` reader sees it. A fresh consumer each call.
 
     Raises
     ------
-    TimeoutError
-        When no fetch response arrives within ``timeout_s``.
+    kafka.errors.KafkaTimeoutError
+        When the broker does not answer within ``timeout_s``.
     """
     from kafka import TopicPartition
 
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    c = consumer(bootstrap, max_poll_records=1)
+    c = consumer(bootstrap)
     try:
-        listed = c.end_offsets(tps)
-        c.assign(tps)
-        for tp in tps:
-            c.seek(tp, max(0, listed[tp] - 1))
-        deadline = time.monotonic() + timeout_s
-        while any(c.highwater(tp) is None for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no fetch response for {topic} within {timeout_s} s")
-            c.poll(timeout_ms=100, max_records=1)
-        return {tp.partition: max(listed[tp], c.highwater(tp)) for tp in tps}
+        ends = c.end_offsets(tps, timeout_ms=int(timeout_s * 1000))
+        return {tp.partition: ends[tp] for tp in tps}
     finally:
         c.close()
 

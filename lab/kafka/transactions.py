@@ -30,7 +30,6 @@ from __future__ import annotations
 import threading
 
 
-
 def transactional_id(run_id: str) -> str:
     """The kafka-eos producer's ``transactional_id``: one per run, the same for every driver attempt (and the
     client id prefix the leader-unreachable fault cuts off)."""

@@ -38,9 +38,7 @@ On failure
 Any error ends every child process the experiment started (SIGKILL to its own
 process group, by PID; a paused child is killed just the same) before the
 error propagates. A child that does not become ready, or does not finish,
-within ``timeout_s`` is a :class:`lab.errors.LabError` naming its log. Tansu is
-refused at once: it delivers aborted records to ``read_committed`` readers, so
-the experiment would measure nothing about fencing.
+within ``timeout_s`` is a :class:`lab.errors.LabError` naming its log.
 """
 
 from __future__ import annotations
@@ -168,13 +166,6 @@ def _broker_name(broker) -> str:
     if broker.external:
         return "external"
     return " ".join(filter(None, (broker.product, broker.version)))
-
-
-def check_broker(broker) -> None:
-    """Raise :class:`LabError` for a broker the experiment cannot measure on (Tansu)."""
-    if broker.product == "tansu":
-        raise LabError("the fencing experiment needs Apache Kafka (this broker: tansu, which delivers aborted records "
-                       "to read_committed readers); valid: LAB_BROKER=kafka or LAB_KAFKA_BOOTSTRAP")
 
 
 def _producer(bootstrap: str, transactional_id: str):
@@ -336,11 +327,10 @@ def measure(broker, work_dir, records: int = 20, successor_records: int = 10, pa
     Raises
     ------
     LabError
-        On Tansu (see the module docstring), or when a child fails or times out.
+        When a child fails or times out.
     """
     from lab.kafka import tools as kafka_tools
 
-    check_broker(broker)
     if records < 1 or successor_records < 1:
         raise LabError(f"records and successor_records must be >= 1, got {records} and {successor_records}")
     work = Path(work_dir)

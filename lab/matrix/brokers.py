@@ -37,8 +37,8 @@ settings can share it.
    once the last row's run is over (its notebook's plots need no broker) and no
    cluster row runs on its lane any more, and again when the matrix ends.
 
-A row gets neither when it kills its broker (``broker-crash``) or asks for
-another product: it starts its own. So does every row when several run at once
+A row gets neither when it kills its broker (``broker-crash``): it starts
+its own. So does every row when several run at once
 (their proxy faults would hit each other), when a broker is already running
 (``lab broker start``) or when ``LAB_KAFKA_BOOTSTRAP`` is set. A row whose
 recorded cluster is no longer whole (a broker killed and not restarted)
@@ -57,18 +57,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 
-def row_broker(params: dict) -> tuple[int, str]:
-    """The broker count and product (as :class:`lab.broker.embedded.BrokerInfo` names it) a row's run will use.
+def row_nodes(params: dict) -> int:
+    """The broker count a row's run will use.
 
     Read from the run's own configuration (:func:`lab.config.make_config`: the
-    row's parameters, else ``LAB_BROKER_NODES`` and ``LAB_BROKER``), which the
-    grid's loader has already validated.
+    row's parameters, else ``LAB_BROKER_NODES``), which the grid's loader has
+    already validated.
     """
-    from lab.broker.embedded import PRODUCT_NAMES
     from lab.config import make_config
 
-    cfg = make_config(**params)
-    return cfg.cluster.nodes, PRODUCT_NAMES[cfg.cluster.broker]
+    return make_config(**params).cluster.nodes
 
 
 class _BrokerStart(threading.Thread):
@@ -163,15 +161,12 @@ class SharedBrokers:
         """The :class:`lab.broker.embedded.BrokerInfo` a row with ``params`` may use, or None (it starts its own)."""
         if "broker-crash" in str(params.get("faults", "")):
             return None
-        nodes, product = row_broker(params)
+        nodes = row_nodes(params)
         if nodes > 1:
             self._cluster_up()
         else:
             self.single_up()
-        shared = self.cluster if nodes > 1 else self.single
-        if shared is None or product != shared.product:
-            return None
-        return shared
+        return self.cluster if nodes > 1 else self.single
 
     def record(self, runs_dir: Path, params: dict) -> None:
         """Write the broker a row may use into its runs directory, or remove an older matrix's record there."""
@@ -247,7 +242,7 @@ def shared_brokers(jobs: int, scenarios: list, log_root: Path, defer_cluster: bo
         single = _BrokerStart(Path(log_root) / "matrix", 1)
         single.start()
         shared.starting_single = single
-        clustered = [n for n in (row_broker(s.params)[0] for s in scenarios
+        clustered = [n for n in (row_nodes(s.params) for s in scenarios
                                  if "broker-crash" not in str(s.params.get("faults", ""))) if n > 1]
         if clustered:
             shared.cluster_plan = (Path(log_root) / "matrix-cluster", clustered[0])

@@ -62,11 +62,11 @@ def split(todo: list, shared) -> tuple[list, list, int]:
     the lane then starts once the relay is over).
     """
     from lab.config import make_config
-    from lab.matrix.brokers import row_broker
+    from lab.matrix.brokers import row_nodes
 
     if shared is None:
         return list(todo), [], 0
-    lane = [s for s in todo if "broker-crash" not in str(s.params.get("faults", "")) and row_broker(s.params)[0] > 1]
+    lane = [s for s in todo if "broker-crash" not in str(s.params.get("faults", "")) and row_nodes(s.params) > 1]
     relay = [s for s in todo if s not in lane]
     sensitive = [i for i, s in enumerate(relay) if make_config(**s.params).pipeline in TIMING_SENSITIVE]
     return relay, lane, (sensitive[-1] + 1 if sensitive else 0)

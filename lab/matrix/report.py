@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from lab.host.env import project_root
-from lab.errors import LabError
 from lab.audit.expectations import AS_EXPECTED, EXPECTATIONS, TOPIC_EXPECTATIONS, measured, verdict
-from lab.matrix.table import count_text
 from lab.audit.restarts import restart_cell
+from lab.errors import LabError
+from lab.host.env import project_root
 from lab.matrix.semantics import build_grid, grid_html, run_link
+from lab.matrix.table import count_text
 
 COUNT_COLUMNS = ("lost", "duplicated", "unexpected", "unseen", "source_duplicates")
 #: The committed results of a real run of the default grid (its versions, machine and command in ``matrix.json``).

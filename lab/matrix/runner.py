@@ -26,7 +26,7 @@ Brokers shared by the rows
 Scenarios run one at a time (``jobs=1``) share one embedded broker, and the
 rows on the three-broker cluster (``nodes: 3``) one cluster, each started
 once and stopped after the last row; a row that kills its broker
-(``broker-crash``) or asks for another product gets its own
+(``broker-crash``) gets its own
 (:mod:`lab.matrix.brokers` has the protocol, a restarted cluster broker included).
 
 One at a time, the next started ahead
@@ -52,9 +52,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from lab.matrix import brokers as matrix_brokers
-from lab.matrix import lane as matrix_lane
-from lab.matrix import rows as matrix_rows
+from lab.matrix import brokers as matrix_brokers, lane as matrix_lane, rows as matrix_rows
 from lab.matrix.grid import TEMPLATES, Grid, Scenario
 from lab.matrix.table import row_from_report, write_table
 
@@ -84,8 +82,8 @@ def start_row(s: Scenario, out: Path, timeout_s: float = 900, started: list | No
     its turn (:func:`_give_turn`, which records the row's broker: a row held reads
     it only after its turn).
     """
-    from lab.host import processes
     from lab.broker import shared as shared_broker
+    from lab.host import processes
 
     d = run_dir_for(out, s)
     d.mkdir(parents=True, exist_ok=True)
@@ -178,7 +176,7 @@ def completed(out: Path, s: Scenario) -> dict | None:
     return row_from_report(s, json.loads(report.read_text()), nb_out, page)
 
 
-def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, progress=True) -> "pandas.DataFrame":  # noqa: F821
+def run_matrix(grid: Grid, out: Path | str = "data/results", jobs: int = 1, progress=True) -> pandas.DataFrame:  # noqa: F821
     """Run every scenario of ``grid`` that has no report yet; write and return the results table.
 
     The table is written after every finished run (``matrix.csv`` and

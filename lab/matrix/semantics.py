@@ -27,14 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, verdict
 from lab.errors import LabError
-from lab.registry import PIPELINES
-from lab.registry import present as _present
-from lab.registry import sink_words as _sink
-from lab.outcomes import COLORS, SEVERITY
 from lab.faults.plan import parse_fault_plan
 from lab.matrix.grid import TEMPLATES
-from lab.audit.expectations import AS_EXPECTED, TOPIC_EXPECTATIONS, measured, verdict
+from lab.outcomes import COLORS, SEVERITY
+from lab.registry import PIPELINES, present as _present, sink_words as _sink
 
 #: The title the figure and the HTML form share.
 GRID_TITLE = "What each failure does to each deployment, measured"

@@ -6,8 +6,7 @@ can read it:
 
 1. Every ``batch_interval_s`` (the first time one interval after the
    driver starts) the driver asks Kafka for the latest offset of each
-   partition (the high watermark of a fetch, see
-   :func:`lab.kafka.tools.end_offsets`).
+   partition (its high watermark, :func:`lab.kafka.tools.end_offsets`).
 2. It plans one :class:`OffsetRange` ``[fromOffset, untilOffset)`` per
    partition, taking at most ``max_batch_records`` offsets per partition per
    batch (like ``spark.streaming.kafka.maxRatePerPartition`` times the
@@ -17,8 +16,7 @@ can read it:
    (:func:`create_direct_rdd`); each task reads exactly its range with
    kafka-python (``assign`` + ``seek``, :func:`lab.kafka.read.read_range`)
    and stops on *position*, not on "last offset seen", because transaction
-   markers occupy offsets. With Apache Kafka (``--broker kafka`` or
-   ``LAB_KAFKA_BOOTSTRAP``) and Spark's connector cached (``lab fetch``),
+   markers occupy offsets. With Spark's connector cached (``lab fetch``),
    ``--kafka-reader auto`` reads the same ranges with Spark's own batch Kafka
    source instead (:func:`spark_kafka_records`: per-partition ``startingOffsets``
    and ``endingOffsets``); the offset log stays the lab's.
@@ -154,12 +152,20 @@ import time
 
 from lab import events as ev
 from lab.engines.spark import may_use_connector
-from lab.kafka import tools as kafka_tools
-from lab.pipelines.driver import DriverContext
 from lab.events import EventTail
+from lab.kafka import tools as kafka_tools
 from lab.kafka.read import earliest_offsets, read_range, record_row
-from lab.pipelines.direct_offsets import (OffsetLog, OffsetRange, OffsetStore, plan_ranges, ranges_dict,
-                                          recovery_ranges, retry, start_positions)
+from lab.pipelines.direct_offsets import (
+    OffsetLog,
+    OffsetRange,
+    OffsetStore,
+    plan_ranges,
+    ranges_dict,
+    recovery_ranges,
+    retry,
+    start_positions,
+)
+from lab.pipelines.driver import DriverContext
 from lab.pipelines.shared.tasks import midway_hook
 from lab.sinks.reader import open_sink
 
@@ -333,8 +339,15 @@ def run(ctx: DriverContext) -> None:
         that disagrees with the checkpoint; the supervisor restarts the
         driver, which re-runs the batch.
     """
-    from lab.spark.session import (RDD_WORKER_IMPORTS, TASK_ATTEMPTS, skip_accumulator_wait, spark_session,
-                           start_python_workers, warm_up, with_task_retries)
+    from lab.spark.session import (
+        RDD_WORKER_IMPORTS,
+        TASK_ATTEMPTS,
+        skip_accumulator_wait,
+        spark_session,
+        start_python_workers,
+        warm_up,
+        with_task_retries,
+    )
 
     cfg = ctx.config
     log = OffsetLog(ctx.run_dir / CHECKPOINT_DIR)
@@ -347,7 +360,7 @@ def run(ctx: DriverContext) -> None:
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka.read).
-    reader = resolve_reader(spark, cfg.spark.kafka_reader, real_kafka=cfg.real_kafka)
+    reader = resolve_reader(spark, cfg.spark.kafka_reader)
     # With what the tasks import (lab.spark.session), beside the driver's planning (see lab.spark.session.warm_up).
     warm = warm_up(ctx, start_python_workers, sc)
     # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver).

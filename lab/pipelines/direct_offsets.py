@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab import events as ev
-from lab.kafka import tools as kafka_tools
 from lab.errors import LabError
+from lab.kafka import tools as kafka_tools
 from lab.sinks.reader import open_sink
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class OffsetRange:
                 "fromOffset": self.fromOffset, "untilOffset": self.untilOffset}
 
     @classmethod
-    def from_json(cls, d: dict) -> "OffsetRange":
+    def from_json(cls, d: dict) -> OffsetRange:
         return cls(str(d["topic"]), int(d["partition"]), int(d["fromOffset"]), int(d["untilOffset"]))
 
 
@@ -210,7 +210,7 @@ class OffsetStore:
             cfg = self.ctx.config
             out = {}
             for p in range(cfg.partitions):
-                committed = retry(lambda: self._group().committed(TopicPartition(cfg.topic, p)), self._reset)
+                committed = retry(lambda p=p: self._group().committed(TopicPartition(cfg.topic, p)), self._reset)
                 if committed is not None:
                     out[p] = committed
             return out

@@ -70,13 +70,12 @@ import urllib.request
 from pathlib import Path
 
 from lab import events as ev
-from lab.host.processes import kill_when_parent_exits
-from lab.flink import env as flink_env
-from lab.flink import settings as flink_settings
+from lab.errors import DriverConfigError, LabError
+from lab.flink import env as flink_env, settings as flink_settings
 from lab.host import jars
+from lab.host.processes import kill_when_parent_exits
 from lab.kafka import tools as kafka_tools
 from lab.pipelines.driver import DriverContext
-from lab.errors import DriverConfigError, LabError
 from lab.sinks.topic import output_topic
 
 #: Seconds between two looks at the job (its checkpoints, the group's offsets, the process).

@@ -79,8 +79,7 @@ exactly once too: a batch's changelog writes commit or abort with its output
 and its offsets, so the committed changelog holds the counts of exactly the
 batches whose offsets are committed, and a restore resumes them where the
 offsets resume (the report's ``changelog`` section: every key exact). It needs
-a broker that honours transactions and isolation levels; configuration refuses
-Tansu, which delivers aborted records to ``read_committed`` readers.
+a broker that honours transactions and isolation levels, as Apache Kafka does.
 
 On failure
 ----------
@@ -119,13 +118,13 @@ import json
 import time
 from dataclasses import dataclass
 
-from lab.sinks import changelog as changelog_state
 from lab import events as ev
+from lab.events import read_events
 from lab.kafka import tools as kafka_tools
+from lab.kafka.read import event_fields
 from lab.kafka.transactions import CallTimedOut, SendFailed, Sends, bounded, transactional_id
 from lab.pipelines.driver import DriverContext
-from lab.events import read_events
-from lab.kafka.read import event_fields
+from lab.sinks import changelog as changelog_state
 from lab.sinks.topic import output_topic
 
 #: The transaction timeout the coordinator enforces: an open transaction older than this is aborted

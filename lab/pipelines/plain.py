@@ -41,8 +41,8 @@ from __future__ import annotations
 import time
 
 from lab.kafka import tools as kafka_tools
-from lab.pipelines.driver import DriverContext
 from lab.kafka.read import record_row
+from lab.pipelines.driver import DriverContext
 from lab.sinks.reader import open_sink
 
 #: Seconds a commit is retried while the broker is away. Measured: the embedded Kafka restarts on
@@ -98,7 +98,7 @@ def run(ctx: DriverContext) -> None:
             if cfg.kafka.commit == "before-output":
                 commit()
                 ctx.point("after-commit-before-output", batch)
-            sink.write_batch(rows, f"plain-{batch}", on_midway=lambda: ctx.point("mid-output", batch))
+            sink.write_batch(rows, f"plain-{batch}", on_midway=lambda batch=batch: ctx.point("mid-output", batch))
             ctx.point("after-output-before-commit", batch)
             if cfg.kafka.commit == "after-output":
                 commit()

@@ -51,9 +51,9 @@ from lab import events as ev
 from lab.errors import LabError
 from lab.host import processes
 from lab.pipelines.driver import DriverContext
+from lab.pipelines.share_consumer import last_batch, share_dir
 from lab.share import settings as share_settings
 from lab.share.state import settled, state_reader
-from lab.pipelines.share_consumer import last_batch, share_dir
 
 #: Seconds before a dead consumer's replacement starts (a supervisor's restart, as for drivers).
 RESTART_S = 0.5

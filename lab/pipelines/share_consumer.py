@@ -189,7 +189,7 @@ def run(ctx: DriverContext, index: int) -> None:
             if bad is not None:
                 rows = rows[:bad]
             if rows:
-                sink.write_batch(rows, f"share-{batch}-{index}", on_midway=lambda: ctx.point("mid-output", batch))
+                sink.write_batch(rows, f"share-{batch}-{index}", on_midway=lambda batch=batch: ctx.point("mid-output", batch))
             if bad is not None:
                 p, o, n, row = records[bad]
                 fault = poison[row[1]]

@@ -84,8 +84,8 @@ from lab.host.bridge import JvmBridge
 from lab.kafka.read import record_row
 from lab.pipelines.driver import DriverContext
 from lab.sinks.reader import open_sink
-from lab.storm.build import TOPOLOGY
 from lab.storm import settings as storm_settings
+from lab.storm.build import TOPOLOGY
 from lab.storm.zookeeper import INFO_FILE
 
 #: The topology JVM's log configuration: log4j2 to standard error (the attempt's log), WARN but for the lab's lines.

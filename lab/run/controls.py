@@ -18,9 +18,7 @@ import signal
 import time
 
 from lab import events as ev
-from lab.broker import cluster as kafka_cluster
-from lab.broker import embedded as broker_mod
-from lab.broker import shared as shared_broker
+from lab.broker import cluster as kafka_cluster, embedded as broker_mod, shared as shared_broker
 from lab.engines.groups import ENGINES
 from lab.events import read_events
 from lab.host import processes

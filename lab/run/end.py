@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from lab import events as ev
-from lab.kafka import tools as kafka_tools
 from lab.audit.ledger import LEDGER_FILE, max_acked_offsets
+from lab.kafka import tools as kafka_tools
 
 #: Seconds a restarted driver gets to report progress of its own before the run may count as drained.
 RESTART_SETTLE_S = 45.0
@@ -126,7 +126,7 @@ class EndWatch:
         cfg = self.config
         self.end_offsets = kafka_tools.end_offsets(bootstrap, cfg.topic, cfg.partitions)
         positions = progress["positions"]
-        # A fetch's high watermark can lag the last write for a moment, so the ledger's
+        # The high watermark can lag the last write for a moment, so the ledger's
         # acknowledged offsets must be passed too before a run counts as drained.
         past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
         # After a restart, the progress on file may be the dead driver's: the new one may still have

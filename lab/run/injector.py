@@ -47,13 +47,13 @@ would otherwise carry it into the next run.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from lab import events as ev
 from lab.broker import proxy
 from lab.errors import LabError, choices_error
-from lab.faults.plan import Fault
 from lab.faults.catalogue import FAULTS
+from lab.faults.plan import Fault
 from lab.run.effects import EFFECTS
 
 

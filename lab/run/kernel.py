@@ -72,8 +72,7 @@ def _start(runs: Path):
     """Start an embedded broker as a child of the kernel, recorded for ``runs``."""
     import atexit
 
-    from lab.broker import embedded as broker
-    from lab.broker import shared as shared_broker
+    from lab.broker import embedded as broker, shared as shared_broker
 
     info = broker.start_embedded(runs / "broker-logs")  # a child of the kernel: gone when the kernel is
     shared_broker.save_state(runs, info)
@@ -85,8 +84,7 @@ def _start(runs: Path):
 
 def stop_broker() -> None:
     """Stop every broker :func:`start_broker` or :func:`start_cluster` started in this kernel (nothing if none)."""
-    from lab.broker import embedded as broker
-    from lab.broker import shared as shared_broker
+    from lab.broker import embedded as broker, shared as shared_broker
 
     while _started:
         runs, info = _started.popitem()

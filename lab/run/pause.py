@@ -25,7 +25,7 @@ zombie does what its pipeline's code and the broker let it do, which is the less
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from lab import events as ev
 from lab.faults.catalogue import PAUSE_REPLACE_AFTER_S, ZOMBIE_LIFETIME_S

@@ -38,9 +38,9 @@ from functools import partial
 from operator import itemgetter
 
 from lab import events as ev
+from lab.audit.ledger import Ledger, LedgerEntry, LedgerWriter
 from lab.config import RunConfig
 from lab.events import EventLog
-from lab.audit.ledger import Ledger, LedgerEntry, LedgerWriter
 from lab.faults.catalogue import event_keys
 from lab.kafka.transactions import CallTimedOut, bounded
 from lab.run.produced_events import EVENT_JSON, LateEvents, event_ids, seq_of
@@ -137,7 +137,7 @@ class LedgeredProducer:
         self._txn_first = 0  # the open transaction's first send
 
     # -- lifecycle -------------------------------------------------------
-    def start(self) -> "LedgeredProducer":
+    def start(self) -> LedgeredProducer:
         """Start sending (once: a second call does nothing)."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="lab-producer", daemon=True)
@@ -228,8 +228,7 @@ class LedgeredProducer:
         """The ledger row of an acknowledged send (``partition``, ``offset`` as the client reported them)."""
         offset = offset if offset is not None and offset >= 0 else None
         # acks=0 gives no proof of storage. With acks >= 1 an acknowledgement without an offset
-        # is still a "stored" (Tansu answers a deduplicated idempotent retry with offset -1);
-        # the supervisor places it from the topic before the audit.
+        # (offset -1) is still a "stored"; the supervisor places it from the topic before the audit.
         status = "acked" if (offset is not None or self.config.producer.acks != "0") else "unknown"
         note = "acknowledged without an offset" if status == "acked" and offset is None else None
         return (seq, self._ids[seq], self._keys[seq], status, partition, offset, note, sent[0], time.time(), sent[1])

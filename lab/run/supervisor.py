@@ -26,29 +26,29 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from lab.broker import embedded as broker_mod, shared as shared_broker
 from lab import events as ev
-from lab.run import injector
-from lab.run.controls import RunControls
-from lab.run.pause import DriverPause
-from lab.faults.catalogue import on_pause_mode
-from lab.kafka import tools as kafka_tools
-from lab.host import processes
 from lab.audit.auditor import Audit
+from lab.audit.ledger import LEDGER_FILE, Ledger
+from lab.broker import embedded as broker_mod, shared as shared_broker
 from lab.config import RunConfig
-from lab.run.driver_process import DriverProcess
+from lab.engines.groups import ENGINES
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
 from lab.events import EventLog, EventTail, read_events, read_progress
-from lab.audit.ledger import LEDGER_FILE, Ledger
-from lab.engines.groups import ENGINES
-from lab.run.producer import LedgeredProducer
+from lab.faults.catalogue import on_pause_mode
+from lab.host import processes
+from lab.host.start_tuning import StartTuning
+from lab.kafka import tools as kafka_tools
 from lab.kafka.replication import ReplicationWatch
-from lab.run.run_dir import new_run_dir
+from lab.run import injector
+from lab.run.controls import RunControls
+from lab.run.driver_process import DriverProcess
 from lab.run.end import EndWatch
+from lab.run.pause import DriverPause
+from lab.run.producer import LedgeredProducer
 from lab.run.result import RunResult, RunStatus, audit_of_run, audited_result, start_audit_imports, start_topic_read
+from lab.run.run_dir import new_run_dir
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import sink_spec_for_run
-from lab.host.start_tuning import StartTuning
 
 #: Driver exits not caused by the lab before a run gives up.
 MAX_UNPLANNED_EXITS = 3
@@ -126,7 +126,7 @@ class Run:
         self._tuning = tuning or StartTuning.from_env()
 
     # -- public API ------------------------------------------------------
-    def start(self, hold=None) -> "Run":
+    def start(self, hold=None) -> Run:
         """Create the run directory, start broker, producer and driver; return at once.
 
         ``hold``: a callable returning the seconds it waited, called once the
@@ -178,8 +178,7 @@ class Run:
         """The broker (or the one the run shares), the run's topic, and the engine's services (Storm's ZooKeeper)."""
         cfg, c = self.config, self.config.cluster
         self.broker = self._stack.enter_context(shared_broker.broker_for_run(
-            c.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", product=c.broker, kafka_proxy=c.kafka_proxy,
-            nodes=c.nodes))
+            c.kafka_bootstrap, cfg.runs_dir, self.run_dir / "logs", kafka_proxy=c.kafka_proxy, nodes=c.nodes))
         (self.run_dir / "broker.json").write_text(json.dumps(self.broker.to_dict(), indent=2))
         elr = {"on": 1, "off": 0}.get(c.elr)
         # A Kafka of one's own is already up: it answers within seconds or not at all (one line, not a hang).
@@ -303,7 +302,7 @@ class Run:
         with open_sink(self.run_dir) as sink:
             return audit_of_run(self.run_dir, self.config, sink, read_progress(self.run_dir)["positions"])
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -57,6 +57,3 @@ def check(cfg, spec) -> None:
         raise LabError(f"consumers {cfg.kafka.consumers!r}: valid are 1 to {MAX_CONSUMERS} share consumers")
     if cfg.kafka.commit not in SHARE_COMMITS:
         raise LabError(f"commit mode {cfg.kafka.commit!r} for the share pipeline; valid: {', '.join(SHARE_COMMITS)}")
-    if not cfg.real_kafka:
-        raise LabError("the share pipeline needs Apache Kafka 4.2 or newer (share groups); this run's broker is "
-                       f"{cfg.cluster.broker}: use --broker kafka")

@@ -51,9 +51,10 @@ import json
 import sqlite3
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 from lab.kafka import tools as kafka_tools
 

@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from lab.errors import LabError, choices_error
-from lab.sinks.spec import (DATABASE_MODES, OffsetMismatch, Row, SinkSpec,
-                            WindowRow)
+from lab.sinks.spec import DATABASE_MODES, OffsetMismatch, Row, SinkSpec, WindowRow
+
 
 def _schema_sql(mode: str) -> list[str]:
     unique = " UNIQUE" if mode == "idempotent" else ""
@@ -282,7 +282,7 @@ class Sink:
     def committed_batches(self) -> set[str]:
         return {r[0] for r in self._exec("SELECT batch_key FROM sink_batches").fetchall()}
 
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:  # noqa: F821
+    def event_rows(self) -> tuple[np.ndarray, np.ndarray]:  # noqa: F821
         """Every stored row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
         import numpy as np
 
@@ -290,7 +290,7 @@ class Sink:
         seqs = np.fromiter((-1 if r[0] is None else r[0] for r in rows), dtype=np.int64, count=len(rows))
         return seqs, np.array([r[1] for r in rows], dtype=object)
 
-    def attempt_seqs(self) -> "np.ndarray":  # noqa: F821
+    def attempt_seqs(self) -> np.ndarray:  # noqa: F821
         """The event sequence number of every write attempt (int64)."""
         import numpy as np
 
@@ -312,7 +312,7 @@ class Sink:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Sink":
+    def __enter__(self) -> Sink:
         return self
 
     def __exit__(self, *exc) -> None:

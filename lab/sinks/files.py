@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from lab.errors import LabError
 from lab.outcomes import NAIVE_READER_OUTCOMES
@@ -137,12 +137,12 @@ class FileSink:
     def committed_files(self) -> list[Path]:
         return committed_files(self.path)
 
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]:  # noqa: F821
+    def event_rows(self) -> tuple[np.ndarray, np.ndarray]:  # noqa: F821
         """Every committed row as two aligned arrays: ``seq`` (int64) and ``event_id`` (object)."""
         cols, _ = _read_column_arrays(self.committed_files(), ("seq", "event_id"))
         return cols["seq"], cols["event_id"]
 
-    def attempt_seqs(self) -> "np.ndarray":  # noqa: F821
+    def attempt_seqs(self) -> np.ndarray:  # noqa: F821
         """The event sequence number of every row in any readable data file, committed or not."""
         return _read_column_arrays(data_files(self.path), ("seq",))[0]["seq"]
 
@@ -169,7 +169,7 @@ class FileSink:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "FileSink":
+    def __enter__(self) -> FileSink:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from lab.sinks.database import Sink
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
     from lab.sinks.topic import TopicSink
 
 
-def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> "Sink | FileSink | TopicSink":
+def open_sink(spec_or_run_dir: SinkSpec | Path | str) -> Sink | FileSink | TopicSink:
     """Open the sink described by a :class:`SinkSpec` or by a run directory's ``sink.json``."""
     spec = spec_or_run_dir if isinstance(spec_or_run_dir, SinkSpec) else SinkSpec.load(spec_or_run_dir)
     # The files and topic sinks are imported only by a run that uses them: the topic sink brings numpy and

@@ -58,7 +58,7 @@ class SinkSpec:
         (Path(run_dir) / SINK_SPEC_FILE).write_text(json.dumps(self.__dict__, indent=2))
 
     @classmethod
-    def load(cls, run_dir: Path | str) -> "SinkSpec":
+    def load(cls, run_dir: Path | str) -> SinkSpec:
         return cls(**json.loads((Path(run_dir) / SINK_SPEC_FILE).read_text()))
 
 
@@ -86,8 +86,8 @@ class SinkReader(Protocol):
 
     mode: str
 
-    def event_rows(self) -> tuple["np.ndarray", "np.ndarray"]: ...  # noqa: F821  (seq int64, event_id object)
-    def attempt_seqs(self) -> "np.ndarray": ...  # noqa: F821
+    def event_rows(self) -> tuple[np.ndarray, np.ndarray]: ...  # noqa: F821  (seq int64, event_id object)
+    def attempt_seqs(self) -> np.ndarray: ...  # noqa: F821
     def event_counts(self) -> list[tuple[str, int]]: ...
     def totals(self) -> dict[str, int]: ...
     def close(self) -> None: ...

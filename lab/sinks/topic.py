@@ -206,7 +206,7 @@ class TopicSink:
     def close(self) -> None:
         self._views.clear()
 
-    def __enter__(self) -> "TopicSink":
+    def __enter__(self) -> TopicSink:
         return self
 
     def __exit__(self, *exc) -> None:

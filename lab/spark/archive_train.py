@@ -16,10 +16,15 @@ from lab.host.class_archive import BUILD_TIMEOUT_S
 
 def train(work: Path, archive: Path) -> None:
     """What drivers do, briefly, in a JVM that writes its loaded classes to ``archive`` on exit."""
-    from lab.host.jar_sets import SPARK_KAFKA_JARS
-    from lab.spark.session import (SQL_TASK_MODULES, spark_session, start_python_workers,
-                           start_sql_python_workers, with_task_retries)
     from lab.host import jars
+    from lab.host.jar_sets import SPARK_KAFKA_JARS
+    from lab.spark.session import (
+        SQL_TASK_MODULES,
+        spark_session,
+        start_python_workers,
+        start_sql_python_workers,
+        with_task_retries,
+    )
 
     connector = not jars.missing(SPARK_KAFKA_JARS)
     spark = spark_session(with_task_retries("local[2]"), work, "lab-class-archive", kafka_connector=connector,
@@ -32,11 +37,11 @@ def train(work: Path, archive: Path) -> None:
     start_python_workers(sc)
     if connector:
         # Planning only (no broker): loads the connector's source, options and schema classes.
-        (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
-         .option("subscribe", "t").load().selectExpr("CAST(value AS STRING)").schema)
-        (spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "t")
-         .option("startingOffsets", json.dumps({"t": {"0": 0}})).option("endingOffsets", json.dumps({"t": {"0": 1}}))
-         .load().schema)
+        _ = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
+             .option("subscribe", "t").load().selectExpr("CAST(value AS STRING)").schema)
+        _ = (spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "t")
+             .option("startingOffsets", json.dumps({"t": {"0": 0}})).option("endingOffsets", json.dumps({"t": {"0": 1}}))
+             .load().schema)
         _kafka_consumer(spark)
 
     done = []

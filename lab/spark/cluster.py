@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psutil
 
-from lab.host import processes
 from lab.errors import LabError
+from lab.host import processes
 from lab.host.java import find_java
 
 STATE_FILE = "cluster.json"
@@ -66,7 +66,7 @@ def scala_version(home: Path) -> str:
     return ".".join(jar.stem.removeprefix("scala-library-").split(".")[:2])
 
 
-def _jvm(main_class: str, args: list, log: Path, work_dir: Path) -> "subprocess.Popen":  # noqa: F821
+def _jvm(main_class: str, args: list, log: Path, work_dir: Path) -> subprocess.Popen:  # noqa: F821
     java = find_java()
     home = spark_home()
     # A pip-installed Spark home has no RELEASE file and no build directories, so the worker's

@@ -1,11 +1,10 @@
 """A Kafka source for Spark, written with the Python Data Source API: ``labkafka``.
 
-The structured pipeline reads the embedded broker with it (Spark's own
-connector, ``spark-sql-kafka-0-10``, can be fetched from Maven Central, but
-cannot plan a partition's last records against Tansu's offset answers, see
-:mod:`lab.pipelines.structured.kafka_input`), and it is a readable example of
-what such a connector does: kafka-python inside Spark tasks, offsets as
-JSON, admission control. Spark's Python workers load it by this module
+The structured pipeline reads Kafka with it when ``--kafka-reader labkafka``
+says so, or ``auto`` finds Spark's own connector (``spark-sql-kafka-0-10``,
+cached by ``lab fetch``) missing (:mod:`lab.pipelines.structured.kafka_input`),
+and it is a readable example of what such a connector does: kafka-python
+inside Spark tasks, offsets as JSON, admission control. Spark's Python workers load it by this module
 name, :mod:`lab.spark.kafka_source`. Register the source once per session, then
 use it by its short name::
 
@@ -74,15 +73,22 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from lab.kafka import tools as kafka_tools
-from lab.kafka.read import ARROW_CHUNK_ROWS, COLUMNS, ISOLATION_LEVELS, READ_STALL_S, arrow_chunks, earliest_offsets
-from lab.kafka.read import read_range as read_records
+from lab.kafka.read import (
+    ARROW_CHUNK_ROWS,
+    COLUMNS,
+    ISOLATION_LEVELS,
+    READ_STALL_S,
+    arrow_chunks,
+    earliest_offsets,
+    read_range as read_records,
+)
 
 SHORT_NAME = "labkafka"
 
@@ -202,8 +208,6 @@ class _OffsetClient:
         return earliest_offsets(self.opts.bootstrap, self.opts.topic, len(self.partition_ids()), consumer=self._c())
 
     def latest(self) -> dict[int, int]:
-        # Not ListOffsets: Tansu answers it with the last batch's base offset + 1;
-        # kafka_tools.end_offsets takes the high watermark of a real fetch.
         return kafka_tools.end_offsets(self.opts.bootstrap, self.opts.topic, len(self.partition_ids()))
 
     def resolve(self, spec: str, default: str) -> dict[int, int]:

@@ -25,8 +25,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from lab import events as ev
-from lab.host.java import find_java, java_env
 from lab.host.jar_sets import SPARK_KAFKA_JARS
+from lab.host.java import find_java, java_env
 from lab.registry import PIPELINES
 from lab.spark.daemon import WORKER_IMPORTS_ENV
 
@@ -48,8 +48,8 @@ def driver_java_options(run_dir: Path, archive_at_exit: Path | None = None, tuni
     (the archive's training session only). ``tuning``: the switches already read
     (:class:`lab.host.start_tuning.StartTuning`), else read from the environment.
     """
-    from lab.spark import archive as class_archive
     from lab.host.start_tuning import StartTuning
+    from lab.spark import archive as class_archive
 
     tuning = tuning or StartTuning.from_env()
     opts = [f"-Djava.io.tmpdir={run_dir / 'spark-tmp'}"] + tuning.jvm_options.split()
@@ -160,8 +160,8 @@ def ensure_connector(required: bool) -> str | None:
         When ``required`` (``--kafka-reader spark``) and the jars cannot be fetched; the
         message names the coordinate, the repository and the cache folder.
     """
-    from lab.host import jars
     from lab.errors import LabError
+    from lab.host import jars
 
     try:
         jars.ensure(SPARK_KAFKA_JARS)

@@ -145,9 +145,9 @@ def check(cfg, spec, pipelines) -> None:
                            f"has {slots}; valid: --partitions {slots} or fewer, or LAB_SPARK_MASTER="
                            f"{real_time_master(cfg.partitions)}")
     if cfg.sink == "topic":
-        if cfg.spark.kafka_reader == "labkafka" or not cfg.real_kafka:
+        if cfg.spark.kafka_reader == "labkafka":
             raise LabError("the structured pipeline's Kafka sink reads with Spark's Kafka connector: it needs "
-                           "Apache Kafka (--broker kafka) and --kafka-reader auto or spark")
+                           "--kafka-reader auto or spark")
         if cfg.producer.transactional:
             raise LabError("the structured pipeline's Kafka sink copies records as they are: use it with "
                            "--transactional off")

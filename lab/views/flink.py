@@ -34,7 +34,7 @@ def events(result) -> list[dict]:
     return read_events(result.run_dir)
 
 
-def checkpoints(result) -> "pandas.DataFrame":  # noqa: F821
+def checkpoints(result) -> pandas.DataFrame:  # noqa: F821
     """One row per checkpoint that ended in ``result``'s run: when, how long, how big, how much was in flight."""
     import pandas as pd
 
@@ -67,7 +67,7 @@ def bigger_checkpoints(aligned, unaligned) -> tuple[str, str]:
     return ("unaligned's" if u > a else "aligned's"), f"largest completed checkpoint: aligned {a:.1f} KB, unaligned {u:.1f} KB"
 
 
-def restarts(result) -> "pandas.DataFrame":  # noqa: F821
+def restarts(result) -> pandas.DataFrame:  # noqa: F821
     """Per restart: the checkpoint restored, where it started reading, and the duplicates predicted vs measured."""
     import pandas as pd
 
@@ -83,7 +83,7 @@ def restarts(result) -> "pandas.DataFrame":  # noqa: F821
     return table
 
 
-def changelog(result) -> "pandas.DataFrame":  # noqa: F821
+def changelog(result) -> pandas.DataFrame:  # noqa: F821
     """A ``key-count`` run's state (the report's ``changelog``): keys exact, over and under, and each restore."""
     import pandas as pd
 
@@ -97,7 +97,7 @@ def changelog(result) -> "pandas.DataFrame":  # noqa: F821
     return table
 
 
-def state_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+def state_table(results: dict) -> pandas.DataFrame:  # noqa: F821
     """``key-count`` runs side by side (label -> run result): the output's guarantee and the restored state's audit.
 
     Per run, from its report: the output topic's measured guarantee and duplicates, the changelog's keys exact,
@@ -122,7 +122,7 @@ def state_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
     return pd.DataFrame(rows).set_index("run")
 
 
-def engine_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+def engine_table(results: dict) -> pandas.DataFrame:  # noqa: F821
     """The engines side by side: label -> run result; mechanism, settings, the fault, and the measured guarantee."""
     import pandas as pd
 

@@ -34,18 +34,18 @@ import traceback
 from dataclasses import dataclass
 
 from lab import events as ev
-from lab.views import plots
-from lab.views.choice import choice_row
+from lab.audit.restarts import driver_restarts, restart_line
 from lab.config import RunConfig
 from lab.errors import LabError
 from lab.events import read_events
 from lab.faults.catalogue import FAULTS
-from lab.registry import PIPELINES
-from lab.outcomes import GUARANTEES  # the panel offers the same choices as the prediction buttons
-from lab.audit.restarts import driver_restarts, restart_line
-from lab.run.result import RunStatus
 from lab.host.start_tuning import StartTuning
+from lab.outcomes import GUARANTEES  # the panel offers the same choices as the prediction buttons
+from lab.registry import PIPELINES
+from lab.run.result import RunStatus
 from lab.run.supervisor import Run, RunResult
+from lab.views import plots
+from lab.views.choice import choice_row
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ directory long after the run.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from lab import events as ev
-from lab.outcomes import COLORS as OUTCOME_COLORS, WORDS
-from lab.audit.restarts import driver_restarts
 
+from lab import events as ev
+from lab.audit.restarts import driver_restarts
+from lab.outcomes import COLORS as OUTCOME_COLORS, WORDS
 
 COLORS = {
     "exactly-once": "#2ca02c",

@@ -12,10 +12,20 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from lab.audit.predictions import (
+    Prediction,
+    Verdict,
+    as_choice,
+    check_given,
+    check_mapping,
+    freeze,
+    judge,
+    measured_guarantee,
+    record,
+    record_all,
+    score,
+)
 from lab.outcomes import GUARANTEES
-from lab.audit.predictions import (Prediction, Verdict, as_choice, check_given, check_mapping, freeze, judge,
-                                   measured_guarantee, record, record_all, score)
-
 
 #: The choices made on this kernel's prediction rows, by scenario. A learner who clicks and then presses
 #: Shift-Enter in the buttons' own cell runs that cell again: the new row starts from the choice, not empty.
@@ -339,7 +349,7 @@ def answers(frozen: Mapping[str, Prediction] | PredictionSheet, measured: Mappin
     if isinstance(frozen, PredictionSheet):
         frozen = frozen.freeze()
     out = []
-    for n, (label, (outcome, detail)) in enumerate(measured.items(), 1):
+    for label, (outcome, detail) in measured.items():
         p = frozen.get(label) or Prediction(label, None, "none", time.time())
         v = judge(p, {"run_dir": str(where)}, lambda _report, o=outcome, d=detail: (o, d))
         record(v, Path(where), name=f"question-{re.sub(r'[^a-z0-9]+', '-', label.lower()).strip('-')}.json")

@@ -23,9 +23,9 @@ def row(result: RunResult) -> dict:
     the run had no live leader (:func:`lab.kafka.replication.leaderless_s`). ``ELR``: eligible leader
     replicas as the broker reported them at the run's start (``broker_features``), not as asked.
     """
-    from lab.events import read_events
-    from lab.audit.expectations import verdict
     from lab.audit.claims import claim
+    from lab.audit.expectations import verdict
+    from lab.events import read_events
     from lab.kafka.replication import leaderless_s
 
     s, topic = result.report["settings"], result.report["topic"]
@@ -59,8 +59,8 @@ def show(result: RunResult) -> None:
     import pandas as pd
     from IPython.display import HTML, display
 
-    from lab.views import plots
     from lab.events import read_events
+    from lab.views import plots
 
     t, r, s = result.report["topic"], result.report, result.report["settings"]
     display(HTML(

@@ -57,8 +57,8 @@ class SettingsPicker:
     def _run(self) -> None:
         from IPython.display import display
 
-        from lab.views.progress import config, run
         from lab.views import replication as rv
+        from lab.views.progress import config, run
 
         if self.prediction.value is None:
             print(f"predict first: {' or '.join(PREDICTIONS)}?")

@@ -161,9 +161,8 @@ def spark_state(run_dir: Path | str, batches):
     import sys
     import tempfile
 
-    import pandas as pd
-
     import numpy as np
+    import pandas as pd
 
     from lab.audit.ledger import LEDGER_FILE
     from lab.audit.window import read_event_times, session_state_check

@@ -11,7 +11,7 @@ from lab import events as ev
 from lab.events import read_events
 
 
-def batches(result) -> "pandas.DataFrame":  # noqa: F821
+def batches(result) -> pandas.DataFrame:  # noqa: F821
     """One row per batch the sink bolt (or Trident's state) wrote: its driver, txid, records, replays and answer.
 
     ``replayed``: records at offsets the run's drivers had written before (Storm's replays, seen in the sink);
@@ -39,7 +39,7 @@ def batches(result) -> "pandas.DataFrame":  # noqa: F821
     return pd.DataFrame(rows)
 
 
-def replayed_transactions(result) -> "pandas.DataFrame":  # noqa: F821
+def replayed_transactions(result) -> pandas.DataFrame:  # noqa: F821
     """Each Trident txid emitted more than once: the offsets of its first and its replayed emission, and whether they match.
 
     KafkaTridentSpoutTransactional promises that a replayed txid carries the same records (it stores each

@@ -58,7 +58,7 @@ def set_parameters(path: Path, params: dict) -> None:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             src = "".join(cell["source"])
             for key, value in params.items():
-                src, n = re.subn(rf"^{key}: (\w+) = .*$", lambda m: f"{key}: {m.group(1)} = {value!r}", src, flags=re.M)
+                src, n = re.subn(rf"^{key}: (\w+) = .*$", lambda m, key=key, value=value: f"{key}: {m.group(1)} = {value!r}", src, flags=re.M)
                 assert n == 1, f"no parameter {key} in {path.name}"
             cell["source"] = src
     path.write_text(json.dumps(nb, indent=1))

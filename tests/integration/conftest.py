@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.host import processes
 from lab.events import read_events
+from lab.host import processes
 from tests.conftest import SHARED_BROKER_PIDS
 
 pytestmark = pytest.mark.integration

@@ -2,11 +2,11 @@
 
 import pytest
 
-from lab.spark import cluster
 from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
 from lab.run.supervisor import run_scenario
+from lab.spark import cluster
 from tests.integration.conftest import assert_all_gone
 from tests.integration.executor_checks import check_executor_crash
 

@@ -172,9 +172,9 @@ def test_offsets_in_the_sink_are_exactly_once_under_a_time_triggered_crash(runs_
 
 
 @pytest.mark.quick
-@pytest.mark.broker("tansu")  # the Tansu subset: the lab's own range reader (auto on Tansu)
 def test_idempotent_sink_absorbs_replays_and_retries(runs_dir):
-    cfg = make_config(**SMALL, events=1500, offsets="checkpoint", sink="idempotent",
+    # The lab's own range reader (the other tests read with Spark's connector, auto's choice when it is cached).
+    cfg = make_config(**SMALL, events=1500, offsets="checkpoint", sink="idempotent", kafka_reader="labkafka",
                       faults="task-failure@batch=1,driver-crash@batch=2:after-output-before-commit")
     result = run_scenario(cfg)
     a, run_dir = result.audit, result.run_dir

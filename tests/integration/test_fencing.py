@@ -8,7 +8,7 @@ import pytest
 from lab.broker import shared as shared_broker
 from lab.lessons import fencing
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 
 def test_a_killed_or_paused_producer_is_fenced_and_its_open_transaction_hidden_from_read_committed(runs_dir, tmp_path):

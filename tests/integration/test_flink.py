@@ -14,9 +14,11 @@ import pytest
 from lab.config import make_config
 from lab.run.supervisor import run_scenario
 from tests.integration.flink_checks import (
-    check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint, check_flink_crash_run)
+    check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint,
+    check_flink_crash_run,
+)
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 #: 3,000 events at 300/s: a 10 s stream, so the crash in checkpoint epoch 2 lands while events still arrive.
 CRASH_BATCH = 2

@@ -18,16 +18,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lab.broker import embedded as broker
-from lab.host import jars
-from lab.broker import apache as kafka_broker
-from lab.kafka import tools as kafka_tools
-from lab.host import processes
-from lab.broker import proxy
+from lab.broker import apache as kafka_broker, embedded as broker, proxy
 from lab.errors import LabError
+from lab.host import jars, processes
+from lab.kafka import tools as kafka_tools
 from tests.integration.conftest import aborted_then_committed, assert_all_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker, pytest.mark.kafka_only,
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300), pytest.mark.own_broker,
               # Its module-scoped runs are made once: its tests stay on one xdist worker.
               pytest.mark.xdist_group("test_kafka_broker")]
 
@@ -47,7 +44,7 @@ def kafka(tmp_path_factory):
     jars.ensure(kafka_broker.KAFKA_JARS)  # fetched once per machine; timed apart from the broker's start
     log_dir = tmp_path_factory.mktemp("kafka") / "logs"
     t = time.monotonic()
-    info = broker.start_embedded(log_dir, product="kafka")
+    info = broker.start_embedded(log_dir)
     MEASURED["start_s"] = time.monotonic() - t
     running = Running(info)
     try:
@@ -123,7 +120,7 @@ def test_its_data_directory_is_the_formatted_template_with_a_cluster_id_of_its_o
 
 def test_lab_kafka_format_each_formats_with_kafka_s_storage_tool(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_KAFKA_FORMAT", "each")
-    info = broker.start_embedded(tmp_path / "logs", product="kafka")
+    info = broker.start_embedded(tmp_path / "logs")
     try:
         assert "Formatting dynamic metadata voter directory" in (tmp_path / "logs" / "kafka.log").read_text()
         kafka_tools.create_topic(info.bootstrap, "formatted.each", 2)
@@ -144,7 +141,7 @@ def test_idempotent_produce_and_consume_through_the_proxy(kafka):
     got = _read_all(bootstrap, "events", 3)
     assert sorted(got.values()) == sorted(values)
     assert {(md.partition, md.offset) for md in acked} == set(got)
-    # ListOffsets(latest) is the log end on Kafka (on Tansu it is the last batch's base + 1)
+    # ListOffsets(latest) is the log end
     assert sum(kafka_tools.end_offsets(bootstrap, "events", 3).values()) == 3000
     assert proxy.control(kafka.info.control_port, {"cmd": "status"})["accepted"] >= 3  # clients went through it
 
@@ -166,7 +163,7 @@ def test_a_consumer_group_joins_and_commits(kafka):
     assert c.assignment() == {TopicPartition("events", p) for p in range(3)}
     c.commit({TopicPartition("events", p): OffsetAndMetadata(100 + p, "", -1) for p in range(3)})
     c.close()
-    assert MEASURED["group_join_s"] < 15  # Tansu's rejoin waits out an old member's session: about 11 s
+    assert MEASURED["group_join_s"] < 15
     reader = kafka_tools.consumer(bootstrap, group_id="lab-test-group")  # reads the group's offsets, joins nothing
     try:
         assert {p: reader.committed(TopicPartition("events", p)) for p in range(3)} == {0: 100, 1: 101, 2: 102}
@@ -175,7 +172,7 @@ def test_a_consumer_group_joins_and_commits(kafka):
 
 
 def test_read_committed_hides_an_aborted_transaction(kafka):
-    """The contrast with Tansu (tests/integration/test_broker.py): here ``read_committed`` drops the aborted half."""
+    """``read_committed`` drops the aborted half; ``read_uncommitted`` reads it too."""
     read = aborted_then_committed(kafka.info.bootstrap)
     assert len(read["read_uncommitted"]) == 20
     assert read["read_committed"] == [f"True-{i}" for i in range(10)]
@@ -201,6 +198,32 @@ def test_the_proxy_cut_is_an_outage_kafka_clients_recover_from(kafka):
     assert md.offset == 1
     got = _read_all(bootstrap, "cut", 1)
     assert list(got.values()) == [b"before", b"during"]  # the broker kept its data, nothing written twice
+
+
+def test_ack_loss_makes_a_producer_without_idempotence_write_twice(kafka):
+    from kafka import KafkaProducer, TopicPartition
+
+    bootstrap, control = kafka.info.bootstrap, kafka.info.control_port
+    kafka_tools.create_topic(bootstrap, "dup", 1)
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=5, enable_idempotence=False,
+                      request_timeout_ms=1000, max_in_flight_requests_per_connection=1, linger_ms=0)
+    p.send("dup", b"warm-up").get(timeout=10)
+    dropped = proxy.control(control, {"cmd": "status"})["dropped_responses"]
+    proxy.control(control, {"cmd": "ack_loss", "count": 1})
+    md = p.send("dup", b"once").get(timeout=30)
+    p.close()
+    c = kafka_tools.consumer(bootstrap)
+    tp = TopicPartition("dup", 0)
+    c.assign([tp])
+    values = []
+    end = kafka_tools.end_offsets(bootstrap, "dup", 1)[0]
+    deadline = time.monotonic() + 10
+    while c.position(tp) < end and time.monotonic() < deadline:
+        values += [r.value for r in c.poll(timeout_ms=200).get(tp, [])]
+    c.close()
+    assert proxy.control(control, {"cmd": "status"})["dropped_responses"] == dropped + 1
+    assert values.count(b"once") == 2  # stored by the broker, response dropped, retried, stored again
+    assert md.offset == 2  # the acknowledged copy is the second one
 
 
 def test_sigkill_and_restart_keep_every_acknowledged_record(kafka):
@@ -253,11 +276,10 @@ def test_sigkill_and_restart_keep_every_acknowledged_record(kafka):
     assert MEASURED["restart_after_sigkill_s"] < 45
 
 
-def test_restart_is_refused_for_tansu_and_external_kafka():
-    for info in (broker.BrokerInfo(bootstrap="127.0.0.1:1", broker_pid=1, log_dir="/x", control_port=2),
-                 broker.BrokerInfo(bootstrap="kafka:9092", external=True, product=None)):
-        with pytest.raises(LabError, match=r"only the embedded Apache Kafka broker can be restarted"):
-            broker.restart_embedded_broker(info)
+def test_restart_is_refused_for_an_external_kafka():
+    info = broker.BrokerInfo(bootstrap="kafka:9092", external=True, product=None)
+    with pytest.raises(LabError, match=r"only the embedded Apache Kafka broker can be restarted"):
+        broker.restart_embedded_broker(info)
 
 
 def test_stop_ends_the_broker_gracefully_and_leaves_no_process(kafka):
@@ -280,7 +302,7 @@ def test_a_broker_that_cannot_start_is_one_line_naming_its_log_and_leaves_nothin
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     t = time.monotonic()
     with pytest.raises(LabError) as e:
-        broker.start_embedded(log_dir, product="kafka")
+        broker.start_embedded(log_dir)
     MEASURED["failed_start_s"] = time.monotonic() - t
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("Apache Kafka exited with status") and str(log_dir / "kafka.log") in msg
@@ -291,19 +313,12 @@ def test_a_broker_that_cannot_start_is_one_line_naming_its_log_and_leaves_nothin
     assert not {p.pid for p in psutil.Process().children(recursive=True)} - before  # proxy and JVM gone
 
 
-def test_old_broker_json_loads_and_lab_broker_is_checked(tmp_path, monkeypatch):
+def test_old_broker_json_loads():
     old = {"bootstrap": "127.0.0.1:1", "external": False, "broker_port": 2, "proxy_port": 1, "control_port": 3,
            "broker_pid": 4, "proxy_pid": 5, "log_dir": "/x"}
     info = broker.BrokerInfo.from_dict(old)
-    assert info.product == "tansu" and info.version is None and info.detached is False
+    assert info.product == "apache-kafka" and info.version is None and info.detached is False
     assert broker.BrokerInfo.from_dict({**old, "future_field": 1}).broker_pid == 4
-    monkeypatch.setenv("LAB_BROKER", "redpanda")
-    with pytest.raises(LabError, match=r"unknown broker in LAB_BROKER 'redpanda'; valid choices: kafka, tansu"):
-        broker.product_from_env()
-    with pytest.raises(LabError, match=r"unknown broker 'zk'; valid choices: kafka, tansu"):
-        broker.start_embedded(tmp_path, product="zk")
-    monkeypatch.delenv("LAB_BROKER")
-    assert broker.product_from_env() == "kafka"
 
 
 def test_cluster_ids_are_kafkas_form_and_never_read_as_an_option():

@@ -7,7 +7,7 @@ from lab.events import read_events
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("point", [pytest.param("mid-output", marks=pytest.mark.quick), "after-output-before-commit"])

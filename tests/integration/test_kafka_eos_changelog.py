@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from lab.sinks.changelog import changelog_topic, read_changelog
 from lab.config import make_config
 from lab.events import read_events
 from lab.run.supervisor import run_scenario
+from lab.sinks.changelog import changelog_topic, read_changelog
 from tests.integration.conftest import assert_all_gone, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("point", ["mid-output", "after-output-before-commit"])

@@ -14,7 +14,7 @@ from lab.events import read_events
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, module_cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker,
               pytest.mark.xdist_group("test_kafka_eos_sends")]
 
 #: The cut comes once batch 3's sends are all acknowledged (after-output-before-commit), so the next batch's

@@ -1,4 +1,4 @@
-"""What only Apache Kafka as the embedded broker shows (``--broker kafka``).
+"""The embedded Apache Kafka under a broker crash and aborted transactions.
 
 ``broker-crash`` SIGKILLs the broker JVM and restarts it on its data; ``txn-abort``
 makes the transactional producer abort transactions (both on the plain pipeline,
@@ -12,18 +12,18 @@ import sqlite3
 
 import pytest
 
+from lab.audit.ledger import aborted_event_ids
 from lab.config import make_config
 from lab.events import read_events
-from lab.audit.ledger import aborted_event_ids
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, independent_counts, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 
 @pytest.mark.own_broker  # the crash kills the broker's JVM: not the session's to kill
 def test_broker_crash_loses_nothing_acknowledged_with_an_idempotent_producer(runs_dir):
-    result = run_scenario(make_config(broker="kafka", events=4000, rate=1000, faults="broker-crash@at=3s:for=3s"))
+    result = run_scenario(make_config(events=4000, rate=1000, faults="broker-crash@at=3s:for=3s"))
     r, events = result.report, read_events(result.run_dir)
     crash = [e for e in events if e["type"] == "fault" and e["kind"] == "broker-crash"]
     restart = [e for e in events if e["type"] == "broker-restart"]
@@ -36,7 +36,7 @@ def test_broker_crash_loses_nothing_acknowledged_with_an_idempotent_producer(run
 
 
 def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
-    result = run_scenario(make_config(broker="kafka", events=3000, rate=1000, transactional=True, sink="idempotent",
+    result = run_scenario(make_config(events=3000, rate=1000, transactional=True, sink="idempotent",
                                       faults="txn-abort@at=2s:count=3"))
     r = result.report
     aborted = set(aborted_event_ids(result.run_dir / "ledger.sqlite"))

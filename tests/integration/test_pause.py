@@ -7,7 +7,7 @@ from lab.events import read_events
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 #: 3,000 events at 500/s: the stream lasts 6 s, so a driver stopped 2 s into it has 4 s of events left to read.
 STREAM = dict(events=3000, rate=500)

@@ -14,8 +14,8 @@ import pytest
 from lab.audit.auditor import audit_run
 from lab.config import make_config
 from lab.events import read_events, read_progress
-from lab.sinks.reader import open_sink
 from lab.run.supervisor import run_scenario
+from lab.sinks.reader import open_sink
 from tests.conftest import clean_env, lab_cmd
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
@@ -70,7 +70,6 @@ def test_commit_order_decides_loss_or_duplicates(runs_dir, commit, point, expect
     assert [(e["point"], e["batch"]) for e in points] == [(point, 3)]
 
 
-@pytest.mark.broker("tansu")  # the Tansu subset
 def test_idempotent_sink_absorbs_the_replay(runs_dir):
     cfg = make_config(events=1500, rate=1000, sink="idempotent", commit="after-output",
                       faults="driver-crash@batch=3:after-output-before-commit", max_batch_records=100)
@@ -181,7 +180,6 @@ def test_second_crash_while_the_driver_restarts_waits_for_the_next_driver(runs_d
 def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(runs_dir, monkeypatch):
     """A run stopped at its deadline whose driver does not stop in time: killed, recorded, nothing called lost."""
     from lab.run import supervisor
-
     from lab.run.driver_process import DriverProcess
 
     monkeypatch.setattr(supervisor, "STOP_GRACE_S", 0.0)

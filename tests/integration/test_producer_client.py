@@ -38,7 +38,6 @@ def test_lost_acknowledgements_with_confluent(runs_dir, idempotence):
     assert {k: rep[k] for k in independent_counts(result.run_dir)} == independent_counts(result.run_dir)
 
 
-@pytest.mark.kafka_only  # txn-abort: Tansu returns aborted records to read_committed readers
 def test_confluent_transactions_commit_what_was_acknowledged(runs_dir):
     # No ack-loss here: librdkafka's transactional producer can take a retried batch's "out of order sequence"
     # as fatal and stop (lab.kafka.confluent_producer); a driver crash is the fault instead.

@@ -21,10 +21,10 @@ from collections import defaultdict
 
 import pytest
 
+from lab.audit.ledger import LEDGER_FILE, max_acked_offsets
 from lab.config import make_config
 from lab.errors import LabError
 from lab.events import read_events
-from lab.audit.ledger import LEDGER_FILE, max_acked_offsets
 from lab.run.supervisor import Run, run_scenario
 from tests.integration.conftest import assert_all_gone, batch_rows, independent_counts, run_pids
 
@@ -212,7 +212,6 @@ def test_executor_crash_and_block_replication(runs_dir, replication):
         assert a.lost == sum(e["missing"] for e in lost_batches)
 
 
-@pytest.mark.broker("tansu")  # the Tansu subset
 def test_receiver_restart_resumes_from_the_committed_offsets(runs_dir):
     """The connection drops; the consumer forgets, and the stored-acks receiver loses and repeats nothing."""
     result = receiver_run(wal="on", ack="stored", faults="receiver-restart@batch=2")

@@ -17,14 +17,14 @@ import time
 
 import pytest
 
-from lab.host import processes
 from lab.broker import shared as shared_broker
 from lab.config import make_config
 from lab.events import read_events
+from lab.host import processes
 from lab.run.supervisor import run_scenario
 from tests.integration.conftest import assert_all_gone, module_cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only, pytest.mark.own_broker,
+pytestmark = [pytest.mark.integration, pytest.mark.own_broker,
               # Its module-scoped runs are made once: its tests stay on one xdist worker.
               pytest.mark.xdist_group("test_replication")]
 

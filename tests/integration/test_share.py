@@ -8,7 +8,7 @@ from lab.run.supervisor import run_scenario
 from lab.share.settings import DELIVERY_LIMIT
 from tests.integration.conftest import assert_all_gone, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 #: The issue's scenario: 3,000 events at 300/s, a 10 s stream, two consumers.
 STREAM = dict(pipeline="share", consumers=2, events=3000, rate=300)

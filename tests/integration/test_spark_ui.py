@@ -20,8 +20,8 @@ from lab import events as ev
 from lab.config import make_config
 from lab.events import read_events
 from lab.host.processes import LOOPBACK
-from lab.spark.session import UI_TABS
 from lab.run.supervisor import Run
+from lab.spark.session import UI_TABS
 from tests.integration.conftest import assert_all_gone, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from lab.config import make_config
 from lab import events as ev
+from lab.config import make_config
 from lab.events import read_events
 from lab.pipelines.receiver.stop import FINISH_WAIT_S
 from lab.run.supervisor import run_scenario

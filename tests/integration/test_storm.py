@@ -7,7 +7,7 @@ from lab.events import read_events
 from lab.run.supervisor import Run, run_scenario
 from tests.integration.conftest import assert_all_gone, run_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.kafka_only]
+pytestmark = pytest.mark.integration
 
 #: 3,000 events at 300/s: the stream lasts 10 s, so a crash 5 s into it lands while events still arrive.
 STREAM = dict(pipeline="storm", events=3000, rate=300)

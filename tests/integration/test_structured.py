@@ -16,8 +16,8 @@ import pytest
 
 from lab.config import make_config
 from lab.events import read_events
-from lab.sinks.reader import open_sink
 from lab.run.supervisor import run_scenario
+from lab.sinks.reader import open_sink
 from tests.integration.conftest import assert_all_gone, child_groups, independent_counts, module_runs_dir, run_pids
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900),

@@ -41,7 +41,7 @@ def run(ctx) -> None:
                 ranges[r.partition] = (start, r.offset + 1)
             ctx.batch_start(batch, ranges, len(records))
             sink.write_batch([record_row(r.partition, r.offset, r.value) for r in records], f"toy-{batch}",
-                             on_midway=lambda: ctx.point("mid-output", batch))
+                             on_midway=lambda batch=batch: ctx.point("mid-output", batch))
             ctx.batch_done(batch, len(records))
             ctx.progress(positions, batch)
             batch += 1

@@ -163,10 +163,10 @@ def check_predictions(stem, reports):
     """Every run of a predicting notebook has its verdict next to it, judged on its own measured counts."""
     from pathlib import Path
 
+    from lab.audit.predictions import TOPIC_OUTCOMES
     from lab.outcomes import NAIVE_READER_OUTCOMES
     from lab.sinks.files import reader_views
     from lab.sinks.spec import FILES_DIR
-    from lab.audit.predictions import TOPIC_OUTCOMES
     from tests.unit.test_notebook_style import PREDICTING
 
     if stem not in PREDICTING and "PREDICTIONS" not in SMALL[stem]:  # 00: the panel's prediction, from PREDICTIONS
@@ -223,8 +223,9 @@ def _crash_batch(report) -> int:
 
 def _duplicated_offsets(report) -> dict[int, list[int]]:
     """Per partition, the offsets of the events the audit found more than once (its ``audit.csv``)."""
-    import pandas as pd
     from pathlib import Path
+
+    import pandas as pd
 
     table = pd.read_csv(Path(report["run_dir"]) / "audit.csv")
     twice = table[table["delivered"] > 1]
@@ -269,8 +270,12 @@ def check_01(reports):
 
     from tests.integration.conftest import independent_counts
     from tests.integration.test_receiver import (
-        by_attempt, check_receiver_run, check_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer,
-        check_without_wal_a_driver_crash_loses_what_spark_held, sink_rows_of_batch)
+        by_attempt,
+        check_receiver_run,
+        check_with_wal_and_auto_acks_the_loss_is_the_receivers_buffer,
+        check_without_wal_a_driver_crash_loses_what_spark_held,
+        sink_rows_of_batch,
+    )
 
     for r in reports:  # the checks of tests/integration/test_receiver.py, on the notebook's runs
         check_receiver_run(r, Path(r["run_dir"]), SMALL["01_receiver_wal"]["EVENTS"])
@@ -340,8 +345,8 @@ def check_02(reports):
     # every part of batch 2 committed its offsets with its rows before the crash: the restarted
     # driver starts from the sink's offsets, so the replay plans nothing and writes nothing
     assert starts[1]["rows"] == 0
-    settings = r["settings"]  # Spark's batch source on Apache Kafka (labkafka on Tansu)
-    assert settings["kafka_reader"] == ("spark" if settings["embedded_broker"] == "kafka" else "labkafka"), settings
+    settings = r["settings"]  # Spark's batch source
+    assert settings["kafka_reader"] == "spark", settings
 
 
 def check_03(reports):
@@ -381,10 +386,10 @@ def check_03(reports):
         assert rt["duplicated"] == window["written_before_kill"] <= window["past_commit"], (window, _counts(rt))
     micro = _pick(reports, trigger="micro-batch", sink="topic")
     assert micro["lost"] == 0 and micro["latency"]["events"] == _asked(micro), _counts(micro)
-    # The offset-log entry the notebook shows: Spark's connector on Apache Kafka (labkafka on Tansu), version,
-    # metadata, and a source line whose offsets are where the crashed batch's logged ranges end.
+    # The offset-log entry the notebook shows: Spark's connector, version, metadata, and a source line whose
+    # offsets are where the crashed batch's logged ranges end.
     settings = append["settings"]
-    assert settings["kafka_reader"] == ("spark" if settings["embedded_broker"] == "kafka" else "labkafka"), settings
+    assert settings["kafka_reader"] == "spark", settings
     run_dir = Path(append["run_dir"])
     lines = (run_dir / "checkpoint" / "offsets" / "2").read_text().splitlines()
     assert lines[0] == "v1" and {"batchWatermarkMs", "batchTimestampMs", "conf"} <= set(json.loads(lines[1]))
@@ -417,9 +422,8 @@ def _aborted_in_sink(report) -> int:
     return sum(1 for (eid,) in rows if eid in aborted)
 
 
-def check_05(reports, apache_kafka: bool | None = None):
-    """``apache_kafka``: the broker is Apache Kafka (default: when the runs' embedded broker is; the compose stack's
-    external one is too), whose checks hold beyond what every broker the lab runs on does."""
+def check_05(reports):
+    """Notebook 05's runs, on the embedded Apache Kafka (or the compose stack's, the same version)."""
     from pathlib import Path
 
     # Without idempotence the topic holds the resent batches twice. The pipeline reads each offset once, so an
@@ -432,16 +436,15 @@ def check_05(reports, apache_kafka: bool | None = None):
     assert by_event_id["topic_records"] - by_event_id["stored_rows"] == by_event_id["source_extra_copies"] > 0, by_event_id
     assert by_event_id["exactly_once"] == by_event_id["acked"] and by_event_id["lost"] == 0, _counts(by_event_id)
     idem = _pick(reports, idempotence=True, transactional=False)
-    kafka = idem["settings"]["embedded_broker"] == "kafka" if apache_kafka is None else apache_kafka
-    if kafka:  # Apache Kafka deduplicates the retries and answers each with the offset it stored the batch at
-        assert (idem["source_duplicates"], idem["acks_without_offset"]) == (0, 0), idem
+    # Apache Kafka deduplicates the retries and answers each with the offset it stored the batch at
+    assert (idem["source_duplicates"], idem["acks_without_offset"]) == (0, 0), idem
     p = SMALL["05_exactly_once_production"]
     # Section 4: a transactional producer under the same lost acknowledgements
     txn = _pick(reports, transactional=True, faults=f"ack-loss@at={p['LOSS_AT']}s:count={p['LOST_ACKS']}")
     assert txn["acked"] + txn["failed_sends"] + txn["unknown_sends"] == _asked(txn), _counts(txn)
     assert txn["exactly_once"] == txn["acked"] and txn["lost"] == txn["unseen"] == 0, _counts(txn)
-    if kafka:  # read_committed: only committed transactions count, each record once
-        assert txn["source_duplicates"] == 0 and txn["topic_records"] == txn["acked"], txn
+    # read_committed: only committed transactions count, each record once
+    assert txn["source_duplicates"] == 0 and txn["topic_records"] == txn["acked"], txn
     # Section 5: the same aborted transactions, read committed and read uncommitted
     txn_abort = f"txn-abort@at={p['ABORT_AT']}s:count={p['ABORTED_TXNS']}"
     committed = _pick(reports, faults=txn_abort, isolation="read_committed")
@@ -451,16 +454,15 @@ def check_05(reports, apache_kafka: bool | None = None):
         assert len(aborted) == p["ABORTED_TXNS"] and r["aborted_sends"] == sum(aborted) == r["aborted_in_topic"], r
         assert r["exactly_once"] == r["acked"] == _asked(r) - r["aborted_sends"] and r["lost"] == 0, _counts(r)
     assert (uncommitted["unexpected"], _aborted_in_sink(uncommitted)) == (uncommitted["aborted_sends"],) * 2
-    if kafka:  # Tansu hands aborted records to read_committed readers as well
-        assert (committed["unexpected"], _aborted_in_sink(committed)) == (0, 0), committed
-        # Section 6: the fencing experiment against the same broker
-        (found,) = Path(reports[0]["run_dir"]).parent.glob("fencing-*/result.json")
-        f = json.loads(found.read_text())
-        n, m = p["FENCED_RECORDS"], f["successor_records"]
-        assert (f["killed_read_uncommitted"], f["killed_read_committed"]) == (n, 0), f
-        assert (f["zombie_read_uncommitted"], f["zombie_read_committed"]) == (n, 0), f
-        assert f["killed_successor_read_committed"] == f["zombie_successor_read_committed"] == m, f
-        assert f["zombie_error"] == "ProducerFencedError", f
+    assert (committed["unexpected"], _aborted_in_sink(committed)) == (0, 0), committed
+    # Section 6: the fencing experiment against the same broker
+    (found,) = Path(reports[0]["run_dir"]).parent.glob("fencing-*/result.json")
+    f = json.loads(found.read_text())
+    n, m = p["FENCED_RECORDS"], f["successor_records"]
+    assert (f["killed_read_uncommitted"], f["killed_read_committed"]) == (n, 0), f
+    assert (f["zombie_read_uncommitted"], f["zombie_read_committed"]) == (n, 0), f
+    assert f["killed_successor_read_committed"] == f["zombie_successor_read_committed"] == m, f
+    assert f["zombie_error"] == "ProducerFencedError", f
 
 
 def check_06(reports):
@@ -588,7 +590,9 @@ def check_08(reports):
 
     from tests.integration.flink_checks import (
         check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once,
-        check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint, check_flink_crash_run)
+        check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint,
+        check_flink_crash_run,
+    )
 
     crash_batch = SMALL["08_other_engines"]["CRASH_BATCH"]
     timelines = {r["run_dir"]: check_flink_crash_run(r, crash_batch) for r in flink}
@@ -643,10 +647,9 @@ def check_08(reports):
 def check_09(reports):
     from pathlib import Path
 
-    from tests.integration.test_pause import refused_by_checkpoint
-
     from lab.audit.deliveries import delivery_table, read_deliveries
     from tests.integration.conftest import written_again
+    from tests.integration.test_pause import refused_by_checkpoint
 
     share = [r for r in reports if r["pipeline"] == "share"]
     for r in reports:

@@ -1,8 +1,7 @@
 """The auditor against synthetic ledgers and sinks whose anomalies are known by construction."""
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lab.audit.auditor import LedgerView, audit_core
 from lab.audit.expectations import satisfies
@@ -63,7 +62,7 @@ def test_counts_match_construction(events, shift, forged, final):
     # expected, computed independently of the auditor
     exp = dict(exactly_once=0, duplicated=0, extra=0, lost=0, unseen=0, unexpected=0)
     offsets = {}
-    for seq, e in enumerate(events):
+    for e in events:
         if e["status"] != "acked":
             exp["unexpected"] += e["copies"]
             continue

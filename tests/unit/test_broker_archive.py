@@ -6,10 +6,9 @@ import sys
 
 import pytest
 
-from lab.broker import archive as broker_archive
-from lab.host import class_archive
-from lab.broker import apache as kafka_broker
+from lab.broker import apache as kafka_broker, archive as broker_archive
 from lab.errors import LabError
+from lab.host import class_archive
 
 
 @pytest.fixture
@@ -119,10 +118,10 @@ def test_the_training_broker_does_not_wait_for_its_own_archive(tmp_path, monkeyp
     monkeypatch.setattr(broker.proxy_mod, "set_upstream", lambda *a: None)
     started = []
     monkeypatch.setattr(kafka_broker, "start", lambda *a: started.append(a) or (SimpleNamespace(pid=7), 3))
-    info = broker.start_embedded(tmp_path, product="kafka", archive_at_exit=tmp_path / "new.jsa")
+    info = broker.start_embedded(tmp_path, archive_at_exit=tmp_path / "new.jsa")
     assert info.broker_pid == 7 and started[0][-1] == tmp_path / "new.jsa"
     with pytest.raises(LabError, match="one Apache Kafka node"):
-        broker.start_embedded(tmp_path, product="tansu", archive_at_exit=tmp_path / "new.jsa")
+        broker.start_embedded(tmp_path, nodes=3, archive_at_exit=tmp_path / "new.jsa")
 
 
 def test_a_bad_switch_value_stops_a_run_at_its_start_whatever_its_broker():

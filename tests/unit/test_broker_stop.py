@@ -9,9 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from lab.broker import embedded as broker
-from lab.broker import apache as kafka_broker
-from lab.broker import cluster as kafka_cluster
+from lab.broker import apache as kafka_broker, cluster as kafka_cluster, embedded as broker
 from lab.host import processes
 
 _IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 from kafka.future import Future
 
-from lab.sinks import changelog as cs
 from lab import events as ev
 from lab.pipelines import kafka_eos
+from lab.sinks import changelog as cs
 from tests.unit.test_kafka_eos_driver import FakeConsumer, FakeProducer, Record
 
 

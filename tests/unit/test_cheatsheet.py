@@ -10,11 +10,11 @@ import dataclasses
 import re
 
 from lab.config import GROUP_OF, RunConfig
-from lab.kafka.producer_settings import ProducerSettings
 from lab.engines.kafka import COMMIT_MODES
 from lab.engines.spark import OFFSET_STORES, RECEIVER_ACKS
-from lab.queries import QUERIES
 from lab.flink.settings import CHECKPOINTING
+from lab.kafka.producer_settings import ProducerSettings
+from lab.queries import QUERIES
 from lab.registry import PIPELINES
 from lab.sinks.spec import SINK_MODES
 from tests.conftest import ROOT

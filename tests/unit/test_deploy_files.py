@@ -769,9 +769,8 @@ def test_kafka_is_reached_through_the_lab_proxy():
 
 def test_the_proxy_healthcheck_runs(tmp_path):
     """The healthcheck's own Python, against a proxy of the lab on 127.0.0.1 (its control port is swapped in)."""
-    from tests.unit.test_proxy import start_proxy, wait_ready
-
     from lab.host import processes
+    from tests.unit.test_proxy import start_proxy, wait_ready
 
     svc = services()[PROXY]
     test = ["CMD", *shlex.split(svc["healthcheck"]["test"][1])]  # CMD-SHELL: test_both_compose_tools_read_it_alike
@@ -988,8 +987,19 @@ def test_the_devcontainer_opens_notebooks_with_the_images_python():
 
 # -- (g) the offline bundle: `make bundle` downloads what `make venv` installs -------------------
 MAKEFILE = ROOT / "Makefile"
+VENV_MK = ROOT / "venv.mk"
 GITIGNORE = ROOT / ".gitignore"
 BOOTSTRAP = ("pip", "setuptools", "wheel")
+
+
+def make_text() -> str:
+    """The Makefile with the files it includes, and ``$(PIP_PINS)`` written out, as make reads them."""
+    text = MAKEFILE.read_text()
+    assert re.search(r"^include venv\.mk$", text, re.M), f"{rel(MAKEFILE)}: does not include venv.mk"
+    text += "\n" + VENV_MK.read_text()
+    m = re.search(r"^PIP_PINS\s*:?=\s*(.+)$", text, re.M)
+    assert m, f"{rel(VENV_MK)}: no PIP_PINS"
+    return text.replace("$(PIP_PINS)", m.group(1).strip())
 
 
 def make_recipes(text: str) -> dict[str, list[str]]:
@@ -1036,7 +1046,7 @@ def bootstrap_differences(venv: dict[str, str], bundle: dict[str, str]) -> list[
 
 
 def test_the_bundle_downloads_what_the_venv_installs():
-    recipes = make_recipes(MAKEFILE.read_text())
+    recipes = make_recipes(make_text())
     assert "bundle" in recipes and "offline" in recipes, f"{rel(MAKEFILE)}: no bundle or offline target"
     _, venv = bootstrap_pins(recipes["$(STAMP)"], "install", "venv ($(STAMP))")
     download, bundle = bootstrap_pins(recipes["bundle"], "download", "bundle")
@@ -1059,7 +1069,7 @@ def test_the_bundle_downloads_what_the_venv_installs():
 def test_the_bundles_fetch_flag_exists():
     from lab.cli import _parser
 
-    fetch = [l for l in make_recipes(MAKEFILE.read_text())["bundle"] if "lab fetch" in l]
+    fetch = [l for l in make_recipes(make_text())["bundle"] if "lab fetch" in l]
     flags = fetch[0].split("lab fetch", 1)[1].split() if fetch else []
     args = _parser().parse_args(["fetch", *flags])  # an unknown flag exits 2
     assert args.no_class_archive, f"{rel(MAKEFILE)} bundle: `lab fetch {' '.join(flags)}` builds the class archive"
@@ -1083,8 +1093,8 @@ def test_the_bundle_directory_is_ignored():
 # -- (h) packages installed only to be removed: the same in the venv and the image ----------------
 def unused_packages() -> set[str]:
     """The Makefile's ``UNUSED``: what the venv target uninstalls after installing the lab."""
-    m = re.search(r"^UNUSED\s*:?=\s*(.+)$", MAKEFILE.read_text(), re.M)
-    assert m, f"{rel(MAKEFILE)}: no UNUSED variable"
+    m = re.search(r"^UNUSED\s*:?=\s*(.+)$", make_text(), re.M)
+    assert m, f"{rel(VENV_MK)}: no UNUSED variable"
     return {canonical(n) for n in m.group(1).split()}
 
 
@@ -1097,7 +1107,7 @@ def uninstalled_by(line: str) -> set[str]:
 def test_the_venv_and_the_image_remove_the_same_unused_packages():
     unused = unused_packages()
     assert canonical("rfc3987-syntax") in unused
-    recipe = make_recipes(MAKEFILE.read_text())["$(STAMP)"]
+    recipe = make_recipes(make_text())["$(STAMP)"]
     removes = [i for i, l in enumerate(recipe) if "pip uninstall" in l and "$(UNUSED)" in l]
     installs = [i for i, l in enumerate(recipe) if "pip install" in l and "-e " in l]
     assert removes, f"{rel(MAKEFILE)} venv: does not uninstall $(UNUSED)"

@@ -21,7 +21,7 @@ PLACES = {"lab/config.py": None, "lab/spark/session.py": "lab.spark", "lab/fault
 ENGINE_PACKAGES = ("lab.spark", "lab.flink", "lab.storm", "lab.samza", "lab.share", "lab.kafka.eos_settings",
                    "lab.pipelines", *(f"lab.engines.{name}" for name in ENGINES))
 #: Words a place may not spell as a string: each pipeline's name, and the engines' (``kafka`` aside: it is also
-#: the broker's name, ``--broker kafka``).
+#: a sink backend's name, ``sink_backend: kafka``).
 NAMES = set(PIPELINES) | (set(ENGINES) - {"kafka"})
 
 

@@ -6,11 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import events as ev
-from lab import notebook as nb
+from lab import events as ev, notebook as nb
+from lab.errors import LabError
 from lab.lessons.evidence import CHECKS, check
 from lab.lessons.exercises import EXERCISES, for_notebook
-from lab.errors import LabError
 
 #: The notebooks that run a pipeline and show its files (00 tours the lab, 04 reads results).
 PIPELINE_NOTEBOOKS = ("01_receiver_wal", "02_direct_kafka", "03_structured_streaming", "05_exactly_once_production",

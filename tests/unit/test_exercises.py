@@ -4,10 +4,18 @@ import json
 
 import pytest
 
+from lab.audit.expectations import EXPECTATIONS
 from lab.config import make_config
 from lab.errors import LabError
-from lab.lessons.exercises import EXERCISES, SettingCheck, check_setting, exercise, for_notebook, judge_attempt, markdown
-from lab.audit.expectations import EXPECTATIONS
+from lab.lessons.exercises import (
+    EXERCISES,
+    SettingCheck,
+    check_setting,
+    exercise,
+    for_notebook,
+    judge_attempt,
+    markdown,
+)
 from tests.conftest import ROOT
 
 TOPICS = sorted((ROOT / "notebooks").glob("*.ipynb"))

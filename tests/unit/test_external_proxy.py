@@ -4,19 +4,15 @@ No broker and no JVM: the bootstrap is a plain listening socket (``check_reachab
 connects) and the proxy is ``python -m lab.broker.proxy`` in front of test_proxy's fake broker.
 """
 
-from types import SimpleNamespace
-
 import socket
+from types import SimpleNamespace
 
 import pytest
 
-from lab.broker import embedded as broker
-from lab.broker import external as external_broker
-from lab.host import processes
-from lab.broker import proxy
-from lab.broker import shared as shared_broker
+from lab.broker import embedded as broker, external as external_broker, proxy, shared as shared_broker
 from lab.config import make_config
 from lab.errors import LabError
+from lab.host import processes
 from lab.run.injector import FaultInjector
 from tests.unit.test_injector import Driver, Timeline
 from tests.unit.test_proxy import FakeBroker, start_proxy, wait_ready

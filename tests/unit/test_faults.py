@@ -1,9 +1,8 @@
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from lab.errors import LabError
-from lab.faults.catalogue import FAULTS, FAULT_KINDS, POINTS
+from lab.faults.catalogue import FAULT_KINDS, FAULTS, POINTS
 from lab.faults.plan import Fault, format_fault_plan, parse_fault_plan
 
 

@@ -2,16 +2,9 @@
 
 import pytest
 
-from lab.lessons import fencing
 from lab.broker.embedded import BrokerInfo
 from lab.errors import LabError
-
-
-def test_tansu_is_refused_in_one_line_before_anything_starts(tmp_path):
-    tansu = BrokerInfo(bootstrap="127.0.0.1:1", product="tansu")
-    with pytest.raises(LabError, match=r"needs Apache Kafka .*tansu.*LAB_BROKER=kafka") as e:
-        fencing.measure(tansu, tmp_path)
-    assert "\n" not in str(e.value) and not any(tmp_path.iterdir())
+from lab.lessons import fencing
 
 
 def test_bad_record_counts_are_refused(tmp_path):

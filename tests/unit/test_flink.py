@@ -5,11 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.flink import env as flink_env
-from lab.flink import settings as flink_settings
+from lab.audit.flink_replay import predict
 from lab.config import make_config
 from lab.errors import LabError
-from lab.audit.flink_replay import predict
+from lab.flink import env as flink_env, settings as flink_settings
 
 DATA = Path(__file__).parent / "data"
 
@@ -124,3 +123,50 @@ def test_the_engines_grid_is_valid_and_each_row_has_its_own_label(runs_dir):
                                                   "exactly-once"]
     labels = [deployment(s.params["pipeline"], "topic", make_config(**s.params).settings) for s in grid.scenarios]
     assert len(set(labels)) == 5 and labels[1] == "flink, unaligned barriers, exactly-once KafkaSink, back-pressured"
+
+
+def _fake_python(path: Path, version: str) -> str:
+    """An executable that answers the version probe as Python ``version`` would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_flink_environment_is_built_on_a_python_pyflink_supports(tmp_path, monkeypatch):
+    # the lab on 3.13 (no apache-flink wheel): the first 3.12 or 3.11 found, here in pyenv's versions
+    monkeypatch.setattr(flink_env.sys, "executable", _fake_python(tmp_path / "venv" / "python", "3.13"))
+    monkeypatch.setattr(flink_env, "_PY", "3.13")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    monkeypatch.delenv("LAB_FLINK_PYTHON", raising=False)
+    with pytest.raises(LabError, match=r"needs Python 3\.11 or 3\.12 .*no wheel for 3\.13.*LAB_FLINK_PYTHON=") as e:
+        flink_env.find_interpreter()
+    assert "\n" not in str(e.value)
+    py311 = _fake_python(tmp_path / "pyenv" / "versions" / "3.11.7" / "bin" / "python3.11", "3.11")
+    assert flink_env.find_interpreter() == (py311, "3.11")
+    py312 = _fake_python(tmp_path / "uv" / "cpython-3.12.1-linux" / "bin" / "python3.12", "3.12")
+    assert flink_env.find_interpreter() == (py312, "3.12")
+    # the lab's own interpreter first when it is one of them
+    monkeypatch.setattr(flink_env.sys, "executable", _fake_python(tmp_path / "venv2" / "python", "3.11"))
+    assert flink_env.find_interpreter() == (flink_env.sys.executable, "3.11")
+    # LAB_FLINK_PYTHON decides alone, and a wrong one is named
+    monkeypatch.setenv("LAB_FLINK_PYTHON", str(tmp_path / "venv" / "python"))
+    with pytest.raises(LabError, match=r"LAB_FLINK_PYTHON=.* is Python 3\.13: PyFlink .* needs Python 3\.11 or 3\.12"):
+        flink_env.find_interpreter()
+    monkeypatch.setenv("LAB_FLINK_PYTHON", py312)
+    assert flink_env.find_interpreter() == (py312, "3.12")
+
+
+def test_a_run_uses_an_environment_built_for_another_supported_python(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAB_FLINK_ENV", raising=False)
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(flink_env, "_PY", "3.13")
+    built = tmp_path / "flink" / f"{flink_env.FLINK_VERSION}-py3.11"
+    assert flink_env.env_problem() == f"no Flink environment at {tmp_path / 'flink' / (flink_env.FLINK_VERSION + '-py3.12')}"
+    _fake_python(built / "bin" / "python", "3.11")
+    (built / ".installed").write_text(flink_env._stamp_text("3.11"))
+    assert flink_env.env_dir() == built and flink_env.env_problem() is None
+    (built / ".installed").write_text(flink_env._stamp_text("3.13"))
+    assert "built on Python 3.13" in flink_env.env_problem()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.host import jars
 from lab.errors import LabError
+from lab.host import jars
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from lab.sinks import topic as topic_sink
 from lab.audit.auditor import LedgerView, audit_core
 from lab.config import make_config
 from lab.errors import LabError
 from lab.kafka.read import NotALabEvent, event_fields
 from lab.kafka.transactions import transactional_id
 from lab.pipelines.kafka_eos import batch_from_metadata, batch_metadata, transform
+from lab.sinks import topic as topic_sink
 from lab.sinks.reader import open_sink
 from lab.sinks.spec import SinkSpec, sink_spec_for_run
 
@@ -59,7 +59,6 @@ def test_kafka_eos_takes_the_topic_sink_and_reads_committed(runs_dir):
     (dict(pipeline="kafka-eos", sink="append"), ["'append'", "kafka-eos", "valid choices: topic"]),
     (dict(pipeline="kafka-eos", sink="files"), ["'files'", "valid choices: topic"]),
     (dict(pipeline="plain", sink="topic"), ["'topic'", "valid pipelines for it: kafka-eos"]),
-    (dict(pipeline="kafka-eos", broker="tansu"), ["kafka-eos", "--broker tansu", "--broker kafka"]),
     (dict(pipeline="kafka-eos", isolation="read_uncommitted"), ["read_committed", "auto"]),
     (dict(pipeline="kafka-eos", faults="driver-crash@batch=2:after-commit-before-output"),
      ["after-commit-before-output", "mid-output", "after-output-before-commit"]),

@@ -6,8 +6,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab.kafka.read import (COLUMNS, RECORD_COLUMNS, ROW_COLUMNS, NotALabEvent, arrow_chunks, arrow_events,
-                            event_fields, record_row, rows_of_arrow, rows_of_records)
+from lab.kafka.read import (
+    COLUMNS,
+    RECORD_COLUMNS,
+    ROW_COLUMNS,
+    NotALabEvent,
+    arrow_chunks,
+    arrow_events,
+    event_fields,
+    record_row,
+    rows_of_arrow,
+    rows_of_records,
+)
 
 UUID = "0b0e5f0e-1d1d-4a4a-8b8b-0123456789ab"
 

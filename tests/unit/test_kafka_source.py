@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from lab.spark.kafka_source import ISOLATION_LEVELS, _Options
 from lab.pipelines.structured.checkpoint import Checkpoint
+from lab.spark.kafka_source import ISOLATION_LEVELS, _Options
 
 
 def test_isolation_level_is_checked_and_named():

@@ -3,37 +3,30 @@
 import json
 
 from lab.broker.embedded import BrokerInfo
-from lab.matrix.brokers import SharedBrokers, row_broker
+from lab.matrix.brokers import SharedBrokers, row_nodes
 
 SINGLE = BrokerInfo(bootstrap="127.0.0.1:1", product="apache-kafka", broker_pid=11, proxy_pid=12)
 CLUSTER = BrokerInfo(bootstrap="127.0.0.1:2,127.0.0.1:3", product="apache-kafka", detached=True, controller_pid=21)
 
 
-def test_a_row_gets_the_broker_of_its_node_count_unless_it_kills_it_or_asks_for_another_product(monkeypatch):
-    for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
-        monkeypatch.delenv(var, raising=False)
+def test_a_row_gets_the_broker_of_its_node_count_unless_it_kills_it(monkeypatch):
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
     shared = SharedBrokers(single=SINGLE, cluster=CLUSTER)
     assert shared.for_row({"pipeline": "plain"}) is SINGLE
     assert shared.for_row({"nodes": 3, "faults": "leader-crash@at=7s:for=3s"}) is CLUSTER
     assert shared.for_row({"faults": "broker-crash@at=2s:for=2s"}) is None
-    assert shared.for_row({"broker": "tansu"}) is None
     assert SharedBrokers(single=SINGLE).for_row({"nodes": 3}) is None
 
 
-def test_the_node_count_and_product_come_from_the_row_else_the_environment(monkeypatch):
-    for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
-        monkeypatch.delenv(var, raising=False)
-    assert row_broker({}) == (1, "apache-kafka") and row_broker({"nodes": 3}) == (3, "apache-kafka")
+def test_the_node_count_comes_from_the_row_else_the_environment(monkeypatch):
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
+    assert row_nodes({}) == 1 and row_nodes({"nodes": 3}) == 3
     monkeypatch.setenv("LAB_BROKER_NODES", "3")
-    assert row_broker({}) == (3, "apache-kafka") and row_broker({"nodes": 1}) == (1, "apache-kafka")
-    monkeypatch.setenv("LAB_BROKER_NODES", "1")
-    monkeypatch.setenv("LAB_BROKER", "tansu")
-    assert row_broker({}) == (1, "tansu")
+    assert row_nodes({}) == 3 and row_nodes({"nodes": 1}) == 1
 
 
 def test_recording_writes_the_rows_broker_or_removes_an_older_record(tmp_path, monkeypatch):
-    for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
     shared = SharedBrokers(single=SINGLE, cluster=None)
     runs = tmp_path / "lab-runs"
     shared.record(runs, {"pipeline": "direct"})
@@ -51,8 +44,7 @@ def test_a_broker_still_starting_is_waited_for_and_one_that_failed_stops_the_mat
     from lab.errors import LabError
     from lab.matrix.brokers import _BrokerStart
 
-    for var in ("LAB_BROKER", "LAB_BROKER_NODES"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
     starting = _BrokerStart(tmp_path, 1)  # never started: its outcome is set by hand, as run() would
     threading.Timer(0.1, lambda: (setattr(starting, "info", SINGLE), starting.ready.set())).start()
     assert SharedBrokers(starting_single=starting).for_row({"pipeline": "direct"}) is SINGLE

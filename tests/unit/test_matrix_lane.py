@@ -6,8 +6,8 @@ import time
 import pytest
 
 from lab.errors import LabError
-from lab.matrix.grid import Scenario
 from lab.matrix.brokers import SharedBrokers
+from lab.matrix.grid import Scenario
 from lab.matrix.lane import Lane, beside, split
 
 CLUSTER_ROW = {"pipeline": "plain", "nodes": 3, "faults": "follower-lag@at=1s:for=10s,leader-crash@isr=1:for=2s"}
@@ -19,7 +19,7 @@ def row(name, **params):
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    for var in ("LAB_BROKER", "LAB_BROKER_NODES", "LAB_CLUSTER_BESIDE"):
+    for var in ("LAB_BROKER_NODES", "LAB_CLUSTER_BESIDE"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from lab.matrix import rows as matrix_rows
 from lab.errors import LabError
+from lab.matrix import rows as matrix_rows
 
 
 def test_ahead_is_on_unless_switched_off_and_a_bad_value_names_the_choices():

@@ -4,10 +4,18 @@ import json
 
 import pytest
 
+from lab.audit.predictions import (
+    TOPIC_OUTCOMES,
+    Prediction,
+    check_given,
+    freeze,
+    judge,
+    record,
+    score,
+    topic_outcome_of,
+)
 from lab.errors import LabError
 from lab.outcomes import GUARANTEES
-from lab.audit.predictions import (TOPIC_OUTCOMES, Prediction, check_given, freeze, judge, record, score,
-                             topic_outcome_of)
 
 
 def report(**counts):

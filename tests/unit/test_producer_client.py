@@ -17,7 +17,6 @@ from lab.kafka.producer_settings import PRODUCER_CLIENTS, ProducerSettings
 from lab.run.produced_events import SEQ_AT, LateEvents, event_ids, event_value
 from lab.run.producer import LedgeredProducer
 
-
 # -- the setting ----------------------------------------------------------------------------------------
 
 def test_kafka_python_is_the_default_client_and_confluent_a_choice():
@@ -141,7 +140,7 @@ def test_both_clients_write_the_same_rows(tmp_path, client):
     rows = reported(lp, client, [7, -1, *errors])
     assert [(r.seq, r.status, r.partition, r.kafka_offset, r.sent_at, r.event_time_ms) for r in rows] == [
         (0, "acked", 2, 7, 100.0, 5000),
-        (1, "acked", 2, None, 101.0, 5001),  # acknowledged without an offset (Tansu's deduplicated retry)
+        (1, "acked", 2, None, 101.0, 5001),  # acknowledged without an offset (offset -1)
         (2, "unknown", None, None, 102.0, 5002),  # a timeout: it may be in the topic
         (3, "failed", None, None, 103.0, 5003),  # the broker refused it
     ]

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from lab.host import processes
 from lab.broker import proxy
+from lab.host import processes
 
 
 class FakeBroker:

@@ -5,8 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from lab.lessons.reference import (INDEX, PLOTLY_JS, key, machine_path, notebooks, remove_unused_css, share_css,
-                                    share_plotly, source_digest, stale)
+from lab.lessons.reference import (
+    INDEX,
+    PLOTLY_JS,
+    key,
+    machine_path,
+    notebooks,
+    remove_unused_css,
+    share_css,
+    share_plotly,
+    source_digest,
+    stale,
+)
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference"

@@ -7,26 +7,26 @@ ledger, a SQLite sink and a stand-in for the topic's final read.
 from __future__ import annotations
 
 import ast
-import os
 import dataclasses
 import itertools
 import json
+import os
 import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from lab.kafka import tools as kafka_tools
 from lab.audit.auditor import Audit, LedgerView, audit_core
+from lab.audit.expectations import EXPECTATIONS
+from lab.audit.ledger import LEDGER_FILE, Ledger, LedgerEntry
+from lab.audit.topic import TopicAudit
 from lab.config import RunConfig
 from lab.faults.catalogue import FAULTS, POINTS
-from lab.audit.ledger import LEDGER_FILE, Ledger, LedgerEntry
-from lab.audit.expectations import EXPECTATIONS
+from lab.kafka import tools as kafka_tools
 from lab.registry import PIPELINES
 from lab.run.result import RunResult, build_report, final_audit
 from lab.sinks.spec import sink_spec_for_run
-from lab.audit.topic import TopicAudit
 from lab.sinks.topic import SNAPSHOT_FILE, output_topic
 from tests.conftest import ROOT
 
@@ -296,7 +296,7 @@ def test_the_catalogue_defaults_are_the_code_defaults():
         os.environ.update(old)
     on = {True: "on", False: "off"}
     tuning = StartTuning.from_env({})
-    code = {"LAB_SPARK_MASTER": cfg.spark.spark_master, "LAB_KAFKA_READER": cfg.spark.kafka_reader, "LAB_BROKER": cfg.cluster.broker,
+    code = {"LAB_SPARK_MASTER": cfg.spark.spark_master, "LAB_KAFKA_READER": cfg.spark.kafka_reader,
             "LAB_BROKER_NODES": str(cfg.cluster.nodes), "LAB_RESTART_DELAY": f"{cfg.restart_delay_s:g}",
             "LAB_DEADLINE": f"{cfg.deadline_s:g}", "LAB_SPARK_UI": "1" if cfg.spark.spark_ui else "0",
             "LAB_CLASS_ARCHIVE": on[tuning.class_archive], "LAB_DRIVER_JVM_OPTIONS": tuning.jvm_options,

@@ -3,12 +3,12 @@
 import pandas as pd
 import pytest
 
+from lab.audit.topic import LOST_COLUMNS, topic_audit_core
 from lab.broker import cluster as kafka_cluster
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.plan import parse_fault_plan
 from lab.kafka.replication import changes, partition_states
-from lab.audit.topic import LOST_COLUMNS, topic_audit_core
 
 
 def props(text: str) -> dict:
@@ -66,7 +66,7 @@ def test_topic_audit_classifies_each_send_by_its_copies_in_the_final_read():
     ({"unclean": "on"}, "need --nodes 3"),
     ({"nodes": 3, "min_insync": 4}, "valid: 1 to 3"),
     ({"nodes": 3, "unclean": "maybe"}, "valid choices: off, on"),
-    ({"nodes": 3, "broker": "tansu"}, "--broker kafka"),
+    ({"nodes": 3, "kafka_bootstrap": "127.0.0.1:9092"}, "unset LAB_KAFKA_BOOTSTRAP"),
 ])
 def test_bad_replication_settings_are_one_line_errors(params, says, monkeypatch):
     monkeypatch.delenv("LAB_BROKER_NODES", raising=False)

@@ -4,11 +4,10 @@ import pandas as pd
 import pytest
 
 from lab.audit import expectations
-from lab.matrix import grid as matrix
-from lab.matrix import table as matrix_table
-from lab.views import plots
 from lab.audit.claims import claim
 from lab.kafka.replication import leaderless_s, node_down_intervals, replica_intervals
+from lab.matrix import grid as matrix, table as matrix_table
+from lab.views import plots
 
 
 def state(t, p, leader, isr, epoch=0):

@@ -98,7 +98,7 @@ def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
 
     from lab.config import make_config
     from lab.run.result import RunStatus
-    from lab.views.panel import Panel, LiveCounts
+    from lab.views.panel import LiveCounts, Panel
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -151,8 +151,7 @@ def test_a_restart_cell_reads_the_reports_list_or_its_json_text_and_is_empty_wit
 def test_the_matrix_table_keeps_each_rows_restart_times_through_csv_and_parquet_into_both_views(tmp_path):
     import json
 
-    from lab.matrix import grid as matrix
-    from lab.matrix import table as matrix_table
+    from lab.matrix import grid as matrix, table as matrix_table
     from lab.matrix.report import matrix_view, read_results, table_html
 
     grid = matrix.Grid([matrix.Scenario("crash twice", {"pipeline": "structured"}, 1, "exactly-once"),

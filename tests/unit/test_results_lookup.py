@@ -2,8 +2,8 @@
 
 import pytest
 
-from lab.matrix import report
 from lab.errors import LabError
+from lab.matrix import report
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from lab import events as ev
-from lab.run import end as run_end
 from lab.faults.plan import parse_fault_plan
+from lab.run import end as run_end
 
 END = {0: 10, 1: 10}
 PAST = {"positions": {0: 10, 1: 10}, "attempt": 1}

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from lab.kafka import tools as kafka_tools
 from lab.config import RunConfig
+from lab.kafka import tools as kafka_tools
 from lab.run.result import completed_ends, in_flight_positions, start_topic_read
 
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from lab.matrix import semantics as sg
 from lab.config import make_config
 from lab.faults.catalogue import FAULT_KINDS
+from lab.matrix import semantics as sg
 from lab.matrix.report import matrix_view, read_results
 
 DATA = Path(__file__).resolve().parents[1] / "data"

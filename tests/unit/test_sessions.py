@@ -4,8 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lab.audit.window import EventTimes, session_of, session_state_check, window_audit_core
 from lab.config import make_config

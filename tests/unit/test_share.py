@@ -7,9 +7,8 @@ from lab.audit.auditor import LedgerView, audit_core
 from lab.audit.deliveries import archived_mask, delivery_report, delivery_table
 from lab.config import make_config
 from lab.errors import LabError
-from lab.faults.plan import parse_fault_plan
 from lab.faults.catalogue import event_keys
-from lab.faults.plan import poison_seqs
+from lab.faults.plan import parse_fault_plan, poison_seqs
 from lab.share.state import settled
 
 

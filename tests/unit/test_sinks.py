@@ -3,7 +3,6 @@ import sqlite3
 import pytest
 
 from lab.sinks.reader import open_sink
-
 from lab.sinks.spec import OffsetMismatch, SinkSpec
 
 ROWS = [(f"e{i}", i, 0, i) for i in range(10)]

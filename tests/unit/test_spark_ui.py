@@ -9,9 +9,9 @@ import pytest
 from lab import events as ev
 from lab.cli import _echo_event, _parser
 from lab.config import RunConfig, make_config
-from lab.pipelines.driver import DriverContext
 from lab.errors import LabError
 from lab.events import read_events
+from lab.pipelines.driver import DriverContext
 from lab.registry import PIPELINES
 from lab.spark.session import UI_BASE_PORT, UI_TABS, run_wants_ui, session_conf, ui_hint
 

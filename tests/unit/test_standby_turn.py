@@ -6,8 +6,8 @@ import time
 
 from lab import events as ev
 from lab.config import make_config
-from lab.pipelines.driver import DriverContext
 from lab.events import EventLog, read_events
+from lab.pipelines.driver import DriverContext
 
 
 def make_run(tmp_path, faults: str):

@@ -2,13 +2,12 @@
 
 import pytest
 
-from lab.spark import archive as class_archive
-from lab.host.class_archive import _remove_replaced
-from lab.config import default_max_batch
-from lab.config import make_config
+from lab.config import default_max_batch, make_config
 from lab.errors import LabError
-from lab.spark.session import driver_java_options
+from lab.host.class_archive import _remove_replaced
 from lab.host.start_tuning import ALL_OFF, DRIVER_JVM_OPTIONS, FLINK_JVM_OPTIONS, StartTuning
+from lab.spark import archive as class_archive
+from lab.spark.session import driver_java_options
 
 
 def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
@@ -26,8 +25,8 @@ def test_every_technique_is_on_by_default_and_each_can_be_turned_off():
 
 
 def test_spark_sql_runs_interpreted_unless_code_generation_is_switched_on(tmp_path, monkeypatch):
-    from lab.spark.session import session_conf
     from lab.host.start_tuning import NO_CODEGEN_CONF
+    from lab.spark.session import session_conf
 
     monkeypatch.delenv("LAB_CODEGEN", raising=False)
     conf = session_conf("local[2]", tmp_path, "a")

@@ -8,9 +8,9 @@ from lab import events as ev
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.plan import parse_fault_plan
+from lab.host.java_build import JavaSources
 from lab.pipelines import storm as storm_pipeline
 from lab.registry import PIPELINES
-from lab.host.java_build import JavaSources
 from lab.storm import settings, zookeeper
 from lab.views import storm as storm_view
 

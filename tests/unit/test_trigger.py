@@ -43,7 +43,6 @@ def test_real_time_defaults_its_sink_and_a_slot_per_partition(monkeypatch):
     (dict(sink="topic", faults="driver-crash@batch=2:mid-output"), "no named point"),
     (dict(sink="topic", faults="driver-crash@batch=2"), "no batch trigger"),
     (dict(sink="topic", kafka_reader="labkafka"), "Spark's Kafka connector"),
-    (dict(sink="topic", broker="tansu"), "Apache Kafka"),
     (dict(pipeline="direct", trigger="real-time"), "applies to pipeline structured"),
 ])
 def test_what_real_time_and_the_kafka_sink_cannot_do_is_refused_before_any_process(params, says):

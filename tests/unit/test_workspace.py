@@ -68,9 +68,9 @@ def test_settings_merge_into_the_environments_overrides(tmp_path):
 
 def test_the_shipped_settings_are_jupyterlabs_own_keys():
     """The keys exist in the pinned JupyterLab's schema, with the types it declares (a typo would be ignored)."""
-    import jupyterlab
-
     from pathlib import Path
+
+    import jupyterlab
     schemas = Path(jupyterlab.__file__).parent / "schemas"
     for plugin, values in jupyter.LAB_SETTINGS.items():
         package, name = plugin.rsplit(":", 1)

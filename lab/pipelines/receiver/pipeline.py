@@ -130,9 +130,9 @@ import threading
 import time
 
 from lab import events as ev
-from lab.pipelines.driver import DriverContext
 from lab.errors import DriverConfigError
 from lab.events import EventTail, read_events
+from lab.pipelines.driver import DriverContext
 from lab.pipelines.receiver import stop as receiver_stop
 from lab.pipelines.receiver.conf import max_rate, spark_conf
 from lab.pipelines.receiver.epoch import decode_line
@@ -146,7 +146,7 @@ PORT_FILE = "receiver.json"
 #: Seconds between looks at the timeline for receiver-restart faults.
 TAIL_S = 0.1
 
-_RUNTIME: "_Runtime | None" = None
+_RUNTIME: _Runtime | None = None
 
 
 def _output(batch_time, rdd) -> None:

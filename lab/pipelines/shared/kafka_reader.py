@@ -8,24 +8,17 @@ builds the stream); the ``direct`` pipeline reads each batch's planned ranges th
 ``auto``      Spark's ``kafka`` format when its connector
               (``spark-sql-kafka-0-10``, cached by ``lab fetch`` and added to
               every session, or ``LAB_SPARK_PACKAGES``) is on the driver's
-              classpath and the run reads Apache Kafka (``--broker kafka``, or
-              a Kafka of its own in ``LAB_KAFKA_BOOTSTRAP``); else ``labkafka``.
+              classpath; else ``labkafka``.
 ``labkafka``  the lab's Python data source (kafka-python inside Spark tasks,
               no jar): :mod:`lab.spark.kafka_source`.
 ``spark``     Spark's ``kafka`` format; a clear error when the connector is
-              absent or the broker is Tansu.
-
-Not with Tansu (``LAB_BROKER=tansu``): Spark's connector takes a batch's end
-offsets from ListOffsets(latest), which Tansu answers with the last record
-batch's base offset + 1, so the connector would never plan a partition's last
-records (the lab's own reader takes the high watermark of a fetch instead).
+              absent.
 
 Delivery effect: none; either reader replays a batch's logged offset range.
 """
 
 from __future__ import annotations
 
-from lab.engines.spark import SPARK_READER_NEEDS_KAFKA
 from lab.errors import DriverConfigError
 
 #: Spark's Kafka connector class; on the classpath when ``format("kafka")`` works.
@@ -42,33 +35,28 @@ def connector_on_classpath(spark) -> bool:
     return True
 
 
-def resolve_reader(spark, choice: str, real_kafka: bool) -> str:
+def resolve_reader(spark, choice: str) -> str:
     """``labkafka`` or ``spark``: the reader a run uses for ``--kafka-reader choice``.
 
-    ``real_kafka``: the run reads Apache Kafka (``--broker kafka``, or a Kafka of
-    its own in ``LAB_KAFKA_BOOTSTRAP``), not Tansu, whose offset answers Spark's
-    connector cannot use. ``auto`` picks ``spark`` when both hold: Apache Kafka,
-    and the connector on the classpath (the pinned jars ``lab fetch`` caches, which
-    :func:`lab.spark.session.session_conf` adds; or ``LAB_SPARK_PACKAGES``).
+    ``auto`` picks ``spark`` when the connector is on the classpath (the pinned
+    jars ``lab fetch`` caches, which :func:`lab.spark.session.session_conf` adds;
+    or ``LAB_SPARK_PACKAGES``).
 
     Raises
     ------
     DriverConfigError
         ``choice`` is ``spark`` and the connector is not on the classpath (with how
-        to get it), or the broker is the embedded one. The supervisor does not
-        restart a driver for it.
+        to get it). The supervisor does not restart a driver for it.
     """
     if choice == "labkafka":
         return "labkafka"
-    if choice == "spark" and not real_kafka:
-        raise DriverConfigError(SPARK_READER_NEEDS_KAFKA)
     found = connector_on_classpath(spark)
     if choice == "spark" and not found:
         raise DriverConfigError(
             "--kafka-reader spark: Spark's Kafka connector is not on the classpath. Run `lab fetch` once "
             "(it caches the pinned connector jars, which every Spark session then loads), "
             "or use --kafka-reader labkafka (no jar needed)")
-    return "spark" if found and real_kafka else "labkafka"
+    return "spark" if found else "labkafka"
 
 
 def kafka_records(df):

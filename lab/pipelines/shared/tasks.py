@@ -45,10 +45,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from lab.spark.executors import is_executor, take_kill_order, this_host
 from lab import events as ev
+from lab.spark.executors import is_executor, take_kill_order, this_host
 
 if TYPE_CHECKING:
     from lab.pipelines.driver import DriverContext

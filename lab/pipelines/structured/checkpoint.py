@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
 class Checkpoint:
     """Read-only view of a query's offset and commit logs.
 

@@ -10,7 +10,7 @@ what: with Spark's reader a stateless query's database sink gets the records
 and its Python tasks parse them (``parse_in_task``), into the same rows.
 
 Which of the two a run uses (``--kafka-reader``, ``LAB_KAFKA_READER``: ``auto``,
-``labkafka``, ``spark``; never ``spark`` with Tansu) is decided by
+``labkafka``, ``spark``) is decided by
 :func:`lab.pipelines.shared.kafka_reader.resolve_reader`, which the ``direct``
 pipeline shares. :func:`spark_kafka_options` lists what the ``spark`` reader
 passes to the connector.

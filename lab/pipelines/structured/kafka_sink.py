@@ -106,7 +106,7 @@ def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
     trigger = parse_trigger(cfg.spark.trigger)
     if reader != "spark":
         raise LabError(f"the Kafka sink needs Spark's Kafka connector; the reader resolved to {reader!r} "
-                       "(run `lab fetch`, and use --broker kafka)")
+                       "(run `lab fetch`, and use --kafka-reader auto or spark)")
     out = output_topic(cfg.topic)
     kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
     removed = remove_unfinished_log_files(checkpoint.path)

@@ -95,8 +95,8 @@ import time
 
 from lab import events as ev
 from lab.engines.spark import may_use_connector
-from lab.pipelines.driver import DriverContext
 from lab.events import read_events
+from lab.pipelines.driver import DriverContext
 from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.pipelines.structured.tasks import database_writer, files_passthrough
 from lab.queries import COUNT_QUERIES
@@ -147,15 +147,23 @@ def run(ctx: DriverContext) -> None:
     # structured driver's imports before its JVM (its test holds them here). The helpers import their names again.
     from pyspark import StorageLevel  # noqa: F401
 
-    from lab.kafka.read import earliest_offsets  # noqa: F401
-    from lab.spark.kafka_source import register  # noqa: F401
     from lab.engines.spark import STATE_STORES  # noqa: F401
+    from lab.kafka.read import earliest_offsets  # noqa: F401
     from lab.pipelines.shared.kafka_reader import resolve_reader  # noqa: F401
     from lab.pipelines.structured import stateful
     from lab.pipelines.structured.kafka_input import kafka_event_stream  # noqa: F401
-    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, TASK_ATTEMPTS, query_ended,  # noqa: F401
-                                   skip_accumulator_wait, spark_session, start_sql_python_workers, warm_up,
-                                   with_task_retries)
+    from lab.spark.kafka_source import register  # noqa: F401
+    from lab.spark.session import (  # noqa: F401
+        SQL_TASK_MODULES,
+        SQL_WORKER_IMPORTS,
+        TASK_ATTEMPTS,
+        query_ended,
+        skip_accumulator_wait,
+        spark_session,
+        start_sql_python_workers,
+        warm_up,
+        with_task_retries,
+    )
 
     cfg = ctx.config
     spec = SinkSpec.load(ctx.run_dir)
@@ -209,8 +217,14 @@ def _start_spark(ctx: DriverContext, to_topic: bool):
     """
     from lab.pipelines.shared.kafka_reader import resolve_reader
     from lab.spark.kafka_source import register
-    from lab.spark.session import (SQL_TASK_MODULES, SQL_WORKER_IMPORTS, spark_session, start_sql_python_workers, warm_up,
-                                   with_task_retries)
+    from lab.spark.session import (
+        SQL_TASK_MODULES,
+        SQL_WORKER_IMPORTS,
+        spark_session,
+        start_sql_python_workers,
+        warm_up,
+        with_task_retries,
+    )
 
     cfg = ctx.config
     # Spark otherwise resolves the host name and may pick a public interface for its services.
@@ -218,7 +232,7 @@ def _start_spark(ctx: DriverContext, to_topic: bool):
     spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
                           extra=_session_conf(cfg),
                           kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
-    reader = resolve_reader(spark, cfg.spark.kafka_reader, real_kafka=cfg.real_kafka)
+    reader = resolve_reader(spark, cfg.spark.kafka_reader)
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
     # Spark's Kafka sink runs no Python in its tasks: none to start.
