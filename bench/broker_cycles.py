@@ -81,7 +81,8 @@ def cycles(n: int, check_every: int, log_dir: Path) -> dict:
             failures.append({"cycle": i, "stage": "stop", "error": f"still running: {left}"})
 
     def summary(xs: list) -> dict:
-        return {"min": round(min(xs), 3), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3)} if xs else {}
+        return ({"min": round(min(xs), 3), "median": round(statistics.median(xs), 3), "max": round(max(xs), 3)} if xs
+                else {})
 
     return {"cycles": n, "failures": failures, "start_s": summary(starts), "stop_s": summary(stops),
             "starts": [round(x, 3) for x in starts], "stops": [round(x, 3) for x in stops]}
@@ -90,7 +91,8 @@ def cycles(n: int, check_every: int, log_dir: Path) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cycles", type=int, default=50)
-    p.add_argument("--check-every", type=int, default=10, help="produce and consume one record every K-th cycle (0: never)")
+    p.add_argument("--check-every", type=int, default=10,
+                   help="produce and consume one record every K-th cycle (0: never)")
     p.add_argument("--out", type=Path, help="also write the JSON there")
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="broker-cycles-") as tmp:

@@ -117,7 +117,8 @@ def measure(name: str, broker, topic: str, records: int, cut_s: float, delivery_
     finally:
         close()
     time.sleep(max(0.0, cut_s - (time.monotonic() - began)) + 2)  # the cut over: every broker readable
-    copies = kafka_tools.topic_copies(broker.bootstrap, topic, PARTITIONS, isolation_level="read_committed", timeout_s=60)
+    copies = kafka_tools.topic_copies(broker.bootstrap, topic, PARTITIONS, isolation_level="read_committed",
+                                      timeout_s=60)
     read = sum(c for eid, (c, _, _) in copies.items() if eid.startswith("second-"))
     return {"client": name, "first_commit": first["commit"], "cut_node": cut.get("node"), "cut_leads": cut.get("leads"),
             "coordinators": cut.get("coordinators"), "sent": records * PARTITIONS, **second, "read_committed": read,

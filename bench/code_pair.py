@@ -95,7 +95,8 @@ def milestones(timelines: list[list[dict]], launched: float, ended: float) -> di
 
 
 def read_timelines(runs_dir: Path) -> list[list[dict]]:
-    """The timeline of each run directory under ``runs_dir`` (:func:`lab.events.read_events`; none when it is missing)."""
+    """The timeline of each run directory under ``runs_dir`` (:func:`lab.events.read_events`; none when it is
+    missing)."""
     from lab.events import read_events
 
     return [read_events(path.parent) for path in sorted(runs_dir.glob("*/events.jsonl"))]
@@ -178,7 +179,8 @@ def one(side: str, tree: Path, command: list[str], round_no: int, keep: str | No
     with ``timeline``, its runs' :func:`milestones`)."""
     venv_bin = tree / ".venv" / "bin"
     out = tempfile.mkdtemp(prefix=f"code-pair-{side}-")
-    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(tree / ".venv")}
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+           "VIRTUAL_ENV": str(tree / ".venv")}
     if timeline:
         env["LAB_RUNS_DIR"] = str(Path(out) / "runs")
     argv = fill(command, str(venv_bin / "python"), out)
@@ -198,8 +200,9 @@ def one(side: str, tree: Path, command: list[str], round_no: int, keep: str | No
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(p.stdout + ("\n--- standard error ---\n" + p.stderr if p.stderr else ""))
     run = {"side": side, "round": round_no, "wall_s": round(wall, 1), "machine_cpu_s": round(busy, 1),
-           "core_seconds_before": core_s, "exit": p.returncode, "last_line": last_line(p.stdout, keep) or last_line(p.stderr, keep),
-           **marks, **({"log": str(log)} if log is not None else {})}
+           "core_seconds_before": core_s, "exit": p.returncode,
+           "last_line": last_line(p.stdout, keep) or last_line(p.stderr, keep), **marks,
+           **({"log": str(log)} if log is not None else {})}
     said = "".join(f", {k} {v}" for k, v in marks.items())
     print(f"code_pair: round {round_no}, {side}: {run['wall_s']} s, {run['machine_cpu_s']} CPU s, exit {p.returncode}, "
           f"core {core_s} s{said}: {run['last_line']}", flush=True)
@@ -228,7 +231,8 @@ def main(argv=None) -> int:
     if not (a.baseline and a.name and a.command):
         ap.error("--baseline, --name and a command after -- are needed (or --clean)")
     if not re.fullmatch(r"[\w.-]+", a.name):
-        ap.error(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (it names bench/results/code_pair_NAME.json)")
+        ap.error(f"--name {a.name!r}: letters, digits, '_', '.' and '-' only (it names "
+                 "bench/results/code_pair_NAME.json)")
     if a.rounds < 1:
         ap.error(f"--rounds {a.rounds}: must be 1 or more")
     base = baseline_commit(ap, a.baseline)

@@ -50,7 +50,8 @@ FIGURES = ("first_batch_s", "all_done_s", "wall_s", "cpu_s")
 
 
 def one_query(spark, bootstrap: str, topic: str, checkpoint: Path) -> tuple[float, float]:
-    """Run the bench's query over ``topic`` until every record is through; wall-clock times of its first and last batch."""
+    """Run the bench's query over ``topic`` until every record is through; wall-clock times of its first and last
+    batch."""
     done: list[tuple[int, float]] = []
 
     def count(batches):

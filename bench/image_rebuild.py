@@ -1,4 +1,5 @@
-"""What a one-line change in ``lab/`` costs a rebuild of the lab's image: an earlier commit's Dockerfile vs the checkout's.
+"""What a one-line change in ``lab/`` costs a rebuild of the lab's image: an earlier commit's Dockerfile vs the
+checkout's.
 
 ``docker/jupyter.Dockerfile`` up to commit 0d825f6 copied ``lab/`` before it installed the pinned packages and
 fetched the jars, so a change in ``lab/`` ran all of it again; the checkout's installs the packages, fetches the
@@ -54,7 +55,8 @@ def git(*args: str) -> bytes:
 
 
 def context(dest: Path, snapshot: Path, dockerfile: bytes, ignore: bytes) -> Path:
-    """A copy of ``snapshot`` (the commit's build context) in ``dest``, with ``dockerfile`` and its ``.dockerignore``."""
+    """A copy of ``snapshot`` (the commit's build context) in ``dest``, with ``dockerfile`` and its
+    ``.dockerignore``."""
     shutil.copytree(snapshot, dest)
     df = dest / images.LAB_DOCKERFILE
     df.parent.mkdir(parents=True, exist_ok=True)
@@ -100,12 +102,13 @@ def base_image() -> str | None:
 def image_size_mb(image: str | None) -> float | None:
     if not image:
         return None
-    done = subprocess.run(["podman", "image", "inspect", "--format", "{{.Size}}", image], capture_output=True, text=True)
+    done = subprocess.run(["podman", "image", "inspect", "--format", "{{.Size}}", image], capture_output=True,
+                          text=True)
     return round(int(done.stdout.strip()) / 1e6) if done.returncode == 0 else None
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", default="HEAD", help="the commit whose Dockerfile is the before (default HEAD)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/image_rebuild.json")
     ap.add_argument("--keep-logs", type=Path, help="write each podman build's output into this directory")
@@ -119,7 +122,8 @@ def main() -> int:
     variants = {"before": (git("show", f"{a.before}:{df}"), git("show", f"{a.before}:{df}.dockerignore")),
                 "after": ((ROOT / df).read_bytes(), (ROOT / f"{df}.dockerignore").read_bytes())}
     result = {"command": " ".join([".venv/bin/python", "bench/image_rebuild.py", *sys.argv[1:]]), "exit_status": None,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": git("rev-parse", "--short", commit).decode().strip(),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "commit": git("rev-parse", "--short", commit).decode().strip(),
               "before_dockerfile": git("rev-parse", "--short", a.before).decode().strip(),
               "machine": machine(), "context": f"{' '.join(CONTEXT)} of the commit", "probe_file": images.PROBE_FILE,
               "build_args": images.lab_build_args()}

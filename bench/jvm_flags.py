@@ -73,7 +73,8 @@ def main() -> None:
                for v in ("on", "off")}
         out["scenarios"][name] = {"command": "lab run " + " ".join(args), "variable": var,
                                   "flags_on": med["on"], "flags_off": med["off"], "runs": runs_by[name],
-                                  "guarantees_same": len({x["guarantee"] for v in runs_by[name].values() for x in v}) == 1}
+                                  "guarantees_same": len({x["guarantee"] for v in runs_by[name].values()
+                                                          for x in v}) == 1}
         print(f"{name}: CPU {med['off']['cpu_s']} → {med['on']['cpu_s']} s, wall {med['off']['wall_s']} → "
               f"{med['on']['wall_s']} s (medians of {opts.rounds})")
     Path(opts.out).write_text(json.dumps(out, indent=1) + "\n")

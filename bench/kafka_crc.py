@@ -116,7 +116,8 @@ def main(argv=None) -> int:
         envs = {v: variant_env(v, mask_dir) for v in VARIANTS}
         in_use = {v: crc_in_use(envs[v]) for v in VARIANTS}
         if in_use != {"c": "C", "python": "Python"}:
-            raise SystemExit(f"kafka-python's CRC-32C: {in_use} (want c: C, python: Python); is crc32c installed? make venv")
+            raise SystemExit(f"kafka-python's CRC-32C: {in_use} (want c: C, python: Python); is crc32c installed? make "
+                             "venv")
         before = core_seconds()
         runs = []
         for rnd in range(a.rounds):

@@ -56,7 +56,8 @@ def measure(config: str, at_s: float, seed: int, runs_dir: Path, events: int, ra
            "--events", str(events), "--rate", f"{rate:g}", "--seed", str(seed),
            "--faults", f"leader-crash@at={at_s:g}s", "--json"]
     started = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
     row = {"config": config, "at_s": at_s, "seed": seed, "wall_s": round(time.monotonic() - started, 1),
            "load_1m": round(os.getloadavg()[0], 2)}
     if out.returncode != 0 or '{"pipeline' not in out.stdout:
@@ -78,8 +79,10 @@ def summary(runs: list[dict]) -> dict:
         clean = [r for r in rows if "error" not in r and r["guarantee"] == "exactly-once" and r["drained"]
                  and not r["deadline"] and (r["lost"], r["duplicated"], r["unseen"]) == (0, 0, 0)]
         out[config] = {"runs": len(rows), "exactly_once_drained": len(clean),
-                       "lost": sum(r.get("lost", 0) for r in rows), "duplicated": sum(r.get("duplicated", 0) for r in rows),
-                       "unseen": sum(r.get("unseen", 0) for r in rows), "deadline": sum(bool(r.get("deadline")) for r in rows),
+                       "lost": sum(r.get("lost", 0) for r in rows),
+                       "duplicated": sum(r.get("duplicated", 0) for r in rows),
+                       "unseen": sum(r.get("unseen", 0) for r in rows),
+                       "deadline": sum(bool(r.get("deadline")) for r in rows),
                        "errors": sum("error" in r for r in rows),
                        "median_wall_s": sorted(r["wall_s"] for r in rows)[len(rows) // 2] if rows else None}
     return out

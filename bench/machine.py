@@ -9,7 +9,8 @@ from pathlib import Path
 
 
 def machine() -> dict:
-    """Cores, Python, platform and the load average when the figures were taken (a loaded machine explains slow ones)."""
+    """Cores, Python, platform and the load average when the figures were taken (a loaded machine explains slow
+    ones)."""
     return {"cpus": os.cpu_count(), "cpu_model": cpu_model(), "python": platform.python_version(),
             "platform": platform.platform(), "load_average": [round(x, 2) for x in os.getloadavg()]}
 

@@ -91,7 +91,8 @@ def default_grid(overrides: dict | None = None, original: bool = False):
 
 
 def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
-    """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time, verdicts and rows."""
+    """Run ``grid`` (default: the default grid) into ``out`` with ``env`` set, ``jobs`` scenarios at once; its time,
+    verdicts and rows."""
     from lab.matrix.grid import load_grid
     from lab.matrix.runner import run_matrix
     from lab.matrix.table import summary_lines
@@ -112,12 +113,13 @@ def one(out: Path, env: dict, jobs: int = 1, grid=None) -> dict:
     print("\n".join(summary_lines(df)))
     return {
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "env": env, "jobs": jobs, "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "core_seconds_before": core_s, "load_average_at_end": os.getloadavg(), "runs": len(df), "seconds": round(took, 1),
-        "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES, "met": took < TARGET_MINUTES * 60,
-        "verdicts": df["verdict"].value_counts().to_dict(),
+        "cpu_model": cpu_model(), "core_seconds_before": core_s, "load_average_at_end": os.getloadavg(),
+        "runs": len(df), "seconds": round(took, 1), "minutes": round(took / 60, 2), "target_minutes": TARGET_MINUTES,
+        "met": took < TARGET_MINUTES * 60, "verdicts": df["verdict"].value_counts().to_dict(),
         "rows": [{k: v for k, v in r.items() if k != "error" or (isinstance(v, str) and v)}
                  for r in df[[c for c in ("key", "name", "expect", "guarantee", "lost", "duplicated", "topic_lost",
-                                          "verdict", "total_s", "error") if c in df.columns]].to_dict(orient="records")],
+                                          "verdict", "total_s", "error")
+                              if c in df.columns]].to_dict(orient="records")],
         "results_dir": str(out),
     }
 
@@ -194,7 +196,8 @@ def main(argv=None) -> int:
               f"classifications unchanged: {record['classifications_unchanged']}")
     elif a.ahead_pair:
         grid = default_grid(original=a.original)
-        before, after = one(out / "ahead-off", {"LAB_ROW_AHEAD": "off"}, grid=grid), one(out / "ahead-on", {}, grid=grid)
+        before, after = (one(out / "ahead-off", {"LAB_ROW_AHEAD": "off"}, grid=grid),
+                         one(out / "ahead-on", {}, grid=grid))
         record, took = paired(before, after), after["seconds"]
         target = RESULTS / ("matrix_original_ahead.json" if a.original else "matrix_ahead.json")
         print(f"rows one after another {before['minutes']} min, the next started ahead {after['minutes']} min; "

@@ -118,7 +118,8 @@ def main(argv=None) -> int:
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "cpus": os.cpu_count(), "python": platform.python_version(),
         "load_average_at_end": os.getloadavg(), "removed": pinned(PACKAGES),
         **{name: {mode: summary(xs) for mode, xs in pair.items()} | {"saved_s": round(
-            summary(pair["before"])["median"] - summary(pair["after"])["median"], 3)} for name, pair in figures.items()},
+            summary(pair["before"])["median"] - summary(pair["after"])["median"], 3)}
+           for name, pair in figures.items()},
     }
     text = json.dumps(result, indent=1)
     print(text)

@@ -81,7 +81,8 @@ DEFAULTS = {
     # batch does not throttle it; the defaults --wal on --ack stored are what is measured.
     "receiver": {"max_batch_records": 100_000, "batch_interval_s": 1.0, "sink": "append"},
 }
-#: Goals on ``ratio_steady`` (the pipeline's steady rate against the lab-settings raw consumer), per pipeline and reader.
+#: Goals on ``ratio_steady`` (the pipeline's steady rate against the lab-settings raw consumer), per pipeline and
+#: reader.
 GOALS = {("structured", "spark"): 0.5}
 
 
@@ -155,7 +156,8 @@ def pipeline_rate(run_dir: Path) -> dict:
 
 
 def sink_alone(mode: str, events: int, batch: int) -> float:
-    """Rows/s of a fresh sink of ``mode`` (SQLite in a temporary directory) given ``events`` rows in batches of ``batch``."""
+    """Rows/s of a fresh sink of ``mode`` (SQLite in a temporary directory) given ``events`` rows in batches of
+    ``batch``."""
     from lab.sinks.reader import open_sink
     from lab.sinks.spec import sink_spec_for_run
 
@@ -205,7 +207,8 @@ def time_shares(steady: float, stages: dict, sink_rate: float, parse_in_task: bo
 
 
 def producer_rate(run_dir: Path) -> float:
-    """The ledgered producer's records/s in a run: its acknowledged sends over ``producer-start`` to ``producer-done``."""
+    """The ledgered producer's records/s in a run: its acknowledged sends over ``producer-start`` to
+    ``producer-done``."""
     from lab.events import read_events
 
     events = read_events(run_dir)
@@ -338,8 +341,10 @@ class PeakMemory:
         self._thread.join()
 
 
-def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float, producer_client: str = "confluent") -> dict:
-    """``structured`` with its defaults on ``events`` at full speed, a driver crash at ``crash_at_s``: wall time, peak RSS.
+def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float,
+              producer_client: str = "confluent") -> dict:
+    """``structured`` with its defaults on ``events`` at full speed, a driver crash at ``crash_at_s``: wall time, peak
+    RSS.
 
     Raises
     ------
@@ -356,7 +361,8 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float, p
         # duplicate; every other setting is the lab's default.
         cfg = make_config(pipeline="structured", events=events, rate=0, partitions=partitions, deadline_s=900,
                           kafka_bootstrap=info.bootstrap, runs_dir=str(runs_dir), name="bench-scale",
-                          sink="transactional", faults=f"driver-crash@at={crash_at_s:g}s", producer_client=producer_client)
+                          sink="transactional", faults=f"driver-crash@at={crash_at_s:g}s",
+                          producer_client=producer_client)
         t = time.perf_counter()
         with PeakMemory() as memory:
             result = run_scenario(cfg)
@@ -378,7 +384,8 @@ def scale_run(events: int, partitions: int, runs_dir: Path, crash_at_s: float, p
         "guarantee": a.guarantee, "exactly_once": a.exactly_once, "duplicated": a.duplicated, "lost": a.lost,
         "restarts": result.restarts, "wall_s": round(wall, 1), "timings": result.timings,
         "crash_while_producing": fault["t"] < produced["t"],
-        "drained_after_producer_s": round(result.timings.get("until_drained_s", wall) - result.timings.get("producer_s", 0), 1),
+        "drained_after_producer_s": round(result.timings.get("until_drained_s", wall)
+                                          - result.timings.get("producer_s", 0), 1),
         "peak_rss_mib": round(memory.peak_bytes / 2**20), "peak_rss_processes": memory.peak_processes,
         "load_average": os.getloadavg(),
     }
@@ -419,7 +426,8 @@ def main(argv=None) -> int:
     p.add_argument("--producer-client", default="confluent", choices=("kafka-python", "confluent"),
                    help="the ledgered producer's client in the runs (default confluent)")
     p.add_argument("--no-producers", action="store_true", help="without the producers' comparison")
-    p.add_argument("--producer-events", type=int, default=200_000, help="events per client in the producers' comparison")
+    p.add_argument("--producer-events", type=int, default=200_000,
+                   help="events per client in the producers' comparison")
     a = p.parse_args(argv)
     overrides = {"max_batch_records": a.max_batch, "batch_interval_s": a.batch_interval, "sink": a.sink}
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -436,23 +444,26 @@ def main(argv=None) -> int:
                     r["run_dir"] = None  # removed with the temporary directory
                 runs.append(r)
                 print(f"  reader {r['kafka_reader'] or '-'}: steady {r['steady_records_per_s']:,} records/s "
-                      f"({r['records_per_s']:,} with the first batch); raw consumer {r['raw_consume_lab_settings_per_s']:,}/s "
-                      f"(lab settings), {r['raw_consume_per_s']:,}/s (plain): ratio {r['ratio_steady']} "
-                      f"({r['ratio_steady_plain']}); sink alone {r['sink_alone_per_s']:,}/s; producer "
-                      f"({r['producer_client']}) {r['ledgered_produce_per_s']:,}/s", flush=True)
+                      f"({r['records_per_s']:,} with the first batch); raw consumer "
+                      f"{r['raw_consume_lab_settings_per_s']:,}/s (lab settings), {r['raw_consume_per_s']:,}/s "
+                      f"(plain): ratio {r['ratio_steady']} ({r['ratio_steady_plain']}); sink alone "
+                      f"{r['sink_alone_per_s']:,}/s; producer ({r['producer_client']}) "
+                      f"{r['ledgered_produce_per_s']:,}/s", flush=True)
                 if r["time_shares"]:
                     stages = ", ".join(f"{k} {v['records_per_s']:,}/s" for k, v in r["spark_stages"]["stages"].items())
                     print(f"  Spark's steps alone: {stages}; shares of the pipeline's time: {r['time_shares']}",
                           flush=True)
             by_ratio = sorted(runs, key=lambda x: x["ratio_steady"] or 0)
             r = by_ratio[(len(by_ratio) - 1) // 2]
-            r = {**r, "runs": [{k: x[k] for k in ("kafka_reader", "ratio_steady", "steady_records_per_s", "records_per_s",
-                                                  "raw_consume_lab_settings_per_s", "raw_consume_per_s", "sink_alone_per_s",
-                                                  "ledgered_produce_per_s", "first_batch_s", "load_average")}
+            r = {**r, "runs": [{k: x[k] for k in ("kafka_reader", "ratio_steady", "steady_records_per_s",
+                                                  "records_per_s", "raw_consume_lab_settings_per_s",
+                                                  "raw_consume_per_s", "sink_alone_per_s", "ledgered_produce_per_s",
+                                                  "first_batch_s", "load_average")}
                                for x in runs]}
             results["pipelines"][name] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **r}
         if a.scale:
-            print(f"scale run: structured, {a.events:,} events at full speed, driver-crash@at={a.crash_at:g}s ...", flush=True)
+            print(f"scale run: structured, {a.events:,} events at full speed, driver-crash@at={a.crash_at:g}s ...",
+                  flush=True)
             results["scale"] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                 **scale_run(a.events, a.partitions, runs_dir, a.crash_at, a.producer_client)}
             s = results["scale"]
@@ -462,7 +473,8 @@ def main(argv=None) -> int:
             print(f"producers: {a.producer_events:,} events per client ...", flush=True)
             results["producers"] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                     **producers(a.producer_events, a.partitions, runs_dir)}
-    results["command"] = " ".join([".venv/bin/python", "bench/pipelines.py", *(argv if argv is not None else sys.argv[1:])])
+    results["command"] = " ".join([".venv/bin/python", "bench/pipelines.py",
+                                   *(argv if argv is not None else sys.argv[1:])])
     results["exit_status"] = 0
     results["machine"] = machine()
     results["versions"] = {pkg: version(pkg) for pkg in ("pyspark", "kafka-python", "confluent-kafka")}

@@ -51,7 +51,8 @@ def driver_imports(tree: Path) -> str:
     module = "lab.pipelines.structured.pipeline"
     if not path.exists():  # a tree from before the structured pipeline became a folder
         path, module = tree / "lab" / "pipelines" / "structured.py", "lab.pipelines.structured"
-    run = next((n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run"), None)
+    run = next((n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "run"),
+               None)
     if run is None:
         raise RuntimeError(f"{path}: no function run() at the top of the module, so no driver imports to time")
     inside = [ast.unparse(n) for n in run.body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -19,10 +19,10 @@ keys and JSON values the ledgered producer sends, :func:`lab.run.produced_events
 
 The confluent pair, a second or two each, is measured ``--rounds`` times in turns (raw, ledgered) and
 reported as medians, and each round's pair as a ratio of its own (``ledgered_over_confluent_raw_per_round``):
-the machine's load from other work moves a single figure by a third. After each measurement the topic's end offsets are summed: every figure is of a topic
-that holds every event (``topic_records``), else the bench fails. Per measurement also the CPU it took,
-per event: this process's (the client's threads included) and the broker's and proxy's when their pids are
-known (the machine's 2 cores are shared by all three).
+the machine's load from other work moves a single figure by a third. After each measurement the topic's end offsets are
+summed: every figure is of a topic that holds every event (``topic_records``), else the bench fails. Per measurement
+also the CPU it took, per event: this process's (the client's threads included) and the broker's and proxy's when their
+pids are known (the machine's 2 cores are shared by all three).
 
 Goals (``goals``): the ledgered confluent producer at 0.8 of the fastest raw client or more
 (``ledgered_over_fastest_raw``), and 5 times the 7.8k events/s the ledgered producer made with kafka-python
@@ -168,7 +168,8 @@ def raw_confluent(bootstrap: str, topic: str, events: int) -> float:
 
 
 def ledgered(bootstrap: str, topic: str, events: int, client: str) -> tuple[float, dict]:
-    """The ledgered producer as a run starts it; seconds from ``producer-start`` to ``producer-done``, and its counts."""
+    """The ledgered producer as a run starts it; seconds from ``producer-start`` to ``producer-done``, and its
+    counts."""
     from lab.events import read_events
 
     cfg = _config(bootstrap, topic, events, client)
@@ -231,7 +232,8 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
 
     tries = []
     for tuning in tunings or TUNINGS:
-        e = measure("kafka_python_tuning", max(1, events // 4), lambda t, n, tu=tuning: raw_kafka_python(bootstrap, t, n, tu))
+        e = measure("kafka_python_tuning", max(1, events // 4),
+                    lambda t, n, tu=tuning: raw_kafka_python(bootstrap, t, n, tu))
         tries.append({**tuning, "per_s": e["per_s"], "events": e["events"]})
     best = max(tries, key=lambda x: x["per_s"])
     tuning = {k: v for k, v in best.items() if k not in ("per_s", "events")}
@@ -254,7 +256,8 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
     led = clients["ledgered_confluent"]["per_s"]
     ratio = led / raw[fastest]
     # Each round's pair, measured one after the other, as a ratio of its own.
-    pairs = [round(e["per_s"] / r["per_s"], 3) for r, e in zip(measured["confluent_raw"], measured["ledgered_confluent"])]
+    pairs = [round(e["per_s"] / r["per_s"], 3)
+             for r, e in zip(measured["confluent_raw"], measured["ledgered_confluent"])]
     return {
         "bootstrap": "the lab's proxy (BrokerInfo.bootstrap), as runs produce",
         "events": events, "partitions": partitions, "rounds": rounds,

@@ -46,7 +46,8 @@ def measure(acks: str, min_insync: int, unclean: str, seed: int, runs_dir: Path,
            "--events", str(events), "--rate", "500", "--acks", acks, "--idempotence", "on" if acks == "all" else "off",
            "--min-insync", str(min_insync), "--unclean", unclean, "--seed", str(seed), "--faults", FAULTS, "--json"]
     started = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
     cell = {"acks": acks, "min_insync": min_insync, "unclean": unclean, "seed": seed}
     if out.returncode != 0:
         return {**cell, "error": out.stderr.strip().splitlines()[-1:]}

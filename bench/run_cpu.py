@@ -83,7 +83,8 @@ LAUNCHERS = ("bash", "sh", "env", "setsid", "")
 
 
 def is_launcher(cmdline: str) -> bool:
-    """Whether a process may still exec what it starts: a shell or launcher other than Spark's ``spark-class`` (pure)."""
+    """Whether a process may still exec what it starts: a shell or launcher other than Spark's ``spark-class``
+    (pure)."""
     return os.path.basename(cmdline.split("\0", 1)[0]) in LAUNCHERS and "spark-class" not in cmdline
 
 
@@ -131,7 +132,8 @@ def timed_run(args: list[str], env: dict) -> tuple[float, float, dict]:
 
 
 def live_processes():
-    """Each process in ``/proc`` now: ``(pid, command name, CPU seconds, start time)``; one that ends meanwhile is left out."""
+    """Each process in ``/proc`` now: ``(pid, command name, CPU seconds, start time)``; one that ends meanwhile is left
+    out."""
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
@@ -209,9 +211,9 @@ def one(pipeline: str, runs_dir: Path, variant: str = "all", variants: dict | No
         time.sleep(0.1)
     wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
     procs, threads = s.totals()
-    out = {"pipeline": pipeline, "variant": variant, "exit": p.returncode, "wall_s": round(wall, 2), "machine_cpu_s": round(busy, 2),
-           "cores_busy": round(busy / wall / os.cpu_count(), 2), "processes": procs, "driver_jvm_threads": threads,
-           "unattributed_s": round(busy - sum(procs.values()), 2)}
+    out = {"pipeline": pipeline, "variant": variant, "exit": p.returncode, "wall_s": round(wall, 2),
+           "machine_cpu_s": round(busy, 2), "cores_busy": round(busy / wall / os.cpu_count(), 2), "processes": procs,
+           "driver_jvm_threads": threads, "unattributed_s": round(busy - sum(procs.values()), 2)}
     try:
         out["guarantee"] = json.loads(p.stdout.read().strip().splitlines()[-1])["guarantee"]
     except (IndexError, KeyError, ValueError):

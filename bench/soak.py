@@ -58,7 +58,8 @@ def start_hogs(memory: bool, leave_gb: float, log: Path) -> list[subprocess.Pope
         deadline = time.monotonic() + 300
         while "held" not in processes.read_log(log):
             if hog.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the memory hog did not take {take / 2**30:.1f} GiB: {processes.read_log(log)[-300:]}")
+                raise RuntimeError(f"the memory hog did not take {take / 2**30:.1f} GiB: "
+                                   f"{processes.read_log(log)[-300:]}")
             time.sleep(0.5)
     for _ in range(os.cpu_count() or 1):
         hogs.append(processes.spawn([sys.executable, "-c", CPU_HOG]))

@@ -35,8 +35,8 @@ Variants (:mod:`lab.host.start_tuning`; ``all`` is the default start):
 ``restart-delay-1s``, ``no-standby``, ``pyspark-worker-daemon``, ``no-worker-preload``,
 ``task-fetch-wait-500`` (Kafka's own ``fetch.max.wait.ms`` in the tasks of Spark's Kafka
 source), ``no-quick-stop``, ``no-broker-archive`` (the broker's JVM without :mod:`lab.broker.archive`),
-``codegen-on`` (Spark SQL's own code generation, ``LAB_CODEGEN=on``) and ``none`` (every technique off: the start before them); by
-default every variant for ``structured``, and for the others ``all``, ``no-standby``,
+``codegen-on`` (Spark SQL's own code generation, ``LAB_CODEGEN=on``) and ``none`` (every technique off: the start before
+them); by default every variant for ``structured``, and for the others ``all``, ``no-standby``,
 ``no-quick-stop`` and ``none`` (:data:`DEFAULT_VARIANTS`; ``direct`` read with Spark's batch Kafka
 source measured no difference with ``task-fetch-wait-500``, 1.56 against 1.67 s crash to first batch
 done, so its reads keep Kafka's wait). Rounds interleave the variants, so each before/after pair shares

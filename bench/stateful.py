@@ -46,7 +46,8 @@ def measure(events: int, window: float, provider: str, runs_dir: Path) -> dict:
            "--watermark", "600", "--state-store", provider,
            "--faults", "driver-crash@batch=4:after-output-before-commit", "--json"]
     started = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "LAB_RUNS_DIR": str(runs_dir)})
     wall = time.monotonic() - started
     if out.returncode != 0:
         return {"provider": provider, "window_s": window, "error": out.stderr.strip().splitlines()[-1:]}

@@ -1,4 +1,5 @@
-"""Both test tiers' time: ``make test`` (the quick tier) over ``make test-all`` (everything), each split per kind and file.
+"""Both test tiers' time: ``make test`` (the quick tier) over ``make test-all`` (everything), each split per kind and
+file.
 
 ``make test`` runs the unit tests and one short scenario per pipeline family,
 ``make test-all`` every test; both in two processes (``TEST_WORKERS``), both
@@ -47,7 +48,8 @@ GOAL = 1 / 3
 
 
 def read_junit(path: Path) -> tuple[list[tuple[str, str, float]], float | None, str | None]:
-    """Every test case of a JUnit XML as ``(classname, name, seconds)``, the run's wall seconds and start (None if absent)."""
+    """Every test case of a JUnit XML as ``(classname, name, seconds)``, the run's wall seconds and start (None if
+    absent)."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     wall = sum(float(s.get("time", 0)) for s in suites) if suites else None
@@ -161,13 +163,14 @@ def _run_tier(name: str, command: list[str], tmp: Path, make: bool) -> tuple[dic
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "suite_time.json")
     ap.add_argument("--tier", action="append", choices=list(TIERS),
                     help="run only this tier (again for another; default: test, then test-all)")
     ap.add_argument("--junit", action="append", metavar="[TIER=]XML",
                     help="read this JUnit XML instead of running a tier: the first test's, the second test-all's")
-    ap.add_argument("--commit", default="HEAD", help="with --junit: the commit its runs were of (default: the checkout's)")
+    ap.add_argument("--commit", default="HEAD",
+                    help="with --junit: the commit its runs were of (default: the checkout's)")
     ap.add_argument("command", nargs="*", help="a pytest command to run (after --), as tier `command`")
     args = ap.parse_args(argv)
     if sum(map(bool, (args.junit, args.command, args.tier))) > 1:

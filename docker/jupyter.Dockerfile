@@ -9,7 +9,7 @@
 #
 # Why not the image's own python3: apache/spark 4.x is built FROM
 # eclipse-temurin:17-jammy (Ubuntu 22.04), whose python3 is 3.10.12. That meets
-# neither pyproject's requires-python (>=3.11) nor the pins: numpy==2.3.5 needs
+# neither pyproject's requires-python (>=3.11) nor the pins: numpy==2.4.6 needs
 # Python >= 3.11, and Ubuntu 22.04's own python3.11 is a universe package, 3.11.0,
 # outside Ubuntu's security support. So uv (from PyPI) installs a pinned CPython
 # 3.11 (python-build-standalone, needs glibc >= 2.17),

@@ -35,31 +35,40 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--pipeline", default="plain", help=f"one of: {', '.join(PIPELINES)} (default plain)")
     p.add_argument("--sink", default=None,
-                   help=f"one of: {', '.join(SINK_MODES)} (default append; kafka-eos: topic, its only sink; structured --trigger real-time: topic)")
+                   help=f"one of: {', '.join(SINK_MODES)} (default append; kafka-eos: topic, its only sink; structured "
+                        "--trigger real-time: topic)")
     p.add_argument("--events", type=int, default=3000, help="events to produce (default 3000)")
     p.add_argument("--rate", type=float, default=1000.0, help="events/s; 0 = as fast as possible (default 1000)")
     p.add_argument("--partitions", type=int, default=3, help="topic partitions (default 3)")
-    p.add_argument("--faults", default="", help="fault plan, e.g. driver-crash@at=3s or driver-crash@batch=2:mid-output")
+    p.add_argument("--faults", default="",
+                   help="fault plan, e.g. driver-crash@at=3s or driver-crash@batch=2:mid-output")
     p.add_argument("--faults-from", default=None, metavar="EVENTS_JSONL",
                    help="replay the faults recorded in a run's events.jsonl (presses included)")
     p.add_argument("--seed", type=int, default=1, help="seed for event ids and keys (default 1)")
-    p.add_argument("--commit", default="auto", help=f"plain pipeline's commit order, the share pipeline's acknowledgements: {', '.join(COMMIT_MODES)} "
+    p.add_argument("--commit", default="auto", help="plain pipeline's commit order, the share pipeline's "
+                                                    f"acknowledgements: {', '.join(COMMIT_MODES)} "
                    "(default auto)")
-    p.add_argument("--offsets", default="checkpoint", help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
+    p.add_argument("--offsets", default="checkpoint",
+                   help=f"direct pipeline's offset store: {', '.join(OFFSET_STORES)} (default checkpoint)")
     p.add_argument("--kafka-reader", default=None,
-                   help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default LAB_KAFKA_READER or auto)")
+                   help=f"structured and direct pipelines' Kafka reader: {', '.join(KAFKA_READERS)} (default "
+                        "LAB_KAFKA_READER or auto)")
     p.add_argument("--nodes", type=int, default=None,
-                   help="Apache Kafka brokers: 1 or 3 (a cluster, replication factor 3); default LAB_BROKER_NODES, else 1")
+                   help="Apache Kafka brokers: 1 or 3 (a cluster, replication factor 3); default LAB_BROKER_NODES, "
+                        "else 1")
     p.add_argument("--min-insync", type=int, default=1,
                    help="the run topic's min.insync.replicas (needs --nodes 3; default 1, Kafka's own default, stated)")
     p.add_argument("--unclean", default="off",
                    help="the run topic's unclean.leader.election.enable: on or off (needs --nodes 3; default off)")
     p.add_argument("--wal", default="on", help="receiver pipeline's write-ahead log: on or off (default on)")
-    p.add_argument("--ack", default="stored", help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
+    p.add_argument("--ack", default="stored",
+                   help=f"receiver's offset commits: {', '.join(RECEIVER_ACKS)} (default stored)")
     p.add_argument("--replication", type=int, default=1, help="receiver block replication: 1 or 2 (default 1)")
     p.add_argument("--query", default=None, help=f"what a pipeline computes: {', '.join(QUERIES)} "
-                                                  "(key-count: kafka-eos and samza; default passthrough, samza key-count)")
-    p.add_argument("--window", type=float, default=10.0, help="window-count: tumbling window in seconds of event time (default 10)")
+                                                  "(key-count: kafka-eos and samza; default passthrough, samza "
+                                                  "key-count)")
+    p.add_argument("--window", type=float, default=10.0,
+                   help="window-count: tumbling window in seconds of event time (default 10)")
     p.add_argument("--watermark", type=float, default=10.0,
                    help="window-count, dedupe, session-count: watermark delay in seconds of event time (default 10)")
     p.add_argument("--session-gap", type=float, default=None,
@@ -68,7 +77,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                                                         "(default hdfs; session-count: rocksdb)")
     p.add_argument("--late-fraction", type=float, default=0.0,
                    help="fraction of events the producer stamps with an old event time (default 0)")
-    p.add_argument("--late-by", type=float, default=60.0, help="how many seconds old those late events are (default 60)")
+    p.add_argument("--late-by", type=float, default=60.0,
+                   help="how many seconds old those late events are (default 60)")
     p.add_argument("--checkpointing", default="aligned", help=f"flink pipeline's checkpoint barriers: "
                    f"{', '.join(CHECKPOINTING)} (default aligned)")
     p.add_argument("--flink-delivery", default="auto", help=f"flink pipeline's KafkaSink guarantee: "
@@ -95,17 +105,21 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                         "transaction one of whose sends timed out)")
     p.add_argument("--delivery-timeout", type=float, default=None,
                    help=f"kafka-eos: seconds a send may take, retries included, before it fails "
-                        f"({DELIVERY_TIMEOUT_RANGE_S[0]:g} to {DELIVERY_TIMEOUT_RANGE_S[1]:g}, default {DELIVERY_TIMEOUT_S:g})")
+                        f"({DELIVERY_TIMEOUT_RANGE_S[0]:g} to {DELIVERY_TIMEOUT_RANGE_S[1]:g}, default "
+                        f"{DELIVERY_TIMEOUT_S:g})")
     p.add_argument("--elr", default="broker", help=f"eligible leader replicas (KIP-966): {', '.join(ELR)} "
                    f"(default broker: {ELR['broker']})")
     p.add_argument("--on-pause", default="auto", help=f"what a driver-pause leads to: {', '.join(ON_PAUSE)} "
                    f"(default auto: {ON_PAUSE['auto']})")
-    p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port (default LAB_SPARK_MASTER or local[2])")
+    p.add_argument("--master", default=None, help="Spark master: local[N], local-cluster[W,C,M], spark://host:port "
+                                                  "(default LAB_SPARK_MASTER or local[2])")
     p.add_argument("--spark-ui", action="store_true", default=None,
                    help="the Spark driver's web UI on 127.0.0.1, its address printed as each driver has its turn "
                         "(default LAB_SPARK_UI, else off)")
-    p.add_argument("--batch-interval", type=float, default=None, help="seconds between micro-batches (default 0.5); flink: between checkpoints (default 1)")
-    p.add_argument("--max-batch", type=int, default=None, help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
+    p.add_argument("--batch-interval", type=float, default=None,
+                   help="seconds between micro-batches (default 0.5); flink: between checkpoints (default 1)")
+    p.add_argument("--max-batch", type=int, default=None,
+                   help="most records per batch (direct: per partition per batch; default 500, or events/20 when more)")
     p.add_argument("--acks", default="all", help="producer acks: 0, 1 or all (default all)")
     p.add_argument("--retries", type=int, default=5, help="producer retries (default 5)")
     p.add_argument("--idempotence", choices=("on", "off"), default="on", help="idempotent producer (default on)")
@@ -117,7 +131,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", default="auto", choices=("auto", "read_committed", "read_uncommitted"),
                    help="the pipeline's Kafka isolation level (default auto: read_committed with --transactional on)")
     p.add_argument("--name", default="", help="run name (default PIPELINE-SINK)")
-    p.add_argument("--deadline", type=float, default=None, help="seconds without progress before the run stops undrained (default 120, or LAB_DEADLINE)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds without progress before the run stops undrained (default 120, or LAB_DEADLINE)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object, last")
 
 
@@ -220,7 +235,8 @@ def _print_table(report: dict) -> None:
         if latency and latency["events"]:  # send to the output record's first copy (lab.audit.latency)
             steady = (f"; sent after the first output: p50 {latency['steady_p50_ms']:.0f} ms, p95 "
                       f"{latency['steady_p95_ms']:.0f} ms" if latency.get("steady_events") else "")
-            rows.insert(7, ("latency send to output", f"p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms, "
+            rows.insert(7, ("latency send to output",
+                            f"p50 {latency['p50_ms']:.0f} ms, p95 {latency['p95_ms']:.0f} ms, "
                                                       f"max {latency['max_ms']:.0f} ms{steady}"))
     replays = report.get("flink_replays")
     if replays and replays["restarts"]:  # flink: what its restarts wrote again, predicted from the timeline
@@ -231,7 +247,8 @@ def _print_table(report: dict) -> None:
                                                "them in the topic, read uncommitted)"))
     # Shown only when they happened: each is a reason to read the counts above with care.
     if report.get("acked_without_offset"):
-        rows.insert(6, ("acked, no offset found", f"{report['acked_without_offset']}  (not in the topic; lost unless the sink has them)"))
+        rows.insert(6, ("acked, no offset found",
+                        f"{report['acked_without_offset']}  (not in the topic; lost unless the sink has them)"))
     if report.get("final_stop") not in (None, "graceful", "gone"):
         rows.append(("final stop", f"{report['final_stop']}  (events in flight counted unseen)"))
     for e in report.get("faults_not_applied", []):
@@ -259,15 +276,15 @@ def cmd_run(a) -> int:
     config = make_config(
         pipeline=a.pipeline, sink=a.sink, events=a.events, rate=a.rate, partitions=a.partitions,
         faults=a.faults, seed=a.seed, commit=a.commit, name=a.name or None, deadline_s=a.deadline,
-        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, nodes=a.nodes, min_insync=a.min_insync, unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master,
-        spark_ui=a.spark_ui,
+        offsets=a.offsets, kafka_reader=a.kafka_reader, isolation=a.isolation, nodes=a.nodes, min_insync=a.min_insync,
+        unclean=a.unclean, wal=a.wal, ack=a.ack, replication=a.replication, spark_master=a.master, spark_ui=a.spark_ui,
         batch_interval_s=a.batch_interval, max_batch_records=a.max_batch, query=a.query, window_s=a.window,
-        session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction, late_by_s=a.late_by,
-        checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink, backlog=a.backlog,
-        storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers, on_pause=a.on_pause,
-        elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit, delivery_timeout_s=a.delivery_timeout,
-        acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on", transactional=a.transactional == "on",
-        producer_client=a.producer_client,
+        session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction,
+        late_by_s=a.late_by, checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
+        backlog=a.backlog, storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers,
+        on_pause=a.on_pause, elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit,
+        delivery_timeout_s=a.delivery_timeout, acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
+        transactional=a.transactional == "on", producer_client=a.producer_client,
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.
     run = Run(config, on_event=partial(_echo_spark_ui if a.json else _echo_event, pipeline=config.pipeline))
@@ -288,8 +305,8 @@ def _echo_event(e: dict, pipeline: str) -> None:
     if t == ev.SPARK_UI:
         _echo_spark_ui(e, pipeline)
     elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
-               ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART, ev.TXN_ABORTED,
-               ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
+               ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART,
+               ev.TXN_ABORTED, ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
                ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.COMMITTED_WITH_FAILED_SENDS):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
@@ -332,7 +349,8 @@ def cmd_broker(a) -> int:
         product = " ".join(filter(None, (i.product, i.version)))
         if i.nodes:
             pids = ", ".join(f"broker {n.node} pid {n.broker_pid}" for n in i.nodes)
-            return f"bootstrap {i.bootstrap} ({product}, {len(i.nodes)} brokers: {pids}; controller pid {i.controller_pid})"
+            return (f"bootstrap {i.bootstrap} ({product}, {len(i.nodes)} brokers: {pids}; controller pid "
+                    f"{i.controller_pid})")
         return f"bootstrap {i.bootstrap} ({product} pid {i.broker_pid}, proxy pid {i.proxy_pid})"
 
     return _service(a, "broker", lambda d: shared_broker.start_detached(

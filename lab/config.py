@@ -264,7 +264,8 @@ class RunConfig(EngineGroups):
 
     @property
     def topic_configs(self) -> dict:
-        """Kafka topic configs the run's topic is created with (set explicitly on a cluster, never left to the broker)."""
+        """Kafka topic configs the run's topic is created with (set explicitly on a cluster, never left to the
+        broker)."""
         c = self.cluster
         if c.nodes == 1:
             return {}
@@ -363,7 +364,8 @@ class RunConfig(EngineGroups):
         if self.cluster.kafka_proxy:
             check_proxy_address(self.cluster.kafka_proxy)
         if self.sink_url and not self.sink_url.startswith(("postgresql://", "postgres://")):
-            raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for SQLite)")
+            raise LabError(f"bad LAB_SINK_URL {self.sink_url!r}; valid: postgresql://user@host:port/db (unset for "
+                           "SQLite)")
         self.producer.validate()
         check_plan(self.fault_plan, self, spec, PIPELINES, REQUIREMENTS)
 

@@ -93,7 +93,8 @@ def check_class_archive() -> Check:
 
 
 def check_broker_archive() -> Check:
-    """The Kafka broker JVM's class archive (:mod:`lab.broker.archive`): present for today's Java and Kafka, or the fix."""
+    """The Kafka broker JVM's class archive (:mod:`lab.broker.archive`): present for today's Java and Kafka, or the
+    fix."""
     from lab.broker import apache as kafka_broker, archive as broker_archive
     from lab.host import jars
 
@@ -172,7 +173,8 @@ def check_flink() -> Check:
 
 
 def check_java_classes() -> list[Check]:
-    """The storm, samza and share pipelines' compiled classes (:mod:`lab.host.java_build`); their jars are in :func:`check_jars`.
+    """The storm, samza and share pipelines' compiled classes (:mod:`lab.host.java_build`); their jars are in
+    :func:`check_jars`.
 
     A run compiles them when missing (about 2 s, from the cached jars), so neither fails anything.
     """

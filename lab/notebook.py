@@ -61,14 +61,16 @@ def ask(questions, predictions=None, **kwargs):
 
 
 def answers(frozen, measured, where):
-    """:func:`lab.views.predict.answers`: each question's prediction against what was measured, recorded in ``where``."""
+    """:func:`lab.views.predict.answers`: each question's prediction against what was measured, recorded in
+    ``where``."""
     from lab.views.predict import answers as judge_answers
 
     return judge_answers(frozen, measured, where)
 
 
 def predict_grid(questions, predictions=None, **kwargs):
-    """:func:`lab.views.predict.predict_grid` in the notebook's mode: a row of buttons per grid row, or ``PREDICTIONS``."""
+    """:func:`lab.views.predict.predict_grid` in the notebook's mode: a row of buttons per grid row, or
+    ``PREDICTIONS``."""
     from lab.views.predict import predict_grid as show_buttons
 
     return show_buttons(questions, predictions, interactive=is_interactive(), **kwargs)
@@ -91,10 +93,12 @@ def compare(results: dict[str, RunResult]):
         c = r.audit.counts()
         rows.append({"scenario": label, "guarantee": c["guarantee"], "acked": c["acked"],
                      "exactly once": c["exactly_once"], "duplicated": c["duplicated"], "lost": c["lost"],
-                     "unseen": c["unseen"], "unexpected": c["unexpected"], "write attempts": c["write_attempts"], "stored rows": c["stored_rows"]})
+                     "unseen": c["unseen"], "unexpected": c["unexpected"], "write attempts": c["write_attempts"],
+                     "stored rows": c["stored_rows"]})
         if c.get("late_dropped") or "windows" in c:
             rows[-1].update({k.replace("_", " "): c.get(k) for k in (
-                "late_dropped", "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount")})
+                "late_dropped", "windows", "windows_exact", "windows_over", "windows_under", "overcount",
+                "undercount")})
         if "source_duplicates" in r.report:
             rows[-1]["source duplicates"] = r.report["source_duplicates"]
     return pd.DataFrame(rows).set_index("scenario")
@@ -218,7 +222,8 @@ def fencing(records: int = 20, successor_records: int = 10):
 
 
 def show_code(name: str) -> None:
-    """Show a lesson region of the lab's code (:mod:`lab.lessons.code`) as the driver runs it, and the guides it illustrates.
+    """Show a lesson region of the lab's code (:mod:`lab.lessons.code`) as the driver runs it, and the guides it
+    illustrates.
 
     Raises
     ------

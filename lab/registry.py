@@ -23,7 +23,8 @@ from lab.kafka.transactions import transactional_id
 #: crash scenario: 20.6-21.2 s, against 17.4-18.6 s with 0.5 s; the default grid has run at 0.5 s since it
 #: was measured with every classification unchanged).
 DEFAULT_BATCH_INTERVAL_S = 0.5
-#: flink's ``batch_interval_s`` is its checkpoint interval (its :attr:`PipelineSpec.default_interval_s`), which its notebook and tests time their crashes by.
+#: flink's ``batch_interval_s`` is its checkpoint interval (its :attr:`PipelineSpec.default_interval_s`), which its
+#: notebook and tests time their crashes by.
 FLINK_CHECKPOINT_INTERVAL_S = 1.0
 
 #: What runs a pipeline, as a reader names it.
@@ -63,14 +64,16 @@ def _receiver_label(sink, s: dict, query: str) -> str:
 
 def _direct_label(sink, s: dict, query: str) -> str:
     if s.get("offsets") == "sink":  # the offsets commit in the rows' transaction: the sink is implied
-        return "direct, offsets in the sink's transaction" + ("" if sink == "transactional" else f", {sink_words(sink)}")
+        return "direct, offsets in the sink's transaction" + ("" if sink == "transactional"
+                                                              else f", {sink_words(sink)}")
     where = _OFFSET_WORDS.get(s.get("offsets"))
     return ", ".join(["direct", *([where] if where else []), sink_words(sink)])
 
 
 def _structured_label(sink, s: dict, query: str) -> str:
     trigger = s.get("trigger")
-    mode = [f"real-time {trigger.split(':', 1)[1]}"] if present(trigger) and str(trigger).startswith("real-time:") else []
+    mode = ([f"real-time {trigger.split(':', 1)[1]}"] if present(trigger) and str(trigger).startswith("real-time:")
+            else [])
     return ", ".join([f"structured{query}", *mode, sink_words(sink)])
 
 
@@ -176,7 +179,8 @@ class PipelineSpec:
         ``output_client(run_id)``: the client id prefix of the producer writing its output topic, which the
         leader-unreachable fault cuts off alone.
     ui_tab : tuple of str or None
-        ``(tab, what it shows)``: where its batches show in the Spark driver's web UI (:func:`lab.spark.session.ui_hint`).
+        ``(tab, what it shows)``: where its batches show in the Spark driver's web UI
+        (:func:`lab.spark.session.ui_hint`).
     batches_mark_output : bool
         Whether a ``batch-done`` comes once that batch's output is written, so that none before a crash means
         nothing was written (:mod:`lab.audit.shown`). Not flink: its batches are its checkpoints, and its
@@ -311,7 +315,8 @@ PIPELINES: dict[str, PipelineSpec] = {
         name="structured",
         module="lab.pipelines.structured.pipeline",
         waits_for_turn=True,
-        summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside tasks",
+        summary="Spark Structured Streaming: offset and commit logs in the checkpoint, foreachBatch writes inside "
+                "tasks",
         engine="spark",
         label=_structured_label,
         watermarks=True,
@@ -328,7 +333,8 @@ PIPELINES: dict[str, PipelineSpec] = {
         name="direct",
         module="lab.pipelines.direct",
         waits_for_turn=True,
-        summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the checkpoint",
+        summary="Spark direct Kafka approach on RDDs: the driver plans offset ranges per batch, logged in the "
+                "checkpoint",
         engine="spark",
         label=_direct_label,
         options=("offsets", "kafka_reader"),

@@ -4,8 +4,9 @@ Plotly's static export needs kaleido, which the lab does not install; this write
 the figure's HTML (plotly.js inlined, so no network) and screenshots it in headless
 Chromium through playwright, the browser the browser test uses.
 
-    .venv/bin/python docs/tools/render_grid.py                 # docs/reference/matrix.csv -> docs/images/semantics_grid.png
-    .venv/bin/python docs/tools/render_grid.py --results data/results/matrix.csv --out grid.png
+    .venv/bin/python docs/tools/render_grid.py                 # docs/reference/matrix.csv ->
+    docs/images/semantics_grid.png .venv/bin/python docs/tools/render_grid.py --results data/results/matrix.csv --out
+    grid.png
 """
 
 from __future__ import annotations

@@ -71,6 +71,7 @@ def claim(acks: str, min_insync: int, unclean: str, elr: str | None = None) -> C
     if elr == "on" and not alone:
         return Claim("acked-kept", f"{how}; unclean election off, eligible leader replicas on: a follower that left "
                                    "the ISR once it was below min.insync.replicas holds every acknowledged write and "
-                                   "may be elected cleanly (KIP-966), so the partition need not wait for its old leader")
+                                   "may be elected cleanly (KIP-966), so the partition need not wait for its old "
+                                   "leader")
     return Claim("acked-kept", f"{how}; unclean election off: no out-of-sync follower may lead, the partition "
                                "waits for the old leader to come back with its log (unavailable meanwhile)")

@@ -59,7 +59,8 @@ def delivery_table(lines: list[dict]) -> dict[int, dict]:
     return table
 
 
-def archived_mask(ledger_seq: np.ndarray, table: dict[int, dict], limit: int, start_offsets: dict[int, int]) -> np.ndarray:
+def archived_mask(ledger_seq: np.ndarray, table: dict[int, dict], limit: int,
+                  start_offsets: dict[int, int]) -> np.ndarray:
     """Aligned with the ledger: events delivered ``limit`` times, never written, below the group's settled offset."""
     out = np.zeros(len(ledger_seq), dtype=bool)
     for i, seq in enumerate(ledger_seq.tolist()):

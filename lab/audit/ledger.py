@@ -203,7 +203,8 @@ def acked_snapshot(path: Path | str) -> tuple[list[tuple[int, int, int]], list[s
         ints = db.execute("SELECT seq, COALESCE(partition, -1), COALESCE(kafka_offset, -1) FROM sends "
                           "WHERE status = 'acked' ORDER BY seq").fetchall()
         ids = [r[0] for r in db.execute("SELECT event_id FROM sends WHERE status = 'acked' ORDER BY seq")]
-        other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY status").fetchall())
+        other = dict(db.execute("SELECT status, COUNT(*) FROM sends WHERE status != 'acked' GROUP BY "
+                                "status").fetchall())
         db.execute("COMMIT")
     finally:
         db.close()
@@ -211,7 +212,8 @@ def acked_snapshot(path: Path | str) -> tuple[list[tuple[int, int, int]], list[s
 
 
 def acked_event_times(path: Path | str) -> list[tuple[int, str, int, int, int]]:
-    """``(seq, key, partition, offset, event_time_ms)`` of every acknowledged send, in sequence order (-1, 0 unknown)."""
+    """``(seq, key, partition, offset, event_time_ms)`` of every acknowledged send, in sequence order (-1, 0
+    unknown)."""
     db = _read_only(path)
     try:
         return db.execute("SELECT seq, key, COALESCE(partition, -1), COALESCE(kafka_offset, -1), "

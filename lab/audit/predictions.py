@@ -63,7 +63,8 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
     if topic.get("lost") is None:
         raise LabError(f"run {report.get('run_dir', '?')} has no final read of its topic (report field topic.lost)")
     outcome = "acked-lost" if topic["lost"] else "acked-kept"
-    return outcome, f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the topic"
+    return outcome, (f"{topic['lost']} of {topic.get('acked', report.get('acked', 0))} acknowledged sends not in the "
+                     "topic")
 
 
 #: Questions that are not a run's delivery guarantee, and the choices each is answered with. Each is measured by a
@@ -88,7 +89,8 @@ def uncommitted_reader_outcome(report: Mapping) -> tuple[str, str]:
     """
     extra = report.get("read_uncommitted_extra_copies")
     if extra is None:
-        raise LabError(f"run {report.get('run_dir', '?')} read no output topic (report field read_uncommitted_extra_copies)")
+        raise LabError(f"run {report.get('run_dir', '?')} read no output topic (report field "
+                       "read_uncommitted_extra_copies)")
     outcome = NAIVE_READER_OUTCOMES[1] if extra else NAIVE_READER_OUTCOMES[0]
     return outcome, (f"{report.get('read_uncommitted_records')} records for a read_uncommitted reader, {extra} of them "
                      f"extra copies ({report.get('aborted_output_records', 0)} in aborted transactions)")
@@ -108,7 +110,8 @@ def check_mapping(given) -> dict:
         return {}
     if not isinstance(given, Mapping):
         raise LabError(f"PREDICTIONS must be a mapping {{run label: outcome}}, got {type(given).__name__} "
-                       f"{str(given)[:60]!r}; with papermill pass it as YAML: -y 'PREDICTIONS: {{\"reliable, WAL\": at-least-once}}'")
+                       f"{str(given)[:60]!r}; with papermill pass it as YAML: -y 'PREDICTIONS: {{\"reliable, WAL\": "
+                       "at-least-once}'")
     for key, value in given.items():
         as_choice(value, ALL_OUTCOMES, key)
     return dict(given)
@@ -270,7 +273,8 @@ PREDICTIONS_FILE = "predictions.json"
 
 
 def record_all(verdicts: Sequence[Verdict], directory: Path | str) -> Path:
-    """Write several verdicts (one per row of a grid) to ``predictions.json`` in ``directory`` (made) and return its path."""
+    """Write several verdicts (one per row of a grid) to ``predictions.json`` in ``directory`` (made) and return its
+    path."""
     path = Path(directory) / PREDICTIONS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([asdict(v) for v in verdicts], indent=1, ensure_ascii=False))

@@ -92,7 +92,8 @@ def restart_line(restart: Restart, now: float) -> str:
     if restart.back_s is not None:
         return f"driver #{restart.attempt} back {restart.back_s:.1f} s after {after}"
     if restart.over_t is not None:
-        return f"driver #{restart.attempt} did no batch (restarted {restart.start_t - restart.down_t:.1f} s after {after})"
+        return (f"driver #{restart.attempt} did no batch (restarted {restart.start_t - restart.down_t:.1f} s after "
+                f"{after})")
     return f"driver #{restart.attempt} restarting, {max(0.0, now - restart.down_t):.1f} s since {after}"
 
 

@@ -281,7 +281,8 @@ def spawn_jvm(java: str, classpath: str, props: Path, text: str, log: Path, deta
 
 
 def await_jvm(proc, log: Path, offset: int) -> dict[str, int]:
-    """Wait until a :func:`spawn_jvm` JVM logs ``Kafka Server started``: ``{listener: bound port}``, checked with the OS.
+    """Wait until a :func:`spawn_jvm` JVM logs ``Kafka Server started``: ``{listener: bound port}``, checked with the
+    OS.
 
     On failure the JVM is stopped before :class:`LabError` propagates.
     """
@@ -318,8 +319,8 @@ def start(java: str, classpath: str, log_dir: Path, proxy_port: int, detach: boo
     data_dir = log_dir / "kafka-data"
     if not data_dir.exists() and not copy_formatted(java, classpath, log_dir, data_dir, proxy_port, log):
         format_data_dir(java, classpath, log_dir, data_dir, proxy_port, log)
-    proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log, detach,
-                            archive_at_exit)
+    proc, ports = start_jvm(java, classpath, log_dir / "server.properties", properties(data_dir, proxy_port), log,
+                            detach, archive_at_exit)
     if "PLAINTEXT" not in ports:
         processes.stop_process(proc, 2)
         raise LabError(f"Apache Kafka's client listener port is not in its log (it says {ports}); see {log}")

@@ -101,7 +101,8 @@ class BrokerInfo:
 
     @classmethod
     def from_dict(cls, data: dict) -> BrokerInfo:
-        """Read a ``to_dict()`` of this or an older lab (missing fields take their defaults; unknown ones are ignored)."""
+        """Read a ``to_dict()`` of this or an older lab (missing fields take their defaults; unknown ones are
+        ignored)."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["nodes"] = tuple(kafka_cluster.NodeInfo(**n) for n in values.get("nodes") or ())
@@ -288,7 +289,8 @@ def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> Bro
         For an external Kafka; when the JVM is not ready in time (its log is named).
     """
     if info.nodes:
-        raise LabError("a cluster's brokers restart one by one (restart_cluster_node); broker-crash applies to one node")
+        raise LabError("a cluster's brokers restart one by one (restart_cluster_node); broker-crash applies to one "
+                       "node")
     if info.external or not info.log_dir or not info.control_port:
         raise LabError("only the embedded Apache Kafka broker can be restarted on its data, not an external Kafka "
                        "(LAB_KAFKA_BOOTSTRAP); unset LAB_KAFKA_BOOTSTRAP to use the embedded one")

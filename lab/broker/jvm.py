@@ -1,4 +1,5 @@
-"""The Kafka broker JVM's flags, shared by the broker (:mod:`lab.broker.apache`) and its class archive (:mod:`lab.broker.archive`)."""
+"""The Kafka broker JVM's flags, shared by the broker (:mod:`lab.broker.apache`) and its class archive
+(:mod:`lab.broker.archive`)."""
 
 from __future__ import annotations
 

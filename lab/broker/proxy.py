@@ -282,7 +282,8 @@ def _parse_upstream(host, port) -> tuple[str, int]:
     """``(host, port)`` of a broker, or ValueError naming the bad value."""
     if not isinstance(host, str) or not host:
         raise ValueError(f"bad upstream host {host!r}; valid: a host name or address such as 127.0.0.1")
-    if isinstance(port, bool) or not isinstance(port, (int, str)) or not str(port).isdigit() or not 0 < int(port) < 65536:
+    if (isinstance(port, bool) or not isinstance(port, (int, str)) or not str(port).isdigit()
+        or not 0 < int(port) < 65536):
         raise ValueError(f"bad upstream port {port!r}; valid: 1..65535")
     return host, int(port)
 

@@ -1,4 +1,5 @@
-"""Apache Flink's pipeline: its options group (barriers, the KafkaSink's guarantee, a slow sink), checks, environment."""
+"""Apache Flink's pipeline: its options group (barriers, the KafkaSink's guarantee, a slow sink), checks,
+environment."""
 
 from __future__ import annotations
 

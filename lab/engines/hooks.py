@@ -38,8 +38,9 @@ class Engine:
         Its frozen options group: one field per parameter, named as the parameter (``--wal`` is ``wal``), with
         the default a run of any pipeline has.
     check : callable
-        ``check(cfg, spec, pipelines)`` (``spec``: the run's registry entry, ``pipelines``: the registry), for every run: raise :class:`lab.errors.LabError` naming a bad value of its group and
-        the valid choices, or one of its settings changed for a pipeline of another engine.
+        ``check(cfg, spec, pipelines)`` (``spec``: the run's registry entry, ``pipelines``: the registry), for every
+        run: raise :class:`lab.errors.LabError` naming a bad value of its group and the valid choices, or one of its
+        settings changed for a pipeline of another engine.
     after_query : bool
         ``check`` runs after the query's own check (it may assume the query is one the pipeline runs); else before
         (so a refusal names the engine's setting, not the query it implies).

@@ -76,7 +76,8 @@ def check(cfg, spec, pipelines) -> None:
     if s.offsets not in OFFSET_STORES:
         raise choices_error("offset store", s.offsets, OFFSET_STORES)
     if s.offsets == "sink" and cfg.sink != "transactional":
-        raise LabError(f"--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not {cfg.sink!r}")
+        raise LabError("--offsets sink stores offsets in the sink's transaction: it needs --sink transactional, not "
+                       f"{cfg.sink!r}")
     if s.kafka_reader not in KAFKA_READERS:
         raise choices_error("Kafka reader", s.kafka_reader, KAFKA_READERS)
     if s.wal not in ON_OFF:
@@ -95,7 +96,8 @@ def check(cfg, spec, pipelines) -> None:
         raise choices_error("spark_ui setting", s.spark_ui, ("True", "False"))
     if s.spark_ui and spec.engine != ENGINE.name:
         raise LabError(f"--spark-ui (spark_ui=True) is the Spark driver's web UI; pipeline {cfg.pipeline!r} "
-                       f"runs no Spark; valid pipelines: {', '.join(p for p, x in pipelines.items() if x.engine == ENGINE.name)}")
+                       "runs no Spark; valid pipelines: "
+                       f"{', '.join(p for p, x in pipelines.items() if x.engine == ENGINE.name)}")
     if not _MASTER.match(s.spark_master):
         raise LabError(
             f"bad Spark master {s.spark_master!r}; valid forms: local, local[N] or local[*] (N >= 1), "

@@ -28,7 +28,8 @@ def _needs_acked_storm(cfg) -> str | None:
     # whole batches, never a tuple.
     if cfg.storm.storm_mode == "acked":
         return None
-    return f"fault 'bolt-fail' fails tuples to the acker: it needs --storm-mode acked (this run: {cfg.storm.storm_mode})"
+    return ("fault 'bolt-fail' fails tuples to the acker: it needs --storm-mode acked (this run: "
+            f"{cfg.storm.storm_mode})")
 
 
 def prepare(cfg, spec, write_event) -> None:
@@ -40,7 +41,8 @@ def prepare(cfg, spec, write_event) -> None:
 
 @contextmanager
 def services(cfg, run_dir, write_event):
-    """Storm's ZooKeeper, from before the first driver to the run's end: the state Storm keeps there outlives crashes."""
+    """Storm's ZooKeeper, from before the first driver to the run's end: the state Storm keeps there outlives
+    crashes."""
     from lab import events as ev
     from lab.storm import zookeeper
 

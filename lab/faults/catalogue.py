@@ -14,8 +14,8 @@ from lab import events as ev
 
 # -- the catalogue ----------------------------------------------------------------
 # One place says which faults and named points exist, who carries each out,
-# what else it needs (each pipeline's registry entry lists the faults and points it accepts). Configuration checks a plan
-# against it before any process starts (:func:`lab.faults.plan.check_plan`); the supervisor's
+# what else it needs (each pipeline's registry entry lists the faults and points it accepts). Configuration checks a
+# plan against it before any process starts (:func:`lab.faults.plan.check_plan`); the supervisor's
 # injector (:mod:`lab.run.injector`) carries out the control-plane faults; the panel
 # draws its buttons from it. Adding a fault or a point means an entry here and
 # its implementation (the injector, or the pipeline that stops at the point).
@@ -42,8 +42,8 @@ class FaultSpec:
         What really happens.
     by : str
         Who carries it out: ``supervisor`` (a kill), ``proxy`` (a cut or dropped
-        responses), ``producer`` (the ledgered producer, e.g. aborting transactions), ``timeline`` (the supervisor writes the ``fault`` event and the
-        pipeline's driver, watching the timeline, acts on it), ``driver`` (the
+        responses), ``producer`` (the ledgered producer, e.g. aborting transactions), ``timeline`` (the supervisor
+        writes the ``fault`` event and the pipeline's driver, watching the timeline, acts on it), ``driver`` (the
         pipeline itself at its trigger, e.g. a task raising; it reports the event).
     points : bool
         Whether a named point may follow the trigger.
@@ -172,9 +172,11 @@ def on_pause_mode(cfg, spec) -> str:
 
 
 FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
-    FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor restarts it",
+    FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor "
+                              "restarts it",
               by="supervisor", points=True,
-              button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its checkpoint")),
+              button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its "
+                                      "checkpoint")),
     FaultSpec("driver-pause", "SIGSTOP to the driver's process group, SIGCONT after for=Ns; with --on-pause replace "
               "a new driver takes over meanwhile and the paused one comes back as a zombie",
               by="supervisor", options=("for",),
@@ -221,7 +223,8 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               "restarted on its data after for=Ns",
               by="supervisor", options=("for",), isr_trigger=True,
               requires=_needs_cluster("leader-crash"),
-              button=("Crash leader 5 s", "SIGKILL the broker that leads partition 0; it restarts on its data 5 s later"),
+              button=("Crash leader 5 s", "SIGKILL the broker that leads partition 0; it restarts on its data 5 s "
+                                          "later"),
               panel_options=(("duration_s", 5.0),)),
     FaultSpec("follower-lag", "the replication proxies hold every follower fetch for=Ns: followers fall behind "
               "while leaders keep acknowledging",
@@ -254,7 +257,8 @@ COMMON_FAULTS = ("driver-crash", "driver-pause", "broker-outage", "ack-loss", "b
 
 
 def faults_in_order(*own: str) -> tuple[str, ...]:
-    """:data:`COMMON_FAULTS` and a pipeline's ``own`` fault kinds, in catalogue order (a registry entry's ``faults``)."""
+    """:data:`COMMON_FAULTS` and a pipeline's ``own`` fault kinds, in catalogue order (a registry entry's
+    ``faults``)."""
     unknown = set(own) - set(FAULTS)
     if unknown:
         raise ValueError(f"not in the catalogue: {sorted(unknown)}")

@@ -142,8 +142,8 @@ def _parse_one(item: str, index: int) -> Fault:
                        f"{KEYS - 1} (records of key k<nn>)")
     if m.group(7):
         if int(m.group(8)) >= KEYS:
-            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; the producer's keys are k00 to k{KEYS - 1:02d}: "
-                           f"write key=<n> with n from 0 to {KEYS - 1}")
+            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; the producer's keys are k00 to "
+                           f"k{KEYS - 1:02d}: write key=<n> with n from 0 to {KEYS - 1}")
         fault = replace(fault, key=int(m.group(8)))
     elif m.group(1):
         fault = replace(fault, at_s=float(m.group(2)))
@@ -220,7 +220,8 @@ def check_fault(fault: Fault, config, pipeline, pipelines: dict, requirements: d
         raise LabError(f"--on-pause replace runs two drivers at once, which pipeline {config.pipeline!r} cannot (they "
                        f"would share its local state); valid pipelines for it: "
                        f"{', '.join(n for n, p in pipelines.items() if p.pause_replace)}; or use --on-pause wait")
-    if fault.kind == "driver-pause" and on_pause_mode(config, pipeline) == "replace" and fault.duration_s <= PAUSE_REPLACE_AFTER_S:
+    if (fault.kind == "driver-pause" and on_pause_mode(config, pipeline) == "replace"
+        and fault.duration_s <= PAUSE_REPLACE_AFTER_S):
         raise LabError(f"fault {fault.to_text()!r}: with --on-pause replace the pause must outlast the "
                        f"{PAUSE_REPLACE_AFTER_S:g} s after which its replacement starts; valid: for=<n>s with n > "
                        f"{PAUSE_REPLACE_AFTER_S:g}")
@@ -238,7 +239,8 @@ def check_plan(faults, config, pipeline, pipelines: dict, requirements: dict) ->
 
 
 def poison_seqs(fault: Fault, seed: int, events: int) -> list[int]:
-    """The sequence numbers a ``poison@key=<n>[:count=<c>]`` fault makes poison: the first ``c`` (1) events of key ``k<nn>``."""
+    """The sequence numbers a ``poison@key=<n>[:count=<c>]`` fault makes poison: the first ``c`` (1) events of key
+    ``k<nn>``."""
     key = f"k{fault.key:02d}"
     return [seq for seq, k in enumerate(event_keys(seed, events)) if k == key][:fault.count or 1]
 

@@ -163,7 +163,8 @@ def env_problem(py: str | None = None) -> str | None:
     if {k: v for k, v in recorded.items() if k != "python"} != {k: v for k, v in _stamp("").items() if k != "python"}:
         return f"the Flink environment at {where} was built for other pins (lab/flink-requirements.txt changed)"
     if recorded.get("python") not in FLINK_PYTHONS:
-        return f"the Flink environment at {where} was built on Python {recorded.get('python')}, not {' or '.join(FLINK_PYTHONS)}"
+        return (f"the Flink environment at {where} was built on Python {recorded.get('python')}, not "
+                f"{' or '.join(FLINK_PYTHONS)}")
     return None
 
 

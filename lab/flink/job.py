@@ -125,7 +125,8 @@ def build(env, spec: dict) -> None:
               .set_property("partition.discovery.interval.ms", "-1")
               .build())
     # lesson: flink-sink
-    guarantee = DeliveryGuarantee.EXACTLY_ONCE if spec["delivery"] == "exactly-once" else DeliveryGuarantee.AT_LEAST_ONCE
+    guarantee = (DeliveryGuarantee.EXACTLY_ONCE if spec["delivery"] == "exactly-once"
+                 else DeliveryGuarantee.AT_LEAST_ONCE)
     sink = (KafkaSink.builder()
             .set_bootstrap_servers(spec["bootstrap"])
             .set_record_serializer(KafkaRecordSerializationSchema.builder()

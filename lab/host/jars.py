@@ -309,7 +309,8 @@ def _fetch_https(jars, directory: Path, repo: str, progress=_progress) -> None:
                     raise _cannot_fetch(jar.coord, repo, f"{url}: {reason}", directory) from None
                 time.sleep(1)
         _place(tmp, jar, directory, url)
-        progress(f"  [{i}/{len(jars)}] {jar.file} {_mb(jar.size)} in {time.monotonic() - started:.1f} s (SHA-1 verified)")
+        progress(f"  [{i}/{len(jars)}] {jar.file} {_mb(jar.size)} in {time.monotonic() - started:.1f} s (SHA-1 "
+                 "verified)")
 
 
 def _pom(jars) -> str:
@@ -349,8 +350,8 @@ def _fetch_mvn(jars, directory: Path, progress=_progress, mvn: str = "mvn") -> N
         started = time.monotonic()
         try:
             p = subprocess.run(
-                [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(staging / "pom.xml"), f"{MVN_PLUGIN}:copy-dependencies",
-                 f"-DoutputDirectory={out}", "-DexcludeTransitive=true"],
+                [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(staging / "pom.xml"),
+                 f"{MVN_PLUGIN}:copy-dependencies", f"-DoutputDirectory={out}", "-DexcludeTransitive=true"],
                 capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise _cannot_fetch(what, "Maven (mvn)", str(e), directory) from None

@@ -1,4 +1,5 @@
-"""Java sources of the lab compiled once into the cache, and the classpath that runs them (Storm's topology, Samza's job).
+"""Java sources of the lab compiled once into the cache, and the classpath that runs them (Storm's topology, Samza's
+job).
 
 Protocol
 --------

@@ -156,7 +156,8 @@ def stop_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> int | None:
     return code
 
 
-def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen | None = None, what: str = "service") -> None:
+def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen | None = None,
+                  what: str = "service") -> None:
     """Wait until ``host:port`` accepts connections; fail fast if ``proc`` exits."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -181,7 +182,8 @@ def listening_ports(pid: int) -> list[int]:
         conns = psutil.Process(pid).net_connections(kind="tcp")
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return []
-    return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.ip in LOOPBACK})
+    return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr
+                   and c.laddr.ip in LOOPBACK})
 
 
 def read_log(path, offset: int = 0) -> str:

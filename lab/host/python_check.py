@@ -30,8 +30,9 @@ def verdict(version, executable, low, high):
     if low <= tuple(version[:2]) < high:
         return None
     last = (high[0], high[1] - 1)
-    return (f"Python {version[0]}.{version[1]}.{version[2]} at {executable} is not supported: the lab needs {low[0]}.{low[1]}-{last[0]}.{last[1]}; pick another with "
-            f"`make demo PYTHON=python{low[0]}.{low[1]}` (and `rm -rf .venv` if one was made with this one)")
+    return (f"Python {version[0]}.{version[1]}.{version[2]} at {executable} is not supported: the lab needs "
+            f"{low[0]}.{low[1]}-{last[0]}.{last[1]}; pick another with `make demo PYTHON=python{low[0]}.{low[1]}` (and "
+            "`rm -rf .venv` if one was made with this one)")
 
 
 def main(argv):

@@ -104,9 +104,9 @@ STANDBYS = ("planned", "always", "off")
 #: The environment that turns every technique off, the restart delay included (``LAB_RESTART_DELAY``,
 #: :mod:`lab.config`): how a driver started before them, the benches' "before".
 ALL_OFF = {"LAB_CLASS_ARCHIVE": "off", "LAB_DRIVER_JVM_OPTIONS": "", "LAB_WARM_UP": "before", "LAB_RESTART_DELAY": "1",
-           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off", "LAB_FLINK_JVM_OPTIONS": "",
-           "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off", "LAB_TASK_FETCH_WAIT_MS": "500",
-           "LAB_BROKER_ARCHIVE": "off", "LAB_CODEGEN": "on"}
+           "LAB_STANDBY": "off", "LAB_WORKER_DAEMON": "pyspark", "LAB_WORKER_PRELOAD": "off",
+           "LAB_FLINK_JVM_OPTIONS": "", "LAB_EXECUTOR_JVM_OPTIONS": "", "LAB_QUICK_STOP": "off",
+           "LAB_TASK_FETCH_WAIT_MS": "500", "LAB_BROKER_ARCHIVE": "off", "LAB_CODEGEN": "on"}
 @dataclass(frozen=True)
 class StartTuning:
     """The start-up techniques a driver uses (see the module docstring)."""
@@ -130,8 +130,8 @@ class StartTuning:
 
         ``LAB_CLASS_ARCHIVE``, ``LAB_DRIVER_JVM_OPTIONS``, ``LAB_WARM_UP``,
         ``LAB_STANDBY``, ``LAB_WORKER_DAEMON``, ``LAB_WORKER_PRELOAD``, ``LAB_EXECUTOR_JVM_OPTIONS``,
-        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP``, ``LAB_TASK_FETCH_WAIT_MS``, ``LAB_BROKER_ARCHIVE`` and ``LAB_CODEGEN``
-        (see the module docstring).
+        ``LAB_FLINK_JVM_OPTIONS``, ``LAB_QUICK_STOP``, ``LAB_TASK_FETCH_WAIT_MS``, ``LAB_BROKER_ARCHIVE`` and
+        ``LAB_CODEGEN`` (see the module docstring).
 
         ``standby_default``: ``LAB_STANDBY`` when unset (the panel's is ``always``).
 

@@ -36,4 +36,5 @@ def check(cfg) -> None:
 def stated(cfg) -> dict:
     """What a run's settings say of them: each only when changed from its default."""
     return {**({"trust_commit": True} if cfg.kafka.trust_commit else {}),
-            **({"delivery_timeout_s": cfg.kafka.delivery_timeout_s} if cfg.kafka.delivery_timeout_s != DELIVERY_TIMEOUT_S else {})}
+            **({"delivery_timeout_s": cfg.kafka.delivery_timeout_s}
+               if cfg.kafka.delivery_timeout_s != DELIVERY_TIMEOUT_S else {})}

@@ -191,6 +191,7 @@ def node_down_intervals(events: list[dict]) -> list[dict]:
     out = []
     for e in events:
         if e["type"] == FAULT and e.get("kind") == "leader-crash" and e.get("node") is not None:
-            back = [r["t"] for r in events if r["type"] == NODE_RESTART and r.get("node") == e["node"] and r["t"] > e["t"]]
+            back = [r["t"] for r in events if r["type"] == NODE_RESTART and r.get("node") == e["node"]
+                    and r["t"] > e["t"]]
             out.append({"node": e["node"], "start": e["t"], "end": min(back) if back else end})
     return out

@@ -202,7 +202,8 @@ def _described_partitions(admin, topic: str, deadline: float) -> int:
             described = admin.describe_topics([topic])
         except Exception:  # noqa: BLE001 - a topic just created may be unknown to the broker asked for a moment
             described = []
-        have = sum(len(t.get("partitions") or ()) for t in described if t.get("name") == topic and not t.get("error_code"))
+        have = sum(len(t.get("partitions") or ()) for t in described if t.get("name") == topic
+                   and not t.get("error_code"))
         if have or time.monotonic() >= deadline:
             return have
         time.sleep(0.05)

@@ -19,10 +19,10 @@ from lab.errors import LabError, choices_error
 PACKAGE = Path(__file__).resolve().parent.parent
 
 #: The modules that hold lesson regions, by import name (a renamed module fails :func:`lessons` at once).
-LESSON_MODULES = ("lab.pipelines.structured.pipeline", "lab.pipelines.structured.kafka_input", "lab.pipelines.receiver.pipeline",
-                  "lab.pipelines.direct", "lab.pipelines.structured.stateful", "lab.pipelines.kafka_eos", "lab.sinks.database",
-                  "lab.run.producer", "lab.flink.job", "lab.pipelines.share_consumer",
-                  "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader",
+LESSON_MODULES = ("lab.pipelines.structured.pipeline", "lab.pipelines.structured.kafka_input",
+                  "lab.pipelines.receiver.pipeline", "lab.pipelines.direct", "lab.pipelines.structured.stateful",
+                  "lab.pipelines.kafka_eos", "lab.sinks.database", "lab.run.producer", "lab.flink.job",
+                  "lab.pipelines.share_consumer", "lab.pipelines.structured.kafka_sink", "lab.spark.state_reader",
                   "lab.pipelines.structured.sessions")
 
 
@@ -52,21 +52,33 @@ def spark_docs(page: str) -> str:
 
 #: The guides each lesson illustrates: name -> [(title, url or a spark_docs page)].
 DOCS = {
-    "receiver-wal": [("Spark Streaming guide: Fault-tolerance Semantics", "spark:streaming-programming-guide.html#fault-tolerance-semantics"),
-                     ("Spark Streaming guide: Deploying Applications (write-ahead logs)", "spark:streaming-programming-guide.html#deploying-applications")],
-    "direct-ranges": [("Spark Streaming + Kafka Integration Guide", "spark:streaming-kafka-0-10-integration.html#storing-offsets"),
+    "receiver-wal": [("Spark Streaming guide: Fault-tolerance Semantics",
+                      "spark:streaming-programming-guide.html#fault-tolerance-semantics"),
+                     ("Spark Streaming guide: Deploying Applications (write-ahead logs)",
+                      "spark:streaming-programming-guide.html#deploying-applications")],
+    "direct-ranges": [("Spark Streaming + Kafka Integration Guide",
+                       "spark:streaming-kafka-0-10-integration.html#storing-offsets"),
                       ("Exactly-once Spark Streaming from Apache Kafka (Cloudera, 2015)", "http://blog.cloudera.com/blog/2015/03/exactly-once-spark-streaming-from-apache-kafka/")],
-    "structured-query": [("Structured Streaming guide: Fault Tolerance Semantics", "spark:streaming/getting-started.html#fault-tolerance-semantics"),
-                         ("Structured Streaming guide: foreach and foreachBatch", "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch"),
-                         ("Structured Streaming + Kafka Integration Guide", "spark:streaming/structured-streaming-kafka-integration.html")],
+    "structured-query": [("Structured Streaming guide: Fault Tolerance Semantics",
+                          "spark:streaming/getting-started.html#fault-tolerance-semantics"),
+                         ("Structured Streaming guide: foreach and foreachBatch",
+                          "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch"),
+                         ("Structured Streaming + Kafka Integration Guide",
+                          "spark:streaming/structured-streaming-kafka-integration.html")],
     "share-consumer": [("Kafka: Share groups", "https://kafka.apache.org/44/documentation/#sharegroups"),
                        ("KIP-932: Queues for Kafka", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-932%3A+Queues+for+Kafka")],
-    "kafka-source": [("Structured Streaming + Kafka Integration Guide", "spark:streaming/structured-streaming-kafka-integration.html")],
-    "transactional-sink": [("Structured Streaming guide: foreach and foreachBatch", "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch")],
-    "stateful-query": [("Structured Streaming guide: Window Operations on Event Time", "spark:streaming/apis-on-dataframes-and-datasets.html#window-operations-on-event-time"),
-                       ("Structured Streaming guide: Streaming Deduplication", "spark:streaming/apis-on-dataframes-and-datasets.html#streaming-deduplication")],
-    "session-count": [("Structured Streaming guide: transformWithState", "spark:streaming/structured-streaming-transform-with-state.html"),
-                      ("Structured Streaming guide: State Data Source", "spark:streaming/structured-streaming-state-data-source.html")],
+    "kafka-source": [("Structured Streaming + Kafka Integration Guide",
+                      "spark:streaming/structured-streaming-kafka-integration.html")],
+    "transactional-sink": [("Structured Streaming guide: foreach and foreachBatch",
+                            "spark:streaming/apis-on-dataframes-and-datasets.html#using-foreach-and-foreachbatch")],
+    "stateful-query": [("Structured Streaming guide: Window Operations on Event Time",
+                        "spark:streaming/apis-on-dataframes-and-datasets.html#window-operations-on-event-time"),
+                       ("Structured Streaming guide: Streaming Deduplication",
+                        "spark:streaming/apis-on-dataframes-and-datasets.html#streaming-deduplication")],
+    "session-count": [("Structured Streaming guide: transformWithState",
+                       "spark:streaming/structured-streaming-transform-with-state.html"),
+                      ("Structured Streaming guide: State Data Source",
+                       "spark:streaming/structured-streaming-state-data-source.html")],
     "producer-settings": [("Kafka producer configs: enable.idempotence, acks, transactional.id", "https://kafka.apache.org/documentation/#producerconfigs"),
                           ("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging")],
     "kafka-eos": [("KIP-98: Exactly Once Delivery and Transactional Messaging", "https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging"),
@@ -91,7 +103,8 @@ class Lesson:
 
     @property
     def links(self) -> list[tuple[str, str]]:
-        return [(title, spark_docs(url[6:]) if url.startswith("spark:") else url) for title, url in DOCS.get(self.name, [])]
+        return [(title, spark_docs(url[6:]) if url.startswith("spark:") else url)
+                for title, url in DOCS.get(self.name, [])]
 
 
 def lessons() -> dict[str, Lesson]:

@@ -94,7 +94,8 @@ def _twice_answer(result, rows, finished: str, log: str) -> Finding:
 
 
 def direct_unfinished_plan(result) -> Finding:
-    """Direct pipeline: the plan in ``checkpoint/offsets/<batch>.json`` without a ``done/<batch>`` from before the crash.
+    """Direct pipeline: the plan in ``checkpoint/offsets/<batch>.json`` without a ``done/<batch>`` from before the
+    crash.
 
     Holds when exactly one batch was planned before the crash and marked done
     only after it, the sink's duplicated events equal the records of its
@@ -111,7 +112,8 @@ def direct_unfinished_plan(result) -> Finding:
 
 
 def structured_unfinished_batch(result) -> Finding:
-    """Structured Streaming: the batch in ``checkpoint/offsets`` whose ``checkpoint/commits`` entry came after the crash.
+    """Structured Streaming: the batch in ``checkpoint/offsets`` whose ``checkpoint/commits`` entry came after the
+    crash.
 
     Its records are its end offsets less those of the batch before (from the
     offset log). Holds as :func:`direct_unfinished_plan` does.
@@ -272,7 +274,8 @@ def _segment_files(result) -> list[tuple[Path, int, float]]:
 def _batches_of(written_ms: float, times: list[tuple[int, int]], interval_ms: float, slack_ms: float = 0) -> list[int]:
     """The batches a segment last written at ``written_ms`` may hold blocks of: those whose interval
     ``(time - interval, time + slack]`` holds it; the first batch takes every block reported before its time."""
-    return [b for i, (t, b) in enumerate(times) if (i == 0 or t - interval_ms < written_ms) and written_ms <= t + slack_ms]
+    return [b for i, (t, b) in enumerate(times) if (i == 0 or t - interval_ms < written_ms)
+            and written_ms <= t + slack_ms]
 
 
 def _wal_segments(result, line: _Timeline, files=None):
@@ -353,7 +356,8 @@ def _restored_newest_before_crash(result) -> Finding:
 
 
 def share_held(result):
-    """Share pipeline: each record a killed consumer held, and what the group did with it (:func:`lab.views.share.held`)."""
+    """Share pipeline: each record a killed consumer held, and what the group did with it
+    (:func:`lab.views.share.held`)."""
     from lab.views.share import held
 
     return held(result)

@@ -1,4 +1,5 @@
-"""The notebooks' exercises: one setting for the learner to fill in, a prediction, a run, and an answer it must bear out.
+"""The notebooks' exercises: one setting for the learner to fill in, a prediction, a run, and an answer it must bear
+out.
 
 Each :class:`Exercise` is a scenario (``make_config`` parameters), the one
 parameter its task is about (``blank``: the learner's line leaves its value as
@@ -72,7 +73,8 @@ EXERCISES = (
              "The timer commit of the scenario above, a sink that stores each event id once, and the driver killed in "
              "the middle of a batch's output. Fill in the `sink` that stores each event id once. What happens to "
              "the replayed records?",
-             dict(pipeline="plain", sink="idempotent", max_batch_records=300, faults="driver-crash@batch=2:mid-output"), "exactly-once",
+             dict(pipeline="plain", sink="idempotent", max_batch_records=300,
+                  faults="driver-crash@batch=2:mid-output"), "exactly-once",
              "The restart reads again from the last commit and writes those events again; the sink upserts on the "
              "event id, so they are written twice and stored once: write attempts exceed stored rows.", blank="sink"),
     Exercise("01.1", "01_receiver_wal", "Absorb the WAL's duplicates",
@@ -107,7 +109,8 @@ EXERCISES = (
              "Offsets in the checkpoint, an append sink, but the driver is killed in the middle of batch 2's output. "
              "Fill in the fault plan (`faults`: a kind, the batch and the crash point, as in the lesson's own "
              "plans), then predict.",
-             dict(pipeline="direct", offsets="checkpoint", sink="append", max_batch_records=100, faults="driver-crash@batch=2:mid-output"),
+             dict(pipeline="direct", offsets="checkpoint", sink="append", max_batch_records=100,
+                  faults="driver-crash@batch=2:mid-output"),
              "at-least-once",
              "Half of batch 2's rows were written; the restart runs the whole range again, so that half is "
              "written twice. Nothing is lost: the range was logged before the batch ran.", blank="faults"),
@@ -120,9 +123,9 @@ EXERCISES = (
              "per event id. Exactly-once output without transactions needs an idempotent sink.", blank="sink"),
     Exercise("02.3", "02_direct_kafka", "Explain from the evidence: the plan a restart runs",
              "Section 1's run: the append sink, offsets in the checkpoint, the crash after the output and before the "
-             "batch is marked done. Open its checkpoint: each batch's plan is `offsets/<batch>.json`, its `done/<batch>` marker "
-             "follows its output. Which batch did the crash leave unfinished, and how many records does its plan "
-             "hold? Compare with the duplicated count.",
+             "batch is marked done. Open its checkpoint: each batch's plan is `offsets/<batch>.json`, its "
+             "`done/<batch>` marker follows its output. Which batch did the crash leave unfinished, and how many "
+             "records does its plan hold? Compare with the duplicated count.",
              dict(pipeline="direct", offsets="checkpoint", sink="append", max_batch_records=100,
                   faults="driver-crash@batch=2:after-output-before-commit"), "at-least-once",
              "Batch 2: its plan was written before the crash and its done marker only after the restart. The "
@@ -133,7 +136,8 @@ EXERCISES = (
     Exercise("03.1", "03_structured_streaming", "A crash before the output",
              "The append sink again, but the driver dies right after batch 2's offset log entry, before any of its "
              "output. Fill in the fault plan (`faults`), then predict.",
-             dict(pipeline="structured", sink="append", max_batch_records=300, faults="driver-crash@batch=2:after-offset-log"),
+             dict(pipeline="structured", sink="append", max_batch_records=300,
+                  faults="driver-crash@batch=2:after-offset-log"),
              "exactly-once",
              "The batch is in the offset log and not in the commit log, so it runs again with the same offsets; "
              "since nothing of it had been written, it is written once.", blank="faults"),
@@ -141,13 +145,14 @@ EXERCISES = (
              "A task failure (`task-failure@batch=2`: one task raises after writing part of its rows and Spark "
              "retries it) against the sink that commits a task's rows in one database transaction. Fill in the "
              "`sink`, then predict.",
-             dict(pipeline="structured", sink="transactional", max_batch_records=300, faults="task-failure@batch=2"), "exactly-once",
+             dict(pipeline="structured", sink="transactional", max_batch_records=300,
+                  faults="task-failure@batch=2"), "exactly-once",
              "The task's rows and its batch key commit in one database transaction; the failed attempt's rows are "
              "rolled back with it, and the retry writes them once.", blank="sink"),
     Exercise("03.3", "03_structured_streaming", "Explain from the evidence: the batch that ran twice",
-             "Section 1's run: the append sink and the crash after the output, before the commit log. Open both logs of the checkpoint. Which batch id "
-             "was in the offset log before the crash and in the commit log only after the restart, and how many "
-             "records lie between its end offsets and the batch before's?",
+             "Section 1's run: the append sink and the crash after the output, before the commit log. Open both logs "
+             "of the checkpoint. Which batch id was in the offset log before the crash and in the commit log only "
+             "after the restart, and how many records lie between its end offsets and the batch before's?",
              dict(pipeline="structured", sink="append", max_batch_records=300,
                   faults="driver-crash@batch=2:after-output-before-commit"), "at-least-once",
              "Batch 2. Spark found it in the offset log without a commit, ran it again with the same offsets, and "
@@ -159,7 +164,8 @@ EXERCISES = (
     Exercise("04.1", "04_semantics_matrix", "A row for the idempotent sink under task failures",
              "Add a row to a grid: structured, a task failure (`task-failure@batch=2`), and the sink keyed on the "
              "event id. Fill in the `sink`. Which outcome should the row expect?",
-             dict(pipeline="structured", sink="idempotent", max_batch_records=300, faults="task-failure@batch=2"), "exactly-once",
+             dict(pipeline="structured", sink="idempotent", max_batch_records=300,
+                  faults="task-failure@batch=2"), "exactly-once",
              "The retried task writes the rows of its failed attempt again; the sink upserts on the event id, so "
              "each event is stored once.", blank="sink"),
     Exercise("04.2", "04_semantics_matrix", "Batch keys with the direct pipeline",
@@ -176,13 +182,14 @@ EXERCISES = (
              dict(pipeline="structured", sink="append", idempotence=True, max_batch_records=300,
                   faults="ack-loss@at=1s:count=4,driver-crash@batch=2:after-output-before-commit"), "at-least-once",
              "The broker deduplicated the producer's retries, so the topic holds each event once; but the append "
-             "sink writes the replayed batch again. Exactly-once needs both halves: producer and sink.", blank="idempotence"),
+             "sink writes the replayed batch again. Exactly-once needs both halves: producer and sink.",
+             blank="idempotence"),
     Exercise("05.2", "05_exactly_once_production", "An event-id sink against aborted transactions",
              "A transactional producer aborting three transactions (`txn-abort@at=1s:count=3`), readers with "
              "`isolation=\"read_uncommitted\"`, and the sink keyed on the event id. Fill in the `sink`. Does it "
              "help?",
-             dict(pipeline="structured", sink="idempotent", transactional=True, isolation="read_uncommitted", max_batch_records=300,
-                  faults="txn-abort@at=1s:count=3"), "unexpected rows",
+             dict(pipeline="structured", sink="idempotent", transactional=True, isolation="read_uncommitted",
+                  max_batch_records=300, faults="txn-abort@at=1s:count=3"), "unexpected rows",
              "No. Nothing is lost and nothing is duplicated: each aborted event is read once and stored once. But "
              "it was never acknowledged, so it is a row nobody was promised, and an event-id sink cannot tell it "
              "from a real one. Only `read_committed` readers keep aborted records out.", blank="sink"),
@@ -213,7 +220,8 @@ EXERCISES = (
              "The state store had not committed the batch's version and the sink had received nothing: the "
              "replay starts from the previous state version and writes each change once.", blank="faults"),
     Exercise("06.3", "06_stateful_streaming", "Explain from the evidence: the state a replay starts from",
-             "Your run of 06.2 (`r`). Batch N commits state version N + 1. Open its state store: which versions were written before the crash, and which after the restart?",
+             "Your run of 06.2 (`r`). Batch N commits state version N + 1. Open its state store: which versions were "
+             "written before the crash, and which after the restart?",
              dict(pipeline="structured", query="window-count", sink="append", rate=300, max_batch_records=250,
                   faults="driver-crash@batch=3:after-offset-log"), "exactly-once",
              "Versions up to 3 (batch 2) before the crash; version 4, batch 3's, only after the restart, once per "
@@ -253,7 +261,8 @@ EXERCISES = (
              "exactly-once",
              "No checkpoint completed, so no transaction of the dead job was committed and no offset of the run's "
              "group was either: the restart starts from the group's committed offsets (none: the earliest) and "
-             "its sink aborts the dead job's open transaction. Everything is read again and committed once.", blank="faults"),
+             "its sink aborts the dead job's open transaction. Everything is read again and committed once.",
+             blank="faults"),
     Exercise("08.2", "08_other_engines", "Acked tuple trees and a sink keyed on the event id",
              "The acked Storm topology of section 5, killed the same way, but writing a sink keyed on the event id. "
              "Fill in the `sink`. What does a reader of the sink get?",
@@ -265,9 +274,9 @@ EXERCISES = (
              "on the event id is stored once. Storm promises that each tuple is processed; the sink decides whether "
              "a replay shows.", blank="sink"),
     Exercise("08.3", "08_other_engines", "Explain from the evidence: the checkpoint a restart restores",
-             "Section 1's aligned run, with the job killed mid-output. Open its checkpoints: `nb.flink_checkpoints(r)` lists each `chk-<id>` directory, whether its "
-             "`_metadata` (written last, when the checkpoint completes) is there and when. Which one did the "
-             "restarted job restore?",
+             "Section 1's aligned run, with the job killed mid-output. Open its checkpoints: `nb.flink_checkpoints(r)` "
+             "lists each `chk-<id>` directory, whether its `_metadata` (written last, when the checkpoint completes) "
+             "is there and when. Which one did the restarted job restore?",
              dict(pipeline="flink", partitions=2, events=3000, rate=500, faults="driver-crash@batch=2:mid-output"),
              "exactly-once",
              "The newest checkpoint completed before the kill. The restarted job read from the offsets stored in "
@@ -293,9 +302,9 @@ EXERCISES = (
              "archived: the report's `archived` is 3 and `deliveries.archived` lists them with delivery count 5. "
              "Archived is the group's policy, not a loss: the broker says so by moving past them.", blank="faults"),
     Exercise("09.3", "09_queues_and_zombies", "Explain from the evidence: what the killed consumer held",
-             "Section 1's consumer crash. Open the records the killed consumer held: `nb.share_held(r)` lists each with its delivery count when the consumer died, the "
-             "most deliveries it had in the end, which consumers wrote it and its rows in the sink. Why is nothing "
-             "of them duplicated?",
+             "Section 1's consumer crash. Open the records the killed consumer held: `nb.share_held(r)` lists each "
+             "with its delivery count when the consumer died, the most deliveries it had in the end, which consumers "
+             "wrote it and its rows in the sink. Why is nothing of them duplicated?",
              dict(pipeline="share", commit="after-output", rate=300, faults="consumer-crash@at=3s"), "exactly-once",
              "The consumer was killed holding them, before it wrote any: nothing was acknowledged, so once its locks "
              "ended the broker delivered each again (delivery count 2) to a live consumer, which wrote it once. A "
@@ -326,7 +335,8 @@ def exercise(exercise_id: str) -> Exercise:
 
 
 def config_call(ex: Exercise, **overrides) -> str:
-    """The ``nb.config(...)`` call of an exercise's run, as a learner would type it (``overrides``: a solution's smaller run).
+    """The ``nb.config(...)`` call of an exercise's run, as a learner would type it (``overrides``: a solution's smaller
+    run).
 
     A cluster exercise's run goes to notebook 07's three-broker cluster (``runs_dir=nb.start_cluster()``).
     """
@@ -355,7 +365,8 @@ def blank_choices(ex: Exercise) -> str:
 
     known = {"commit": ", ".join(COMMIT_MODES), "sink": ", ".join(SINK_MODES), "wal": ", ".join(ON_OFF),
              "unclean": ", ".join(ON_OFF), "idempotence": "True, False",
-             "faults": "a fault plan, kind@trigger:point, as the lesson's own plans (docs/reference-tables.md#2-fault-plans)"}
+             "faults": "a fault plan, kind@trigger:point, as the lesson's own plans "
+                       "(docs/reference-tables.md#2-fault-plans)"}
     return known.get(ex.blank, "the setting the task names")
 
 

@@ -154,7 +154,8 @@ class FencingResult:
         """What the broker answered the paused producer's commit after SIGCONT: ``refused`` or ``accepted``."""
         if self.zombie_error:
             return "refused", f"{self.zombie_error_module}.{self.zombie_error}: {self.zombie_message}"
-        return "accepted", f"no error; read_committed returns {self.zombie_read_committed} of its {self.records} records"
+        return "accepted", (f"no error; read_committed returns {self.zombie_read_committed} of its {self.records} "
+                            "records")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -227,8 +228,8 @@ def _start_child(bootstrap: str, topic: str, transactional_id: str, label: str, 
 
     work.mkdir(parents=True, exist_ok=True)
     log = work / "child.log"
-    proc = processes.spawn([sys.executable, "-m", "lab.lessons.fencing", "child", "--bootstrap", bootstrap, "--topic", topic,
-                            "--transactional-id", transactional_id, "--label", label, "--records", str(records),
+    proc = processes.spawn([sys.executable, "-m", "lab.lessons.fencing", "child", "--bootstrap", bootstrap, "--topic",
+                            topic, "--transactional-id", transactional_id, "--label", label, "--records", str(records),
                             "--dir", str(work)], log_path=log)
     return proc, log
 

@@ -1,4 +1,5 @@
-"""Reference outputs: every notebook as executed with its small parameters, in ``docs/reference/`` ("what you should see").
+"""Reference outputs: every notebook as executed with its small parameters, in ``docs/reference/`` ("what you should
+see").
 
 How they are made (``make reference``): the notebook tests execute every topic
 notebook and every solutions notebook headless with their small parameters
@@ -116,7 +117,8 @@ def share_plotly(html: str) -> tuple[str, bool]:
 
 
 def share_css(html: str) -> tuple[str, str | None, str]:
-    """``html`` with the ``<style>`` blocks of its ``<head>`` moved to a shared stylesheet: ``(page, its name, its CSS)``.
+    """``html`` with the ``<style>`` blocks of its ``<head>`` moved to a shared stylesheet: ``(page, its name, its
+    CSS)``.
 
     The blocks become one ``<link>`` where the first of them was, their CSS
     joined in the same order (the head holds no other stylesheet between them,
@@ -211,7 +213,8 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
             pass
         todo = [p for p in todo if key(p) in only]
     for path in todo:
-        exported = Path(artifacts) / ("solutions" if path.parent.name == "solutions" else "notebooks") / f"{path.stem}.html"
+        exported = Path(artifacts) / ("solutions" if path.parent.name == "solutions"
+                                      else "notebooks") / f"{path.stem}.html"
         executed = exported.with_suffix(".ipynb")  # the executed copy the HTML was exported from
         if not exported.is_file() or not executed.is_file() or source_digest(executed) != source_digest(path):
             raise LabError(f"no executed HTML of {key(path)} as it is now at {exported}; "
@@ -233,7 +236,8 @@ def build(root: Path, artifacts: Path, out: Path, only: list[str] | None = None)
     from html import escape
 
     def shown(params: dict) -> str:
-        return ", ".join(f"<code>{escape(k)}={escape(json.dumps(v))}</code>" for k, v in params.items()) or "its defaults"
+        return (", ".join(f"<code>{escape(k)}={escape(json.dumps(v))}</code>" for k, v in params.items())
+                or "its defaults")
 
     links = "".join(f'<li><a href="{v["html"]}">{k}</a>: {shown(v.get("parameters", {}))}</li>'
                     for k, v in index["notebooks"].items())
@@ -259,7 +263,8 @@ def stale(root: Path, out: Path) -> list[str]:
 
 
 def main() -> int:
-    """``python -m lab.lessons.reference [KEY ...]``: build ``docs/reference`` from ``test-artifacts`` (after the notebook tests).
+    """``python -m lab.lessons.reference [KEY ...]``: build ``docs/reference`` from ``test-artifacts`` (after the
+    notebook tests).
 
     With keys (``08_other_engines solutions/08_other_engines``), only those pages are rebuilt.
     """

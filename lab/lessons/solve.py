@@ -79,8 +79,8 @@ def attempt(exercise_id: str, predict=..., **settings):
     predicted = as_choice(predict, choices_of(ex), f"exercise {ex.id}")
     if not check.ok:
         display(HTML(f"<p class='lab-exercise' style='background:#fde0dc;padding:4px'>✘ <b>{ex.id}</b>: "
-                     f"<code>{escape(check.setting)}</code> is not the change this exercise asks for: read its task again. "
-                     "Nothing was run.</p>"))
+                     f"<code>{escape(check.setting)}</code> is not the change this exercise asks for: read its task "
+                     "again. Nothing was run.</p>"))
         return None
     result = _run(ex, {**ex.params, **settings})
     judged = judge_attempt(ex, check.setting, predicted, result.report)
@@ -137,7 +137,8 @@ def explain(exercise_id: str, result) -> None:
         raise LabError(f"exercise {ex.id} reads a finished run: pass {ex.lesson_run}, got {type(result).__name__}")
     differs = _differences(ex, result)
     if differs:
-        raise LabError(f"exercise {ex.id} is about another run: this one has {'; '.join(differs)}; pass {ex.lesson_run}")
+        raise LabError(f"exercise {ex.id} is about another run: this one has {'; '.join(differs)}; pass "
+                       f"{ex.lesson_run}")
     display(HTML(f"<p class='lab-exercise'><b>{ex.id}</b>: run <code>{escape(result.run_dir.name)}</code>. "
                  f"{escape(ex.task)} Write your explanation down, then compare it with "
                  f"<code>solutions/{ex.notebook}.ipynb</code>.</p>"))

@@ -62,7 +62,8 @@ def load_grid(path: str | Path | None) -> Grid:
 
         data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
     except Exception as e:
-        raise LabError(f"grid {str(path)!r} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {e}") from None
+        raise LabError(f"grid {str(path)!r} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: "
+                       f"{e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
         raise LabError(f"grid {str(path)!r} needs a 'scenarios' list")
     defaults = data.get("defaults") or {}

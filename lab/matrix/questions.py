@@ -64,7 +64,8 @@ def _detail(row) -> str:
     return f"{int(row['lost'])} lost, {int(row['duplicated'])} duplicated of {int(row['acked'])}"
 
 
-def grid_answers(questions: Sequence[GridQuestion], tables: Sequence[tuple[str | Path, object]]) -> dict[str, GridAnswer]:
+def grid_answers(questions: Sequence[GridQuestion],
+                 tables: Sequence[tuple[str | Path, object]]) -> dict[str, GridAnswer]:
     """Each question's answer from the first table that ran it.
 
     Parameters

@@ -159,10 +159,12 @@ def table_html(view: pd.DataFrame, link_base: Path | None = None, link_from: Pat
                 if href else html.escape(run or ""))
         lost = f"{r['lost']} (topic: {count_text(r['topic_lost'])})" if r["expect"] in TOPIC_EXPECTATIONS else r["lost"]
         cells = [r["name"], r["seed"], r["expect"], r["measured"], lost, r["duplicated"], r["unexpected"],
-                 r["source_duplicates"], _windows_cell(r), restart_cell(r.get("restart_s")), f"<b>{r['verdict']}</b>", link]
+                 r["source_duplicates"], _windows_cell(r), restart_cell(r.get("restart_s")), f"<b>{r['verdict']}</b>",
+                 link]
         style = " style='background:#fde0dc'" if bad else ""
         rows.append(f"<tr{style}>" + "".join(
-            f"<td>{c if isinstance(c, str) and c.startswith('<') else html.escape(str(c))}</td>" for c in cells) + "</tr>")
+            f"<td>{c if isinstance(c, str) and c.startswith('<') else html.escape(str(c))}</td>"
+            for c in cells) + "</tr>")
     return ("<table class='lab-matrix' border='1' cellspacing='0' cellpadding='4'><tr>"
             + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>")
 

@@ -37,7 +37,8 @@ from lab.errors import LabError
 from lab.events import EVENTS_FILE, EventTail
 
 #: What a row's run and its plots import (lab.notebook, which the template's setup cell imports, has the rest).
-WARM_MODULES = ("ipywidgets", "pandas", "plotly.graph_objects", "lab.views.plots", "lab.views.panel", "lab.audit.auditor")
+WARM_MODULES = ("ipywidgets", "pandas", "plotly.graph_objects", "lab.views.plots", "lab.views.panel",
+                "lab.audit.auditor")
 #: Seconds after a row's turn when the next row starts ahead even before the row has a batch done.
 AHEAD_AFTER_S = 10.0
 

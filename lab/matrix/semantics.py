@@ -38,7 +38,8 @@ from lab.registry import PIPELINES, present as _present, sink_words as _sink
 GRID_TITLE = "What each failure does to each deployment, measured"
 
 #: The failure columns, in the guide's order, and the fault kinds each one gathers.
-FAILURES = ("driver failure", "driver pause", "worker failure", "task failure", "producer failure", "broker failure", "no fault")
+FAILURES = ("driver failure", "driver pause", "worker failure", "task failure", "producer failure", "broker failure",
+            "no fault")
 FAILURE_OF_KIND = {
     "driver-crash": "driver failure",
     # not in the guide: a driver that is stopped, not dead, and may come back after its replacement started
@@ -106,7 +107,8 @@ def deployment(pipeline, sink, settings=None) -> str:
     """
     s = _settings(settings)
     if _present(s.get("nodes")) and int(s["nodes"]) > 1:
-        label = f"Kafka cluster acks={s.get('acks', '?')}, min.insync={s.get('min_insync', '?')}, unclean={s.get('unclean', '?')}"
+        label = (f"Kafka cluster acks={s.get('acks', '?')}, min.insync={s.get('min_insync', '?')}, "
+                 f"unclean={s.get('unclean', '?')}")
         if s.get("elr") == "off":  # on is Kafka 4.1's own for a new cluster: it goes unsaid
             label += ", ELR off"
         spec = PIPELINES.get(pipeline) if isinstance(pipeline, str) else None
@@ -424,7 +426,8 @@ def grid_html(grid: Grid, title: str = GRID_TITLE) -> str:
                 text = f"run {i + 1}" if several or r.seed is None else f"seed {r.seed}"
                 tip = html.escape(f"{r.name}: {r.describe()}" + (f" ({r.run})" if r.run else ""), quote=True)
                 mark = "" if r.as_expected or not r.judged else "✘ "
-                runs.append(f"<a href='{html.escape(r.link, quote=True)}' title='{tip}' style='color:inherit'>{mark}{text}</a>"
+                runs.append(f"<a href='{html.escape(r.link, quote=True)}' title='{tip}' "
+                            f"style='color:inherit'>{mark}{text}</a>"
                              if r.link else f"<span title='{tip}'>{mark}{text}</span>")
             lines = [html.escape(line) for line in c.lines()]
             lines[0] = f"<b>{lines[0]}</b>"

@@ -24,12 +24,14 @@ COLUMNS = ["key", "name", "expect", "verdict", "guarantee", "pipeline", "sink", 
            "exactly_once", "duplicated", "extra_copies", "lost", "unseen", "unexpected", "source_duplicates",
            "topic_lost", "failed_sends",
            "windows", "windows_exact", "windows_over", "windows_under", "overcount", "undercount", "late_dropped",
-           "write_attempts", "stored_rows", "restarts", "restart_s", "total_s", "settings", "versions", "run_dir", "notebook", "html"]
+           "write_attempts", "stored_rows", "restarts", "restart_s", "total_s", "settings", "versions", "run_dir",
+           "notebook", "html"]
 
 
 def row_from_report(s: Scenario, report: dict, nb_out: Path | None = None, html: str | None = None) -> dict:
     row = {k: report.get(k) for k in COLUMNS if k in report}
-    if "restart_s" in report:  # a list per run: kept as JSON text, as ``settings`` is (a report from before it has none)
+    # a list per run: kept as JSON text, as ``settings`` is (a report from before it has none)
+    if "restart_s" in report:
         row["restart_s"] = json.dumps(report["restart_s"])
     topic = report.get("topic") or {}
     row.update(topic_lost=topic.get("lost"), failed_sends=topic.get("failed_sends"))
@@ -51,7 +53,8 @@ def write_table(out: Path, grid: Grid, rows: dict[str, dict]):
     df.to_csv(tmp, index=False)
     os.replace(tmp, out / "matrix.csv")
     try:
-        df.astype({c: "string" for c in ("settings", "versions", "faults", "error", "restart_s") if c in df}).to_parquet(
+        df.astype({c: "string" for c in ("settings", "versions", "faults", "error", "restart_s")
+                   if c in df}).to_parquet(
             out / "matrix.parquet", index=False)
     except Exception:
         pass  # CSV is the record; Parquet is a convenience

@@ -175,7 +175,8 @@ CHECKPOINT_DIR = "checkpoint"
 
 # -- executors: the Kafka RDD and the output -------------------------------------
 def create_direct_rdd(sc, bootstrap: str, ranges: list[OffsetRange], isolation_level: str = "read_uncommitted"):
-    """The batch's Kafka RDD of ``(partition, offset, value)``: one Spark partition per range, in the order of ``ranges``.
+    """The batch's Kafka RDD of ``(partition, offset, value)``: one Spark partition per range, in the order of
+    ``ranges``.
 
     Spark partition ``i`` reads ``ranges[i]`` with :func:`lab.kafka.read.read_range`.
     The returned RDD carries ``offsetRanges`` (a tuple of :class:`OffsetRange`),
@@ -356,7 +357,8 @@ def run(ctx: DriverContext) -> None:
 
     spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-direct-{ctx.run_id}",
                           extra={"spark.task.maxFailures": str(TASK_ATTEMPTS)},
-                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=RDD_WORKER_IMPORTS)
+                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase,
+                          worker_imports=RDD_WORKER_IMPORTS)
     sc = spark.sparkContext
     # Spark's batch Kafka source reads the planned ranges with Apache Kafka and its connector;
     # else each task reads its range with kafka-python (lab.kafka.read).

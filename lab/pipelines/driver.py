@@ -119,12 +119,14 @@ class DriverContext:
         for fault in list(self.pending):
             if FAULTS[fault.kind].by == "proxy" and fault.point == name and fault.batch == batch:
                 self.pending.remove(fault)
-                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
+                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch,
+                                  pid=os.getpid())
                 self._await_fault(fault.index)
         for fault in self.pending:
             if fault.kind == "driver-crash" and fault.point == name and fault.batch == batch:
                 self.pending.remove(fault)
-                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch, pid=os.getpid())
+                self.events.write(ev.FAULT_POINT, index=fault.index, kind=fault.kind, point=name, batch=batch,
+                                  pid=os.getpid())
                 deadline = time.monotonic() + POINT_WAIT_S
                 while time.monotonic() < deadline:
                     time.sleep(0.05)

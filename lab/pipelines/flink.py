@@ -122,7 +122,8 @@ def _committed(consumer, tps) -> dict[int, int]:
 
 
 def job_jvm_args(user_args: str, tuning: str, tmp_dir: Path) -> str:
-    """PyFlink's ``JVM_ARGS`` for the job's JVM: the user's own, then ``LAB_FLINK_JVM_OPTIONS``, then its tmpdir (pure)."""
+    """PyFlink's ``JVM_ARGS`` for the job's JVM: the user's own, then ``LAB_FLINK_JVM_OPTIONS``, then its tmpdir
+    (pure)."""
     return " ".join(a for a in (user_args.strip(), tuning.strip(), f"-Djava.io.tmpdir={tmp_dir}") if a)
 
 
@@ -196,7 +197,8 @@ def run(ctx: DriverContext) -> None:
     attempt_dir = run_dir / "flink" / f"logs-{ctx.attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_dir = run_dir / "checkpoint"
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes,
+                             configs=cfg.topic_configs)
     restore = flink_settings.newest_checkpoint(completed_checkpoints(checkpoint_dir))
     out_ends = kafka_tools.end_offsets(ctx.bootstrap, out, cfg.partitions)
     spec = flink_settings.job_spec(cfg, run_id=ctx.run_id, bootstrap=ctx.bootstrap,
@@ -211,7 +213,8 @@ def run(ctx: DriverContext) -> None:
         ctx.events.write(ev.FLINK_START, attempt=ctx.attempt, restore=restore and restore[0],
                          restore_checkpoint=restore and restore[1], start_offsets={str(p): o for p, o in begin.items()},
                          out_end_offsets={str(p): o for p, o in out_ends.items()},
-                         checkpointing=cfg.flink.checkpointing, delivery=spec["delivery"], interval_ms=spec["interval_ms"])
+                         checkpointing=cfg.flink.checkpointing, delivery=spec["delivery"],
+                         interval_ms=spec["interval_ms"])
         began = time.monotonic()
         _remove_working_files(run_dir)  # earlier attempts': their JVMs went with their driver's process group
         child, spec_path = _start_job(ctx, spec, attempt_dir)

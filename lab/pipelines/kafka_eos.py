@@ -265,7 +265,8 @@ def _create_topics(ctx: DriverContext, names: _Names) -> None:
     cfg = ctx.config
     # On a cluster the output is replicated and configured as the input is: what the audit reads must
     # not be less durable than what was read.
-    kafka_tools.create_topic(ctx.bootstrap, names.out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, names.out, cfg.partitions, replication=cfg.cluster.nodes,
+                             configs=cfg.topic_configs)
     if names.changelog is not None:
         kafka_tools.create_topic(ctx.bootstrap, names.changelog, cfg.partitions, replication=cfg.cluster.nodes,
                                  configs={**cfg.topic_configs, **changelog_state.CHANGELOG_CONFIGS})
@@ -440,7 +441,8 @@ class _Transactions:
     # end lesson: kafka-eos
 
     def _done(self, rows: int, done: dict[int, int], counts: dict[str, int], sends: Sends) -> None:
-        """After the commit of the batch: its key counts into the store, ``batch-done`` and progress; the next number."""
+        """After the commit of the batch: its key counts into the store, ``batch-done`` and progress; the next
+        number."""
         if self.cfg.kafka.trust_commit:
             _committed_unchecked(self.ctx, sends, self.batch)
         if self.store is not None:

@@ -99,7 +99,8 @@ def run(ctx: DriverContext) -> None:
     """Run the job until the supervisor asks to stop (SIGTERM), then stop it with a checkpoint."""
     cfg = ctx.config
     out = output_topic(cfg.topic)
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes,
+                             configs=cfg.topic_configs)
     classpath = JOB.ensure()
     work = ctx.run_dir / "samza"
     work.mkdir(exist_ok=True)

@@ -113,7 +113,8 @@ class _Consumers:
             self.ctx.events.write(ev.CONSUMER_EXIT, consumer=index, pid=proc.pid, code=code, restart_in_s=RESTART_S,
                                   attempt=self.ctx.attempt,
                                   **({} if code in (0, -signal.SIGKILL) else
-                                     {"last_log_line": processes.last_log_line(self.logs / f"consumer-{index}-{self.ctx.attempt}.log")}))
+                                     {"last_log_line": processes.last_log_line(
+                                         self.logs / f"consumer-{index}-{self.ctx.attempt}.log")}))
             self.restart_at[index] = now + RESTART_S
 
     def stop(self) -> None:

@@ -22,8 +22,9 @@ for all consumers, ``share/batch``, under a lock):
 3. ``--commit before-output``: accept every record and ``commit_sync``; point
    ``after-commit-before-output``.
 4. Write the batch's rows to the sink (point ``mid-output`` halfway). A poison record
-   (:func:`lab.faults.plan.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``) ends the write there: ``poison-killed`` (with its delivery count), then
-   a SIGKILL of this consumer; the rows before it are written, nothing after.
+   (:func:`lab.faults.plan.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``) ends the write there:
+   ``poison-killed`` (with its delivery count), then a SIGKILL of this consumer; the rows before it are written, nothing
+   after.
 5. Point ``after-output-before-commit``; ``after-output``: accept each record and
    ``commit_sync`` (a partition the broker refuses is ``ack-refused``: the locks ended,
    the records are no longer this consumer's); ``auto``: the next poll accepts them
@@ -189,7 +190,8 @@ def run(ctx: DriverContext, index: int) -> None:
             if bad is not None:
                 rows = rows[:bad]
             if rows:
-                sink.write_batch(rows, f"share-{batch}-{index}", on_midway=lambda batch=batch: ctx.point("mid-output", batch))
+                sink.write_batch(
+                    rows, f"share-{batch}-{index}", on_midway=lambda batch=batch: ctx.point("mid-output", batch))
             if bad is not None:
                 p, o, n, row = records[bad]
                 fault = poison[row[1]]

@@ -49,7 +49,8 @@ class DriverProcess:
         self.started_at = 0.0
         self.lock = threading.RLock()
         self._killed: set[int] = set()
-        self._groups = processes.ChildGroups(on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.pid))
+        self._groups = processes.ChildGroups(
+            on_new=lambda pgid, created, cmd: on_child_group(pgid, created, cmd, self.pid))
         self.standby = None  # the next attempt's driver, started ahead and waiting for its turn
         self.standby_started_at = 0.0
         self._standby_groups = processes.ChildGroups(
@@ -135,7 +136,8 @@ class DriverProcess:
             self._own_log = True
 
     def end_zombie(self) -> dict | None:
-        """SIGKILL the zombie's group and its children's, if still there; what ``zombie-end`` records (None without one).
+        """SIGKILL the zombie's group and its children's, if still there; what ``zombie-end`` records (None without
+        one).
 
         ``{"pid", "attempt", "code", "how", "last_log_line"}``; ``how``: ``exited`` (it had ended on its own:
         ``code`` is its status) or ``killed``.
@@ -177,7 +179,8 @@ class DriverProcess:
         """
         with self.lock:
             if self.alive():
-                raise RuntimeError(f"driver {self.proc.pid} (attempt {self.attempt}) is alive: kill or set it aside first")
+                raise RuntimeError(f"driver {self.proc.pid} (attempt {self.attempt}) is alive: kill or set it aside "
+                                   "first")
             self.attempt += 1
             ahead = None
             if self.standby is not None and self.standby.poll() is None:
@@ -220,7 +223,8 @@ class DriverProcess:
         return proc is not None and proc.poll() is not None and proc.pid not in self._killed
 
     def scan_children(self) -> None:
-        """Look for new process groups of the live driver's, the zombie's and the standby's children (PySpark's daemons)."""
+        """Look for new process groups of the live driver's, the zombie's and the standby's children (PySpark's
+        daemons)."""
         if self.alive():
             self._groups.scan(self.proc.pid)
         zombie = self.zombie
@@ -251,7 +255,8 @@ class DriverProcess:
             self._groups.kill()
 
     def stop(self, grace_s: float, limit_s: float) -> dict | None:
-        """SIGTERM, then SIGKILL once ``grace_s`` pass without progress; what ``final-stop`` records (None without a driver).
+        """SIGTERM, then SIGKILL once ``grace_s`` pass without progress; what ``final-stop`` records (None without a
+        driver).
 
         Progress is an event the driver writes to the run's timeline (a batch
         done, its receiver stopped); each one gives it ``grace_s`` more, up to
@@ -313,7 +318,8 @@ class DriverProcess:
                 quiet_since = time.monotonic()
 
     def kill_remaining(self) -> None:
-        """End whatever of the driver, the zombie and the standby is still alive (cleanup; safe to call more than once)."""
+        """End whatever of the driver, the zombie and the standby is still alive (cleanup; safe to call more than
+        once)."""
         with self.lock:
             self.stop_standby()
             self.end_zombie()

@@ -107,9 +107,11 @@ class EndWatch:
 
     def batchless_s(self, progress: dict, *, driver, faults, producer_done: bool, restart_pending: bool,
                     bootstrap: str, on_cluster: bool) -> float | None:
-        """Seconds without a batch start when only batch- or ISR-triggered faults are left and none can come, else None."""
+        """Seconds without a batch start when only batch- or ISR-triggered faults are left and none can come, else
+        None."""
         if ((not faults.pending and not faults.awaiting) or faults.deferred or faults.broker_restart_at is not None
-                or faults.node_restarts or any(f.batch is None and f.isr is None for f in faults.pending) or restart_pending
+                or faults.node_restarts or any(f.batch is None and f.isr is None for f in faults.pending)
+                or restart_pending
                 or not producer_done):
             return None
         if driver.attempt not in self._started or any(a == driver.attempt for a, _ in self._open):
@@ -128,7 +130,8 @@ class EndWatch:
         positions = progress["positions"]
         # The high watermark can lag the last write for a moment, so the ledger's
         # acknowledged offsets must be passed too before a run counts as drained.
-        past_acked = all(positions.get(p, 0) > last for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
+        past_acked = all(positions.get(p, 0) > last
+                         for p, last in max_acked_offsets(self.run_dir / LEDGER_FILE).items())
         # After a restart, the progress on file may be the dead driver's: the new one may still have
         # recovered batches to run. It must report progress itself first; one with nothing to redo
         # reports nothing, so after RESTART_SETTLE_S the file's progress is taken as it stands.

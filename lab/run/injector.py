@@ -171,7 +171,8 @@ class FaultInjector:
         if fault.kind in ("driver-crash", "driver-pause", "executor-crash") and not self.controls.driver_up():
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,
-                                     reason="no driver is up (it is being restarted); applied when the next one is ready")
+                                     reason="no driver is up (it is being restarted); applied when the next one is "
+                                            "ready")
         effect = EFFECTS.get(fault.kind)
         if effect is None:
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
@@ -219,7 +220,8 @@ class FaultInjector:
             (a proxy that is gone holds no fault; one that stays unreachable fails the
             next run's start, :func:`lab.broker.external.check_proxy`).
         """
-        if self._healed or not self.controls.client_controls or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired):
+        if (self._healed or not self.controls.client_controls
+            or not any(FAULTS[f["kind"]].by == "proxy" for f in self.fired)):
             return None
         self._healed = True
         replies = []

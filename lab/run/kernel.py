@@ -92,7 +92,8 @@ def stop_broker() -> None:
             shared_broker.stop_detached(runs)
             continue
         running = shared_broker.load_running(runs)
-        if running and running.proxy_pid == info.proxy_pid:  # still the record of ours (a broker-crash may renew the JVM)
+        # still the record of ours (a broker-crash may renew the JVM)
+        if running and running.proxy_pid == info.proxy_pid:
             shared_broker.state_file(runs).unlink(missing_ok=True)
             info = running
         broker.stop_embedded(info)

@@ -235,7 +235,8 @@ class LedgeredProducer:
 
     def _error_row(self, seq: int, sent: tuple[float, int], status: str, exc) -> tuple:
         """The ledger row of a send that failed (``status``: ``failed`` or ``unknown``)."""
-        return (seq, self._ids[seq], self._keys[seq], status, None, None, repr(exc)[:300], sent[0], time.time(), sent[1])
+        return (seq, self._ids[seq], self._keys[seq], status, None, None, repr(exc)[:300], sent[0], time.time(),
+                sent[1])
 
     def _kafka_python_report(self):
         """kafka-python's callback for a send (``partial(report, seq)``, both as callback and errback): its row.
@@ -478,7 +479,8 @@ class LedgeredProducer:
                     fut = send(topic, key=key, value=value)
             except Exception as exc:  # refused by the client (confluent: or no room for BLOCK_S): nothing left it
                 if pending.pop(seq, None) is not None:
-                    done.append((seq, ids[seq], key, "failed", None, None, repr(exc)[:300], now, now_s(), event_time_ms))
+                    done.append((seq, ids[seq], key, "failed", None, None, repr(exc)[:300], now, now_s(),
+                                 event_time_ms))
                 continue
             stats.sent += 1
             if not confluent:

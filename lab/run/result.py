@@ -176,7 +176,8 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     """
     bootstrap = broker.bootstrap
     copies = topic_read.result() if topic_read is not None else _topic_copies(bootstrap, config)
-    if PIPELINES[config.pipeline].share_group:  # the broker's word on how far the group is now (lab.share.state.settled)
+    # the broker's word on how far the group is now (lab.share.state.settled)
+    if PIPELINES[config.pipeline].share_group:
         from lab.share.settings import group_name
         from lab.share.state import group_state
 
@@ -196,10 +197,12 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     dup = [c[0] for c in copies.values() if c[0] > 1]
     source = {"topic_records": sum(c[0] for c in copies.values()), "source_duplicates": len(dup),
               "source_extra_copies": sum(n - 1 for n in dup), "acks_without_offset": placed,
-              "broker_version": "external" if broker.external else " ".join(filter(None, (broker.product, broker.version))),
+              "broker_version": ("external" if broker.external
+                                 else " ".join(filter(None, (broker.product, broker.version)))),
               **views}
     source["topic"] = asdict(audit_topic(run_dir, run_dir / LEDGER_FILE, copies))
-    if PIPELINES[config.pipeline].engine == "flink":  # what its restarts replay, predicted from its timeline (lab.audit.flink_replay)
+    # what its restarts replay, predicted from its timeline (lab.audit.flink_replay)
+    if PIPELINES[config.pipeline].engine == "flink":
         from lab.audit.flink_replay import replay_report
         from lab.sinks.topic import output_topic
 
@@ -218,7 +221,8 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         source["deliveries"] = delivery_report(delivery_table(read_deliveries(run_dir)), DELIVERY_LIMIT, start,
                                                events, archived)
     if audit.aborted_sends:
-        everything = kafka_tools.topic_copies(bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
+        everything = kafka_tools.topic_copies(
+            bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_event_ids(run_dir / LEDGER_FILE) if eid in everything)
     return audit, source
 

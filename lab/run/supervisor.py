@@ -249,8 +249,7 @@ class Run:
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run has finished (drained, no more batches, or deadline) and return its result.
 
-        A ``KeyboardInterrupt`` while waiting stops the run (every process
-        ended) and is raised again.
+        A ``KeyboardInterrupt`` while waiting stops the run (every process ended) and is raised again.
         """
         try:
             if not self._done.wait(timeout):
@@ -326,10 +325,11 @@ class Run:
         ``first``: the run's first driver.
         """
         if needed is None:
-            needed = any(f.kind == "driver-crash" for f in [*self.faults.pending, *(d[0] for d in self.faults.deferred)])
+            needed = any(f.kind == "driver-crash"
+                         for f in [*self.faults.pending, *(d[0] for d in self.faults.deferred)])
         waits = self.config.spec.waits_for_turn
-        if self._driver.standby is None and self._tuning.wants_standby(waits, self.config.option("spark_master"), needed,
-                                                                       first=first):
+        if self._driver.standby is None and self._tuning.wants_standby(waits, self.config.option("spark_master"),
+                                                                       needed, first=first):
             pid = self._driver.start_standby()
             self.events.write(ev.STANDBY_START, pid=pid, attempt=self._driver.attempt + 1)
 
@@ -369,7 +369,8 @@ class Run:
         self.events.write(ev.DRIVER_CHILD_GROUP, pid=pgid, create_time=created, cmd=cmd[:200], driver_pid=driver_pid)
 
     def _stop_driver_gracefully(self) -> str | None:
-        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` without progress; record how in ``final-stop``."""
+        """End the last driver: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` without progress; record how in
+        ``final-stop``."""
         stopped = self._driver.stop(STOP_GRACE_S, STOP_LIMIT_S)
         if stopped is None:
             return None

@@ -1,9 +1,9 @@
 """The share group's state reader: ``lab/share/java`` compiled once into the cache (:mod:`lab.host.java_build`).
 
-``LabShareState`` prints a share group's start offsets, lag and end offsets with Kafka's own Admin client (``listShareGroupOffsets``):
-confluent-kafka's AdminClient, which the share consumers use, has no share-group calls. Compiled against the
-broker's jar set (its ``kafka-clients``). ``lab fetch`` compiles it once, online; a run compiles it first when
-it is missing. Delivery effect: none; it only reads.
+``LabShareState`` prints a share group's start offsets, lag and end offsets with Kafka's own Admin client
+(``listShareGroupOffsets``): confluent-kafka's AdminClient, which the share consumers use, has no share-group calls.
+Compiled against the broker's jar set (its ``kafka-clients``). ``lab fetch`` compiles it once, online; a run compiles it
+first when it is missing. Delivery effect: none; it only reads.
 """
 
 from __future__ import annotations

@@ -53,7 +53,8 @@ def check(cfg, spec) -> None:
         if cfg.kafka.consumers != DEFAULT_CONSUMERS:
             raise LabError(f"--consumers is the share pipeline's setting; this run's pipeline is {cfg.pipeline!r}")
         return
-    if isinstance(cfg.kafka.consumers, bool) or not isinstance(cfg.kafka.consumers, int) or not 1 <= cfg.kafka.consumers <= MAX_CONSUMERS:
+    if (isinstance(cfg.kafka.consumers, bool) or not isinstance(cfg.kafka.consumers, int)
+        or not 1 <= cfg.kafka.consumers <= MAX_CONSUMERS):
         raise LabError(f"consumers {cfg.kafka.consumers!r}: valid are 1 to {MAX_CONSUMERS} share consumers")
     if cfg.kafka.commit not in SHARE_COMMITS:
         raise LabError(f"commit mode {cfg.kafka.commit!r} for the share pipeline; valid: {', '.join(SHARE_COMMITS)}")

@@ -1,4 +1,5 @@
-"""A share group's start offsets, lag and end offsets, read by ``LabShareState`` (:mod:`lab.share.build`) in a JVM of its own.
+"""A share group's start offsets, lag and end offsets, read by ``LabShareState`` (:mod:`lab.share.build`) in a JVM of
+its own.
 
 :func:`state_reader` starts one that says them every interval (the share driver's progress);
 :func:`group_state` asks once (the final audit). Delivery effect: none; they only read.

@@ -103,7 +103,8 @@ class Sink:
                 # text as bytes, which match no event id of the ledger (measured: every event audited lost).
                 self.db = psycopg.connect(spec.url, autocommit=True, connect_timeout=5, client_encoding="utf8")
             except psycopg.OperationalError as e:
-                raise LabError(f"cannot connect to LAB_SINK_URL={spec.url!r}: {str(e).strip().splitlines()[0]}") from None
+                raise LabError(f"cannot connect to LAB_SINK_URL={spec.url!r}: "
+                               f"{str(e).strip().splitlines()[0]}") from None
             self.db.execute(f'CREATE SCHEMA IF NOT EXISTS "{spec.schema}"')
             self.db.execute(f'SET search_path TO "{spec.schema}"')
             self._ph = "%s"
@@ -162,7 +163,8 @@ class Sink:
                     f"({'a repeated range' if start < row[0] else 'a skipped range'})"
                 )
             self._exec(
-                "INSERT INTO sink_offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                "INSERT INTO sink_offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition) DO UPDATE SET next_offset = "
+                "excluded.next_offset",
                 (topic, partition, until),
             )
 
@@ -207,7 +209,8 @@ class Sink:
             raise LabError("offsets can be stored in the sink only with --sink transactional")
 
         def skipped() -> None:
-            self._many("INSERT INTO sink_attempts VALUES (?, ?, ?, ?)", [(r[0], r[1], batch_key, "skipped") for r in rows])
+            self._many("INSERT INTO sink_attempts VALUES (?, ?, ?, ?)",
+                       [(r[0], r[1], batch_key, "skipped") for r in rows])
 
         return self._write(rows, batch_key, lambda part: self._insert_rows(part, batch_key, "written"), on_midway,
                            also=(lambda: self._advance_offsets(topic, offsets)) if offsets is not None else None,
@@ -228,8 +231,8 @@ class Sink:
         """
         now = time.time()
         if self.mode == "idempotent":
-            sql = ("INSERT INTO sink_windows VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (window_start, key) DO UPDATE SET "
-                   "count = excluded.count, delta = excluded.delta, batch_key = excluded.batch_key, "
+            sql = ("INSERT INTO sink_windows VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (window_start, key) DO UPDATE "
+                   "SET count = excluded.count, delta = excluded.delta, batch_key = excluded.batch_key, "
                    "written_at = excluded.written_at")
         else:
             sql = "INSERT INTO sink_windows VALUES (?, ?, ?, ?, ?, ?, ?)"

@@ -27,7 +27,8 @@ SINK_MODES = {
     "append": "plain insert: every write attempt stores a row (at-least-once output)",
     "idempotent": "upsert on the event id: writing twice stores once",
     "transactional": "rows committed with their batch id in one transaction; a batch already committed is skipped",
-    FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured only)",
+    FILES_MODE: "Spark's Parquet file sink: a batch's files count once its _spark_metadata entry exists (structured "
+                "only)",
     TOPIC_MODE: "a Kafka output topic, audited read_committed: kafka-eos writes it in transactions with the "
                 "consumed offsets, flink with its KafkaSink, samza with its producer, structured with Spark's "
                 "Kafka sink (at-least-once; kafka-eos, flink, samza and structured only)",

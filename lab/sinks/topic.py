@@ -126,7 +126,8 @@ def read_view(bootstrap: str, topic: str, isolation_level: str,
 
 
 class TopicSink:
-    """A :class:`lab.sinks.spec.SinkReader` over a run's output topic: stored rows read_committed, attempts read_uncommitted.
+    """A :class:`lab.sinks.spec.SinkReader` over a run's output topic: stored rows read_committed, attempts
+    read_uncommitted.
 
     Each view is read once per instance, on first use (open one per audit).
     """

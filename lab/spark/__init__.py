@@ -1,4 +1,6 @@
-"""Spark: sessions, the driver class archive, the Python workers' daemon, the standalone cluster, the lab's Kafka source.
+"""Spark: sessions, the driver class archive, the Python workers' daemon, the standalone cluster, the lab's Kafka
+source.
 
-Used by the driver process; imports ``lab.host``, ``lab.kafka`` and the root's words, never the run, the audit or the views.
+Used by the driver process; imports ``lab.host``, ``lab.kafka`` and the root's words, never the run, the audit or the
+views.
 """

@@ -47,7 +47,8 @@ from lab.host.class_archive import ArchiveStatus, archive_dir, build_archive, en
 
 
 def _driver_jars() -> list[Path]:
-    """The jars a driver JVM starts with: Spark's, and the Kafka connector's when cached (:func:`lab.spark.session.session_conf`)."""
+    """The jars a driver JVM starts with: Spark's, and the Kafka connector's when cached
+    (:func:`lab.spark.session.session_conf`)."""
     from lab.host import jars
     from lab.host.jar_sets import SPARK_KAFKA_JARS
 
@@ -128,7 +129,8 @@ def ensure(cache: str | Path | None = None, progress=None, retry: bool = False) 
         without the archive (slower, same results). Never raises for a failed build.
     """
     return ensure_archive(archive_path(cache), build, progress,
-                          "building the driver JVM's class archive, once for these Java and Spark versions (about 40 s)",
+                          "building the driver JVM's class archive, once for these Java and Spark versions (about 40 "
+                          "s)",
                           retry=retry)
 
 

@@ -40,7 +40,8 @@ def train(work: Path, archive: Path) -> None:
         _ = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
              .option("subscribe", "t").load().selectExpr("CAST(value AS STRING)").schema)
         _ = (spark.read.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "t")
-             .option("startingOffsets", json.dumps({"t": {"0": 0}})).option("endingOffsets", json.dumps({"t": {"0": 1}}))
+             .option("startingOffsets", json.dumps({"t": {"0": 0}}))
+             .option("endingOffsets", json.dumps({"t": {"0": 1}}))
              .load().schema)
         _kafka_consumer(spark)
 

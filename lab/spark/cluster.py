@@ -133,7 +133,8 @@ def wait_for_bound_ports(proc, log: Path, offset: int, patterns: dict, timeout_s
             return found
         if time.monotonic() >= deadline:
             missing = sorted(set(patterns) - set(found)) or sorted(found)
-            raise LabError(f"{what} did not report listening on its {', '.join(missing)} port within {timeout_s:g} s; see {log}")
+            raise LabError(f"{what} did not report listening on its {', '.join(missing)} port within {timeout_s:g} s; "
+                           f"see {log}")
         time.sleep(0.1)
 
 
@@ -190,7 +191,8 @@ def _wait_registered(master_log: Path, offset: int, workers: int, master, timeou
         if registered >= workers:
             return
         if time.monotonic() >= deadline:
-            raise LabError(f"only {registered} of {workers} workers registered within {timeout_s:g} s; see {master_log}")
+            raise LabError(f"only {registered} of {workers} workers registered within {timeout_s:g} s; see "
+                           f"{master_log}")
         time.sleep(0.2)
 
 

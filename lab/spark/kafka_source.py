@@ -180,7 +180,8 @@ class _Options:
         self.check_crcs = str(opts.get("checkcrcs", "false")).lower() == "true"
         self.isolation_level = opts.get("isolationlevel", "read_uncommitted")
         if self.isolation_level not in ISOLATION_LEVELS:
-            raise ValueError(f"isolationLevel {self.isolation_level!r} is not valid; valid: {', '.join(ISOLATION_LEVELS)}")
+            raise ValueError(f"isolationLevel {self.isolation_level!r} is not valid; valid: "
+                             f"{', '.join(ISOLATION_LEVELS)}")
 
 
 class _OffsetClient:

@@ -239,7 +239,8 @@ def skip_accumulator_wait(sc, tuning=None) -> bool:
 
     if not (tuning or StartTuning.from_env()).quick_stop:
         return False
-    # PySpark's stop() shuts the server down only when it holds it (pyspark 4.3.0: ``getattr(self, "_accumulatorServer", None)``).
+    # PySpark's stop() shuts the server down only when it holds it (pyspark 4.3.0: ``getattr(self, "_accumulatorServer",
+    # None)``).
     sc._accumulatorServer = None
     return True
 

@@ -47,7 +47,8 @@ TRIGGERS = {
 #: Seconds of a real-time batch when ``--trigger real-time`` names none.
 DEFAULT_REAL_TIME_S = 5.0
 #: The shortest real-time interval the lab accepts: a batch shorter than the driver's commit round trip
-#: would spend itself planning. Spark's own floor is 5 s (:data:`REAL_TIME_MIN_CONF`); the lab's sessions set it to this.
+#: would spend itself planning. Spark's own floor is 5 s (:data:`REAL_TIME_MIN_CONF`); the lab's sessions set it to
+#: this.
 MIN_REAL_TIME_S = 1.0
 #: Spark's floor for a real-time interval (default 5 s: a shorter one fails the query at its start).
 REAL_TIME_MIN_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"
@@ -129,8 +130,9 @@ def check(cfg, spec, pipelines) -> None:
     trigger = parse_trigger(cfg.spark.trigger)
     if not has_trigger(spec):
         if trigger.mode != MICRO_BATCH:
-            raise LabError(f"--trigger {cfg.spark.trigger} applies to pipeline {', '.join(p for p, s in pipelines.items() if has_trigger(s))}; "
-                           f"this run's pipeline is {cfg.pipeline!r}")
+            raise LabError(f"--trigger {cfg.spark.trigger} applies to pipeline "
+                           f"{', '.join(p for p, s in pipelines.items() if has_trigger(s))}; this run's pipeline is "
+                           f"{cfg.pipeline!r}")
         return
     if trigger.real_time:
         if cfg.sink != "topic":

@@ -64,7 +64,8 @@ def bigger_checkpoints(aligned, unaligned) -> tuple[str, str]:
         return float(cp["size (KB)"].max()) if len(cp) else 0.0
 
     a, u = largest(aligned), largest(unaligned)
-    return ("unaligned's" if u > a else "aligned's"), f"largest completed checkpoint: aligned {a:.1f} KB, unaligned {u:.1f} KB"
+    return ("unaligned's" if u > a
+            else "aligned's"), f"largest completed checkpoint: aligned {a:.1f} KB, unaligned {u:.1f} KB"
 
 
 def restarts(result) -> pandas.DataFrame:  # noqa: F821
@@ -118,7 +119,8 @@ def state_table(results: dict) -> pandas.DataFrame:  # noqa: F821
                      "output duplicated": r["duplicated"], "keys": c.get("keys"), "keys exact": c.get("keys_exact"),
                      "keys over (by)": f"{c.get('keys_over')} ({c.get('overcount')})",
                      "keys under (by)": f"{c.get('keys_under')} ({c.get('undercount')})",
-                     "restores (driver: keys, s)": "; ".join(f"{a}: {k}, {t:.1f}" for a, (k, t) in sorted(restored.items()))})
+                     "restores (driver: keys, "
+                     "s)": "; ".join(f"{a}: {k}, {t:.1f}" for a, (k, t) in sorted(restored.items()))})
     return pd.DataFrame(rows).set_index("run")
 
 
@@ -133,7 +135,8 @@ def engine_table(results: dict) -> pandas.DataFrame:  # noqa: F821
                                                                       "offsets", "wal", "commit",
                                                                       "storm_mode")}
         rows.append({"run": label, "engine": PIPELINES[cfg.pipeline].engine_name,
-                     "pipeline": cfg.pipeline, "mechanism": (STORM_MECHANISMS.get(cfg.storm.storm_mode, "") if PIPELINES[cfg.pipeline].engine == "storm"
+                     "pipeline": cfg.pipeline, "mechanism": (STORM_MECHANISMS.get(cfg.storm.storm_mode, "")
+                                                             if PIPELINES[cfg.pipeline].engine == "storm"
                                    else MECHANISMS.get(cfg.pipeline, "")),
                      "settings": ", ".join(f"{k}={v}" for k, v in settings.items()), "faults": cfg.faults or "none",
                      "acknowledged": r["acked"], "exactly once": r["exactly_once"], "duplicated": r["duplicated"],

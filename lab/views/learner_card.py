@@ -135,7 +135,8 @@ def card() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lab.views.learner_card [PATH]``: write the card (default ``docs/learner-card.md`` of the checkout)."""
+    """``python -m lab.views.learner_card [PATH]``: write the card (default ``docs/learner-card.md`` of the
+    checkout)."""
     from lab.host.env import project_root
 
     args = list(sys.argv[1:] if argv is None else argv)

@@ -291,7 +291,8 @@ class Panel:
 
     def _counters_html(self, c: LiveCounts | None) -> str:
         if c is None:
-            vals = dict.fromkeys(("produced", "acknowledged", "in sink (rows)", "duplicates", "lost so far", "unseen"), "–")
+            vals = dict.fromkeys(("produced", "acknowledged", "in sink (rows)", "duplicates", "lost so far", "unseen"),
+                                 "–")
         else:
             vals = {"produced": c.produced, "acknowledged": c.acked, "in sink (rows)": c.stored_rows,
                     "duplicates": c.duplicated, "lost so far": c.lost, "unseen": c.unseen}

@@ -33,12 +33,13 @@ def delivery_counts(audit_or_counts, title: str = "Deliveries per acknowledged e
     labels = ["exactly-once", "duplicated", "lost", "unseen", "unexpected"]
     values = [c["exactly_once"], c["duplicated"], c["lost"], c["unseen"], c["unexpected"]]
     fig = go.Figure(go.Bar(
-        x=labels, y=values, marker_color=[COLORS[l] for l in labels], text=values, textposition="outside", cliponaxis=False,
-        hovertemplate="%{x}: %{y}<extra></extra>",
+        x=labels, y=values, marker_color=[COLORS[l] for l in labels], text=values, textposition="outside",
+        cliponaxis=False, hovertemplate="%{x}: %{y}<extra></extra>",
     ))
     extra = c.get("extra_copies", 0)
     fig.update_layout(
-        title=f"{title}<br><sup>{c['acked']} acknowledged · {extra} extra copies · measured: {c.get('guarantee', '')}</sup>",
+        title=f"{title}<br><sup>{c['acked']} acknowledged · {extra} extra copies · measured: "
+              f"{c.get('guarantee', '')}</sup>",
         yaxis_title="events", template="plotly_white", height=380, margin=dict(t=80),
     )
     return fig
@@ -60,7 +61,8 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
             marker=dict(color=COLORS[status], size=11 if lost else 4, symbol="x" if lost else "circle",
                         line=dict(width=0)),
             customdata=part[["event_id", "partition", "kafka_offset"]].to_numpy() if len(part) else None,
-            hovertemplate="seq %{x}<br>copies %{y}<br>id %{customdata[0]}<br>partition %{customdata[1]} offset %{customdata[2]}<extra></extra>",
+            hovertemplate="seq %{x}<br>copies %{y}<br>id %{customdata[0]}<br>partition %{customdata[1]} offset "
+                          "%{customdata[2]}<extra></extra>",
         ))
     ymax = int(table["delivered"].max()) if len(table) else 1
     fig.update_layout(
@@ -72,7 +74,8 @@ def event_strip(table, title: str = "Every acknowledged event") -> go.Figure:
 
 
 def pause_spans(events: list[dict], last: float) -> list[tuple[float, float, str, str]]:
-    """``(start, end, label, colour)`` of each driver-pause (its fault to its SIGCONT) and each zombie's life after it."""
+    """``(start, end, label, colour)`` of each driver-pause (its fault to its SIGCONT) and each zombie's life after
+    it."""
     spans, paused, zombie = [], None, None
     for e in events:
         if e["type"] == ev.FAULT and e.get("kind") == "driver-pause" and e.get("pid") is not None:
@@ -145,8 +148,8 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
     next driver (``recovered``) is an open marker at the time it was logged.
 
     Faults, restarts and the producer's end are vertical lines; their labels sit above the plot, each starting
-    or ending at its line (never crossed by one, never past the axis's end), on up to :data:`MAX_LABEL_LINES` lines so that none overlap
-    (:func:`stack_labels`); when they would need more, each line is named in the legend instead.
+    or ending at its line (never crossed by one, never past the axis's end), on up to :data:`MAX_LABEL_LINES` lines so
+    that none overlap (:func:`stack_labels`); when they would need more, each line is named in the legend instead.
     ``x_span``: the x axis's extent in seconds when the caller fixes it (a live view), else the events' own.
     """
     t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
@@ -193,9 +196,9 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
         if lines is not None:
             line, side = lines[i]
             fig.add_vline(x=x, line=style)
-            fig.add_annotation(x=x, y=1, yref="paper", yanchor="bottom", xanchor=side, xshift=2 if side == "left" else -2,
-                               yshift=2 + LABEL_LINE_PX * line, text=label, showarrow=False,
-                               font=dict(color=style["color"], size=11))
+            fig.add_annotation(x=x, y=1, yref="paper", yanchor="bottom", xanchor=side,
+                               xshift=2 if side == "left" else -2, yshift=2 + LABEL_LINE_PX * line, text=label,
+                               showarrow=False, font=dict(color=style["color"], size=11))
         else:  # too many to write apart: each line is a trace, named in the legend
             fig.add_trace(go.Scatter(x=[x, x], y=[0, ymax * 1.2], mode="lines", line=style,
                                      name=f"{label} (at {x:.1f} s)", hoverinfo="name"))
@@ -259,20 +262,23 @@ def semantics_grid(grid, title: str | None = None) -> go.Figure:
         height=max(320, len(deployments) * (15 * lines + 14) + 170),
         xaxis=dict(side="top", showgrid=False, tickfont=dict(size=13)),
         yaxis=dict(autorange="reversed", showgrid=False, tickfont=dict(size=12)),
-        legend=dict(orientation="h", y=-0.02, yanchor="top", title_text="measured: "), margin=dict(l=20, r=20, t=110, b=40))
+        legend=dict(orientation="h", y=-0.02, yanchor="top", title_text="measured: "),
+        margin=dict(l=20, r=20, t=110, b=40))
     return fig
 
 
-def source_vs_sink(reports: dict[str, dict], title: str = "Where duplicates are born, and where they are removed") -> go.Figure:
+def source_vs_sink(reports: dict[str, dict],
+                   title: str = "Where duplicates are born, and where they are removed") -> go.Figure:
     """Grouped bars per scenario: duplicates in the topic (from the producer) vs duplicated events in the sink."""
     labels = list(reports)
     fig = go.Figure([
         go.Bar(name="duplicates in the topic", x=labels, y=[r.get("source_duplicates", 0) for r in reports.values()],
-               marker_color="#9467bd", text=[r.get("source_duplicates", 0) for r in reports.values()], textposition="outside",
+               marker_color="#9467bd", text=[r.get("source_duplicates", 0) for r in reports.values()],
+               textposition="outside",
                cliponaxis=False),
         go.Bar(name="duplicated events in the sink", x=labels, y=[r["duplicated"] for r in reports.values()],
-               marker_color=COLORS["duplicated"], text=[r["duplicated"] for r in reports.values()], textposition="outside",
-               cliponaxis=False),
+               marker_color=COLORS["duplicated"], text=[r["duplicated"] for r in reports.values()],
+               textposition="outside", cliponaxis=False),
         go.Bar(name="lost events", x=labels, y=[r["lost"] for r in reports.values()], marker_color=COLORS["lost"],
                text=[r["lost"] for r in reports.values()], textposition="outside", cliponaxis=False),
     ])
@@ -291,7 +297,8 @@ def offset_ranges(plans: list[dict], replayed: set[int] | None = None,
     """
     replayed = replayed or set()
     fig = go.Figure()
-    palette = ["#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#17becf", "#9edae5"]
+    palette = ["#1f77b4", "#aec7e8", "#2ca02c", "#98df8a", "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#17becf",
+               "#9edae5"]
     for i, plan in enumerate(sorted(plans, key=lambda p: p["batch"])):
         rs = [r for r in plan["ranges"] if r["untilOffset"] > r["fromOffset"]]
         if not rs:
@@ -301,7 +308,8 @@ def offset_ranges(plans: list[dict], replayed: set[int] | None = None,
             orientation="h", y=[f"partition {r['partition']}" for r in rs],
             x=[r["untilOffset"] - r["fromOffset"] for r in rs], base=[r["fromOffset"] for r in rs],
             name=f"batch {plan['batch']}" + (" (replayed)" if again else ""),
-            marker=dict(color=palette[i % len(palette)], line=dict(color="#d62728" if again else "white", width=3 if again else 1),
+            marker=dict(color=palette[i % len(palette)],
+                        line=dict(color="#d62728" if again else "white", width=3 if again else 1),
                         pattern=dict(shape="/" if again else "")),
             text=[f"{plan['batch']}" for _ in rs], textposition="inside", insidetextanchor="middle",
             customdata=[r["untilOffset"] for r in rs],
@@ -361,7 +369,8 @@ def window_counts(table, title: str = "Every window: expected vs measured count"
     if t["late"].sum():
         fig.add_trace(go.Bar(x=t["label"], y=t["late"], name=f"late, dropped ({int(t['late'].sum())})",
                              marker_color="#bdbdbd"))
-    for status, color, symbol in (("exact", COLORS["exactly-once"], "circle"), ("over", COLORS["duplicated"], "triangle-up"),
+    for status, color, symbol in (("exact", COLORS["exactly-once"],
+                                   "circle"), ("over", COLORS["duplicated"], "triangle-up"),
                                   ("under", COLORS["lost"], "triangle-down")):
         part = t[t["status"] == status]
         if len(part) or status == "exact":
@@ -409,7 +418,8 @@ def replication_timeline(events: list[dict], lost=None,
             name=role, orientation="h", y=[labels[(s["partition"], s["node"])] for s in mine],
             base=[s["start"] - t0 for s in mine], x=[min(s["end"], stop) - s["start"] for s in mine],
             marker_color=_ROLE_COLORS[role], customdata=[s["epoch"] for s in mine],
-            hovertemplate="%{y}: " + role + "<br>from %{base:.1f}s for %{x:.1f}s<br>leader epoch %{customdata}<extra></extra>"))
+            hovertemplate="%{y}: " + role + "<br>from %{base:.1f}s for %{x:.1f}s<br>leader epoch "
+                                            "%{customdata}<extra></extra>"))
     down = node_down_intervals(events)
     if down:
         fig.add_trace(go.Bar(
@@ -421,7 +431,8 @@ def replication_timeline(events: list[dict], lost=None,
             name=f"acknowledged, then lost ({len(lost)})", y=["lost acks"] * len(lost), x=lost["done_at"] - t0,
             mode="markers", marker=dict(color=COLORS["lost"], symbol="x", size=7),
             customdata=lost[["partition", "kafka_offset"]].to_numpy(),
-            hovertemplate="acknowledged at %{x:.2f}s<br>partition %{customdata[0]} offset %{customdata[1]}<extra></extra>"))
+            hovertemplate="acknowledged at %{x:.2f}s<br>partition %{customdata[0]} offset "
+                          "%{customdata[1]}<extra></extra>"))
     for e in events:
         if e["type"] == ev.FAULT and e.get("kind") == "follower-lag" and e.get("duration_s"):
             fig.add_vrect(x0=e["t"] - t0, x1=e["t"] - t0 + e["duration_s"], fillcolor="#fdd0a2", opacity=0.5,
@@ -482,9 +493,11 @@ def flink_checkpoints(runs: dict[str, list[dict]],
         done = [e for e in events if e["type"] == ev.FLINK_CHECKPOINT and e.get("status") == "completed"
                 and not e.get("savepoint") and e.get("ack_ms")]
         x = [e["ack_ms"] / 1000 - t0 for e in done]
-        hover = [f"checkpoint {e['checkpoint']} (driver #{e.get('attempt', 1)})<br>{(e.get('checkpointed_size') or 0) / 1024:.1f} KB, "
-                 f"in flight {(e.get('persisted_data') or 0) / 1024:.1f} KB<br>{e.get('duration_ms')} ms" for e in done]
-        fig.add_trace(go.Scatter(x=x, y=[max(e.get("checkpointed_size") or 0, 1) / 1024 for e in done], mode="markers+lines",
+        hover = [f"checkpoint {e['checkpoint']} (driver "
+                 f"#{e.get('attempt', 1)})<br>{(e.get('checkpointed_size') or 0) / 1024:.1f} KB, in flight "
+                 f"{(e.get('persisted_data') or 0) / 1024:.1f} KB<br>{e.get('duration_ms')} ms" for e in done]
+        fig.add_trace(go.Scatter(x=x, y=[max(e.get("checkpointed_size") or 0, 1) / 1024
+                                         for e in done], mode="markers+lines",
                                  name=label, legendgroup=label, marker=dict(color=color, size=8), line=dict(width=1),
                                  hovertext=hover, hoverinfo="text"), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=[e.get("duration_ms") or 0 for e in done], mode="markers+lines", name=label,

@@ -233,8 +233,8 @@ class GridSheet(PredictionSheet):
             return True
         left = self.missing()
         if left:
-            print(f"{len(left)} of {len(self.scenarios)} rows have no prediction yet (the first: {self.labels[left[0]]!r}). "
-                  "Predict them in the buttons above, then run this cell again.")
+            print(f"{len(left)} of {len(self.scenarios)} rows have no prediction yet (the first: "
+                  f"{self.labels[left[0]]!r}). Predict them in the buttons above, then run this cell again.")
             return False
         return True
 

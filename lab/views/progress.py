@@ -84,7 +84,8 @@ def run(cfg: RunConfig, quiet: bool = False, turn: str = "") -> RunResult:
                 if e["type"] == ev.SPARK_UI:  # each driver attempt has a UI of its own
                     from lab.spark.session import ui_hint
 
-                    print(f"Spark UI of driver attempt {e['attempt']}: {e['url']}  ({ui_hint(cfg.pipeline)})", flush=True)
+                    print(f"Spark UI of driver attempt {e['attempt']}: {e['url']}  ({ui_hint(cfg.pipeline)})",
+                          flush=True)
             st = r.status()
             total = sum(st.end_offsets.values()) or st.acked or 1
             bar.max = max(1, total)

@@ -38,7 +38,8 @@ def row(result: RunResult) -> dict:
             "ELR": level, "seed": result.config.seed,
             "documented": c.expect, "acked": topic["acked"], "lost": topic["lost"],
             "failed sends": topic["failed_sends"], "failed, in topic": topic["failed_in_topic"],
-            "unknown": topic["unknown_sends"], "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),
+            "unknown": topic["unknown_sends"],
+            "no live leader (s)": max(leaderless_s(read_events(result.run_dir)).values(), default=0.0),
             "verdict": verdict(c.expect, result.report), "why": c.why}
 
 

@@ -31,7 +31,8 @@ def state_store(run_dir: Path | str):
         rows.append({"operator": rel[0], "partition": rel[1] if len(rel) > 2 else "", "version":
                      int(stem) if stem.isdigit() else None, "kind": kind or f.name, "bytes": f.stat().st_size,
                      "file": "/".join(rel)})
-    return pd.DataFrame(rows, columns=["operator", "partition", "version", "kind", "bytes", "file"]).astype({"version": "Int64"})
+    return pd.DataFrame(rows, columns=["operator", "partition", "version", "kind", "bytes", "file"]).astype(
+        {"version": "Int64"})
 
 
 def files_under(path: Path | str, max_files: int = 60) -> str:
@@ -123,7 +124,8 @@ def offset_log_entry(run_dir: Path | str, batch: int) -> dict:
 
 
 def file_sink_readers(result):
-    """A files-sink run's directory as Spark's reader and a naive reader see it (a pandas DataFrame, :func:`lab.sinks.files.reader_views`)."""
+    """A files-sink run's directory as Spark's reader and a naive reader see it (a pandas DataFrame,
+    :func:`lab.sinks.files.reader_views`)."""
     import pandas as pd
 
     from lab.sinks.files import reader_views
@@ -191,9 +193,11 @@ def spark_state(run_dir: Path | str, batches):
         upto = (events.kafka_offset >= 0) & (events.kafka_offset < limit)
         s = state["batches"][str(b)]
         row = {"batch": b, "state rows": s["rows"], "counts in the state": s["counted"],
-               "events up to its end offsets": int(upto.sum()), "runs of the batch": sum(e["batch"] == b for e in starts)}
+               "events up to its end offsets": int(upto.sum()),
+               "runs of the batch": sum(e["batch"] == b for e in starts)}
         if "sessions" in s:
-            row["sessions as in the ledger"] = int(session_state_check(s["sessions"], events, upto, gap_ms)["exact"].sum())
+            row["sessions as in the ledger"] = int(
+                session_state_check(s["sessions"], events, upto, gap_ms)["exact"].sum())
         rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]

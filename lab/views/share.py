@@ -86,12 +86,14 @@ def zombie_timelines(results: dict, title: str = "Paused, replaced, back as a zo
             fig.add_trace(go.Scatter(
                 x=[e["t"] - t0 for e in mine], y=[e["rows"] for e in mine], mode="markers",
                 name=f"driver #{attempt}" + (" (the zombie after its pause)" if attempt == 1 else ""),
-                legendgroup=f"driver {attempt}", showlegend=i == 1, marker=dict(size=6, color=_ATTEMPT_COLORS[(attempt - 1) % 3]),
+                legendgroup=f"driver {attempt}", showlegend=i == 1,
+                marker=dict(size=6, color=_ATTEMPT_COLORS[(attempt - 1) % 3]),
                 hovertemplate=f"{label}<br>batch %{{customdata}}, %{{y}} rows, t=%{{x:.2f}}s<extra></extra>",
                 customdata=[e["batch"] for e in mine]), row=i, col=1)
         last = events[-1]["t"] if events else t0
         for x0, x1, what, color in pause_spans(events, last):
-            fig.add_vrect(x0=x0 - t0, x1=x1 - t0, fillcolor=color, opacity=0.3, line_width=0, layer="below", row=i, col=1)
+            fig.add_vrect(x0=x0 - t0, x1=x1 - t0, fillcolor=color, opacity=0.3, line_width=0, layer="below", row=i,
+                          col=1)
             fig.add_annotation(x=(x0 + x1) / 2 - t0, y=1, yref=f"y{i} domain" if i > 1 else "y domain", text=what,
                                showarrow=False, font=dict(color="#8c510a"))
         for e in events:

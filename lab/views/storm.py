@@ -30,17 +30,19 @@ def batches(result) -> pandas.DataFrame:  # noqa: F821
             continue
         key = (e.get("attempt"), e.get("batch"))
         d, a = done.get(key, {}), acks.get(key, {})
-        rows.append({"driver": e.get("attempt"), "batch": e.get("batch"), "txid": e.get("txid"), "records": e.get("rows"),
-                     "offsets (partition: from-until)": ", ".join(f"{p}: {r[0]}-{r[1]}"
+        rows.append({"driver": e.get("attempt"), "batch": e.get("batch"), "txid": e.get("txid"),
+                     "records": e.get("rows"), "offsets (partition: from-until)": ", ".join(f"{p}: {r[0]}-{r[1]}"
                                                                   for p, r in sorted(e.get("ranges", {}).items())),
                      "replayed": e.get("replayed", 0), "sink": d.get("outcome", "killed before it returned"),
                      "failed": d.get("failed"), "acked": a.get("acked"),
-                     "committed": ((e.get("attempt"), e.get("txid")) in commits) if e.get("txid") is not None else None})
+                     "committed": ((e.get("attempt"),
+                                    e.get("txid")) in commits) if e.get("txid") is not None else None})
     return pd.DataFrame(rows)
 
 
 def replayed_transactions(result) -> pandas.DataFrame:  # noqa: F821
-    """Each Trident txid emitted more than once: the offsets of its first and its replayed emission, and whether they match.
+    """Each Trident txid emitted more than once: the offsets of its first and its replayed emission, and whether they
+    match.
 
     KafkaTridentSpoutTransactional promises that a replayed txid carries the same records (it stores each
     batch's offsets in ZooKeeper before it emits them); ``same records`` checks that promise on the run.

@@ -33,7 +33,8 @@ def crash_window(result) -> dict | None:
     if kill is None:
         return None
     commits = result.run_dir / "checkpoint" / "commits"
-    written = sorted((f.stat().st_mtime, int(f.name)) for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else []
+    written = (sorted((f.stat().st_mtime, int(f.name)) for f in commits.iterdir() if f.name.isdigit())
+               if commits.is_dir() else [])
     before = [(t, b) for t, b in written if t < kill["t"]]
     ends: dict[int, int] = {}
     if before:
@@ -69,7 +70,8 @@ def sweep_table(results: dict):
     return pd.DataFrame(rows).set_index("run")
 
 
-def sweep_figure(table, rate: float, title: str = "Real-time mode: the interval sets the duplicates, not the latency") -> go.Figure:
+def sweep_figure(table, rate: float,
+                 title: str = "Real-time mode: the interval sets the duplicates, not the latency") -> go.Figure:
     """Two panels from :func:`sweep_table`: events written twice (and the interval's bound, ``rate`` x interval)
     per run, and the steady-state latency per run (log scale)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("events written twice after the crash",
@@ -77,14 +79,17 @@ def sweep_figure(table, rate: float, title: str = "Real-time mode: the interval 
     x = [f"{run}" for run in table.index]
     fig.add_trace(go.Bar(x=x, y=table["duplicated"], name="duplicated (audit)", text=table["duplicated"],
                          textposition="outside", marker_color="#d62728"), 1, 1)
-    fig.add_trace(go.Scatter(x=x, y=table["past the last commit at the crash"], mode="markers", name="sent past the last commit",
+    fig.add_trace(go.Scatter(x=x, y=table["past the last commit at the crash"], mode="markers",
+                             name="sent past the last commit",
                              marker=dict(symbol="diamond", size=11, color="#1f77b4")), 1, 1)
     fig.add_trace(go.Scatter(x=x, y=table["of them written before the kill"], mode="markers",
-                             name="of them written before the kill", marker=dict(symbol="x", size=10, color="#000000")), 1, 1)
+                             name="of them written before the kill", marker=dict(symbol="x", size=10, color="#000000")),
+                  1, 1)
     real = table["trigger"].str.startswith("real-time")
     fig.add_trace(go.Scatter(x=[x[i] for i in range(len(x)) if real.iloc[i]],
                              y=[rate * v for v, rt in zip(table["interval (s)"], real) if rt], mode="markers",
-                             name="rate x interval", marker=dict(symbol="line-ew-open", size=26, color="#7f7f7f")), 1, 1)
+                             name="rate x interval", marker=dict(symbol="line-ew-open", size=26, color="#7f7f7f")), 1,
+                  1)
     for col, color in (("latency p50 (ms)", "#2ca02c"), ("latency p95 (ms)", "#98df8a")):
         fig.add_trace(go.Bar(x=x, y=table[col], name=col.replace(" (ms)", ""), marker_color=color,
                              text=[None if v != v or v is None else f"{v:.0f}" for v in table[col]],

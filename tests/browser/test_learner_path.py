@@ -58,7 +58,8 @@ def set_parameters(path: Path, params: dict) -> None:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             src = "".join(cell["source"])
             for key, value in params.items():
-                src, n = re.subn(rf"^{key}: (\w+) = .*$", lambda m, key=key, value=value: f"{key}: {m.group(1)} = {value!r}", src, flags=re.M)
+                src, n = re.subn(rf"^{key}: (\w+) = .*$",
+                                 lambda m, key=key, value=value: f"{key}: {m.group(1)} = {value!r}", src, flags=re.M)
                 assert n == 1, f"no parameter {key} in {path.name}"
             cell["source"] = src
     path.write_text(json.dumps(nb, indent=1))
@@ -166,7 +167,8 @@ def run_menu(page, item: str) -> None:
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
         try:
             page.wait_for_function(
-                "() => [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => /\\[(\\*|\\d+)\\]/.test(p.textContent))",
+                "() => [...document.querySelectorAll('.jp-InputArea-prompt')].some(p => "
+                "/\\[(\\*|\\d+)\\]/.test(p.textContent))",
                 timeout=10_000)
             return
         except Exception:
@@ -225,7 +227,8 @@ def assert_one_line(row) -> None:
 
 def assert_locked_choice_stands_out(row, chosen: str) -> None:
     buttons = row.locator("button.lab-choice-button")
-    assert buttons.count() == len(GUARANTEES) and row.locator("button.lab-choice-button:disabled").count() == len(GUARANTEES)
+    assert (buttons.count() == len(GUARANTEES)
+            and row.locator("button.lab-choice-button:disabled").count() == len(GUARANTEES))
     pick = row.locator("button.lab-choice-chosen")
     assert pick.count() == 1 and pick.inner_text().strip() == f"✓ {chosen}"
     style = pick.evaluate("b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).opacity]")
@@ -312,10 +315,12 @@ def test_a_learners_first_minutes(make_lab, runs_dir):
         rows = panel.locator(".lab-choice")
         questions = grid_questions(load_grid(None))
         wait_until(lambda: rows.count() == len(questions), 90, "a row of buttons per row of the grid")
-        page.get_by_text(re.compile(rf"^{len(questions)} of {len(questions)} rows have no prediction yet")).first.wait_for(timeout=60_000)
+        page.get_by_text(re.compile(rf"^{len(questions)} of {len(questions)} rows have no prediction "
+                                    r"yet")).first.wait_for(timeout=60_000)
         assert not panel.locator(".js-plotly-plot").count(), "the measured grid was drawn before any prediction"
         for i, q in enumerate(questions):
-            rows.nth(i).locator("button.lab-choice-button", has_text=re.compile(rf"^\s*{re.escape(q.choices[0])}\s*$")).click()
+            rows.nth(i).locator("button.lab-choice-button",
+                                has_text=re.compile(rf"^\s*{re.escape(q.choices[0])}\s*$")).click()
         assert_one_line(rows.nth(0))
         panel.get_by_text("every row predicted").wait_for(timeout=10_000)
         panel.locator(".jp-Cell", has_text="Your grid against the measured one").first.click()

@@ -1,4 +1,5 @@
-"""Integration fixtures: a real PostgreSQL server, independent counts, leak checks (the shared broker: tests/conftest.py)."""
+"""Integration fixtures: a real PostgreSQL server, independent counts, leak checks (the shared broker:
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ def module_cluster(tmp_path_factory):
 def independent_counts(run_dir: Path) -> dict:
     """Counts taken straight from the ledger and sink files with plain SQL, not through the auditor."""
     led = sqlite3.connect(run_dir / "ledger.sqlite")
-    acked = {eid: (p, o) for eid, p, o in led.execute("SELECT event_id, partition, kafka_offset FROM sends WHERE status='acked'")}
+    acked = {eid: (p, o) for eid, p, o in led.execute("SELECT event_id, partition, kafka_offset FROM sends WHERE "
+                                                      "status='acked'")}
     sink = sqlite3.connect(run_dir / "sink.sqlite")
     copies = Counter(eid for (eid,) in sink.execute("SELECT event_id FROM sink_events"))
     progress = json.loads((run_dir / "progress.json").read_text())["positions"]

@@ -36,7 +36,8 @@ def flink_environment():
 @pytest.mark.quick
 def test_aligned_barriers_with_an_at_least_once_sink_duplicate_what_was_sent_after_the_restored_checkpoint(runs_dir):
     result = run_scenario(make_config(pipeline="flink", events=3000, rate=300, checkpointing="aligned",
-                                      flink_delivery="at-least-once", faults=f"driver-crash@batch={CRASH_BATCH}:mid-output"))
+                                      flink_delivery="at-least-once",
+                                      faults=f"driver-crash@batch={CRASH_BATCH}:mid-output"))
     r = {**result.report, "run_dir": str(result.run_dir)}
     assert r["settings"]["checkpointing"] == "aligned"
     events = check_flink_crash_run(r, CRASH_BATCH)

@@ -250,7 +250,8 @@ def test_sigkill_and_restart_keep_every_acknowledged_record(kafka):
     kafka.pids.append(restarted.broker_pid)
 
     assert restarted.bootstrap == bootstrap and restarted.proxy_pid == info.proxy_pid
-    assert restarted.broker_pid != info.broker_pid and restarted.broker_port in processes.listening_ports(restarted.broker_pid)
+    assert (restarted.broker_pid != info.broker_pid
+            and restarted.broker_port in processes.listening_ports(restarted.broker_pid))
     assert proxy.control(info.control_port, {"cmd": "status"})["upstream"] == f"127.0.0.1:{restarted.broker_port}"
     assert (data / "meta.properties").read_text() == cluster_id  # the same data, never formatted again
     t = time.monotonic()
@@ -291,7 +292,8 @@ def test_stop_ends_the_broker_gracefully_and_leaves_no_process(kafka):
     MEASURED["stop_s"] = time.monotonic() - t
     assert_all_gone([*kafka.pids, info.proxy_pid])
     tail = log.read_text()[-100000:]  # SIGTERM sufficed: Kafka's shutdown hook ran to its end
-    assert "[BrokerServer id=1] shut down completed" in tail and "[RaftManager id=1] Graceful shutdown completed" in tail
+    assert ("[BrokerServer id=1] shut down completed" in tail
+            and "[RaftManager id=1] Graceful shutdown completed" in tail)
     assert MEASURED["stop_s"] < kafka_broker.KAFKA_STOP_GRACE_S
 
 
@@ -332,11 +334,14 @@ def test_cluster_ids_are_kafkas_form_and_never_read_as_an_option():
 def test_listener_ports_are_read_from_the_log_pairs():
     log = """
 00:44:40.144 [main] INFO kafka.network.DataPlaneAcceptor - Awaiting socket connections on 127.0.0.1:43277.
-00:44:40.178 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=CONTROLLER, nodeId=1] Created data-plane acceptor and processors for endpoint : ListenerName(CONTROLLER)
+00:44:40.178 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=CONTROLLER, nodeId=1] \
+Created data-plane acceptor and processors for endpoint : ListenerName(CONTROLLER)
 00:44:40.182 [main] INFO org.apache.kafka.metadata.ListenerInfo - CONTROLLER: resolved ephemeral port to 43277
 00:44:41.096 [main] INFO kafka.network.DataPlaneAcceptor - Awaiting socket connections on 127.0.0.1:44725.
-00:44:41.111 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=BROKER, nodeId=1] Created data-plane acceptor and processors for endpoint : ListenerName(PLAINTEXT)
+00:44:41.111 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=BROKER, nodeId=1] \
+Created data-plane acceptor and processors for endpoint : ListenerName(PLAINTEXT)
 00:44:41.111 [main] INFO kafka.network.DataPlaneAcceptor - Awaiting socket connections on 127.0.0.1:41839.
-00:44:41.113 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=BROKER, nodeId=1] Created data-plane acceptor and processors for endpoint : ListenerName(BROKER)
+00:44:41.113 [main] INFO kafka.network.SocketServer - [SocketServer listenerType=BROKER, nodeId=1] \
+Created data-plane acceptor and processors for endpoint : ListenerName(BROKER)
 """
     assert kafka_broker.ports_from_log(log) == {"CONTROLLER": 43277, "PLAINTEXT": 44725, "BROKER": 41839}

@@ -42,7 +42,8 @@ def test_aborted_transactions_never_reach_a_read_committed_pipeline(runs_dir):
     aborted = set(aborted_event_ids(result.run_dir / "ledger.sqlite"))
     assert len(aborted) == r["aborted_sends"] == 300  # three transactions of 100
     assert r["aborted_in_topic"] == 300, "the aborted events are in the topic, read uncommitted"
-    in_sink = {eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}
+    in_sink = {
+        eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}
     assert not aborted & in_sink and r["unexpected"] == 0
     assert (r["acked"], r["exactly_once"], r["lost"]) == (2700, 2700, 0)
     assert [e["sends"] for e in read_events(result.run_dir) if e["type"] == "txn-aborted"] == [100, 100, 100]

@@ -69,7 +69,8 @@ def test_kill_9_of_lab_run_mid_run_leaves_no_process(family, tmp_path):
 
         if env_problem():
             pytest.skip(env_problem())
-    proc = processes.spawn([sys.executable, "-m", "lab", "run", *FAMILIES[family], "--events", "100000", "--rate", "500"],
+    proc = processes.spawn([sys.executable, "-m", "lab", "run", *FAMILIES[family], "--events", "100000", "--rate",
+                            "500"],
                            log_path=tmp_path / "run.log", env=clean_env(LAB_RUNS_DIR=str(tmp_path / "runs")))
     log = tmp_path / "run.log"
     run_dir = None

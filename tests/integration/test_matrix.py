@@ -25,7 +25,8 @@ scenarios:
     params: {pipeline: plain, commit: before-output, faults: "driver-crash@batch=2:after-commit-before-output"}
     expect: loss
   - name: idempotent sink
-    params: {pipeline: plain, commit: after-output, sink: idempotent, faults: "driver-crash@batch=2:after-output-before-commit"}
+    params: {pipeline: plain, commit: after-output, sink: idempotent, \
+faults: "driver-crash@batch=2:after-output-before-commit"}
     expect: exactly-once
 """
 
@@ -46,7 +47,8 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     kernel_files = []  # the running row's kernel's connection file (`-f FILE`), which the interrupt must not leave
     while time.monotonic() < deadline and not kernel_files:
         kernel_files = [f for p in psutil.process_iter(["cmdline"]) if (c := p.info["cmdline"])
-                        and "ipykernel_launcher" in " ".join(c) and "-f" in c and str(out) in (f := c[c.index("-f") + 1])
+                        and "ipykernel_launcher" in " ".join(c) and "-f" in c
+                        and str(out) in (f := c[c.index("-f") + 1])
                         and not (Path(f).parents[1] / "report.json").exists()]  # a finished row's kernel may linger
         time.sleep(0.2)
     assert kernel_files, "no kernel of the matrix's second row with its connection file in the row's directory"
@@ -83,7 +85,8 @@ def test_interrupted_matrix_resumes_with_only_the_missing_runs(tmp_path):
     spans = sorted((next(x["t"] for x in e if x["type"] == "run-start"), e[-1]["t"])
                    for e in (read_events(r["run_dir"]) for r in reports))
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), spans
-    done = sorted(out.glob("runs/*/report.json"), key=lambda p: read_events(json.loads(p.read_text())["run_dir"])[0]["t"])
+    done = sorted(out.glob("runs/*/report.json"),
+                  key=lambda p: read_events(json.loads(p.read_text())["run_dir"])[0]["t"])
     ahead = [b.parent for a, b in zip(done, done[1:]) if (b.parent / "params.json").stat().st_mtime < a.stat().st_mtime]
     assert ahead, "no row's notebook was started before the row ahead of it had its report"
     assert all(json.loads((d / "params.json").read_text())["TURN"] for d in ahead), "a row started ahead must wait"
@@ -114,7 +117,8 @@ def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
     grid.write_text(CLUSTER_GRID)
     out = tmp_path / "results"
     done = subprocess.run(lab_cmd("matrix", "--grid", str(grid), "--out", str(out)),
-                          env=clean_env(LAB_RUNS_DIR=str(tmp_path / "runs")), capture_output=True, text=True, timeout=300)
+                          env=clean_env(LAB_RUNS_DIR=str(tmp_path / "runs")), capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "4 runs, 0 not as expected" in done.stdout, done.stdout
     used_by = {p.parent: json.loads(p.read_text()) for p in out.glob("runs/*/lab-runs/*/broker.json")}
@@ -137,7 +141,8 @@ def test_cluster_rows_share_one_cluster_and_follow_a_restarted_broker(tmp_path):
     killed = [e["pid"] for e in read_events(second) if e["type"] == "fault" and e["kind"] == "leader-crash"]
     assert len(killed) == 1 and killed[0] in [n["broker_pid"] for n in used[0]["nodes"]], (killed, used[0])
     pids = {p for info in used for p in (info["controller_pid"], *(n[k] for n in info["nodes"]
-                                                                    for k in ("broker_pid", "proxy_pid", "replication_proxy_pid")))}
+                                                                    for k in ("broker_pid", "proxy_pid",
+                                                                              "replication_proxy_pid")))}
     pids |= {e["pid"] for d in (first, second) for e in read_events(d) if e["type"] == "node-restart"}
     pids |= {used_by[d][k] for d in alone for k in ("broker_pid", "proxy_pid")}  # the single broker too
     assert_all_gone(sorted(pids), within_s=5)

@@ -55,7 +55,8 @@ def test_cli_run_with_a_driver_crash(tmp_path):
     ],
 )
 def test_commit_order_decides_loss_or_duplicates(runs_dir, commit, point, expect):
-    cfg = make_config(events=1500, rate=1000, commit=commit, faults=f"driver-crash@batch=3:{point}", max_batch_records=100)
+    cfg = make_config(events=1500, rate=1000, commit=commit, faults=f"driver-crash@batch=3:{point}",
+                      max_batch_records=100)
     result = run_scenario(cfg)
     a, run_dir = result.audit, result.run_dir
     rows = batch_rows(run_dir, 3)
@@ -197,7 +198,8 @@ def test_forced_final_stop_is_recorded_and_counts_in_flight_events_as_unseen(run
     monkeypatch.setattr(supervisor.Run, "_progress_state", lambda self, progress: ())
     result = run_scenario(make_config(events=6000, rate=1000, deadline_s=3.0, commit="after-output"))
     final = [e for e in read_events(result.run_dir) if e["type"] == "final-stop"]
-    assert [e["how"] for e in final] == ["killed-after-timeout"] and result.report["final_stop"] == "killed-after-timeout"
+    assert ([e["how"] for e in final] == ["killed-after-timeout"]
+            and result.report["final_stop"] == "killed-after-timeout")
     a = result.audit
     assert not result.drained and a.unseen > 0 and a.lost == 0, a.counts()
     assert a.acked == a.exactly_once + a.duplicated + a.unseen
@@ -215,7 +217,8 @@ def test_a_run_that_could_not_show_its_lesson_says_so(tmp_path, faults, rate, sa
     from lab.audit.predictions import Prediction, judge, measured_guarantee
 
     env = clean_env(LAB_RUNS_DIR=str(tmp_path))
-    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "600", "--rate", str(rate), "--faults", faults),
+    p = subprocess.run(lab_cmd("run", "--pipeline", "plain", "--events", "600", "--rate", str(rate), "--faults",
+                               faults),
                        capture_output=True, text=True, env=env, timeout=180)
     assert p.returncode == 0, p.stderr
     table = p.stdout  # lab run's table, as a user reads it; the report from the run directory it names

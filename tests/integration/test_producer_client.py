@@ -48,12 +48,14 @@ def test_confluent_transactions_commit_what_was_acknowledged(runs_dir):
     assert rep["settings"]["transactional"] is True and client_of(result) == "confluent"
     assert rep["acked"] + rep["failed_sends"] + rep["unknown_sends"] + rep["aborted_sends"] == 2000
     # the one transaction txn-abort aborted, whole; every other send committed
-    assert rep["aborted_sends"] == result.config.producer.transaction_size and rep["acked"] == 2000 - rep["aborted_sends"]
+    assert (rep["aborted_sends"] == result.config.producer.transaction_size
+            and rep["acked"] == 2000 - rep["aborted_sends"])
     assert sorted(f["kind"] for f in rep["faults_fired"]) == ["driver-crash", "txn-abort"] and rep["restarts"] == 1
     # read_committed: every acknowledged (committed) event is in the topic once, and nothing else
     assert rep["topic_records"] == rep["acked"] and rep["source_duplicates"] == 0
     assert rep["exactly_once"] == rep["acked"] and rep["lost"] == 0 and rep["unseen"] == 0
     aborted = {eid for (eid,) in sqlite3.connect(result.run_dir / "ledger.sqlite").execute(
         "SELECT event_id FROM sends WHERE status = 'aborted'")}
-    in_sink = {eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}
+    in_sink = {
+        eid for (eid,) in sqlite3.connect(result.run_dir / "sink.sqlite").execute("SELECT event_id FROM sink_events")}
     assert len(aborted) == 100 and not aborted & in_sink and rep["unexpected"] == 0

@@ -70,7 +70,8 @@ def lost_offsets(run_dir) -> list[tuple[int, int]]:
 def sink_rows_of_batch(run_dir, batch: int) -> int:
     db = sqlite3.connect(run_dir / "sink.sqlite")
     try:
-        return db.execute("SELECT COUNT(*) FROM sink_events WHERE batch_key LIKE ?", (f"batch-{batch}-time-%",)).fetchone()[0]
+        return db.execute("SELECT COUNT(*) FROM sink_events WHERE batch_key LIKE "
+                          "?", (f"batch-{batch}-time-%",)).fetchone()[0]
     finally:
         db.close()
 

@@ -89,7 +89,8 @@ def test_acks_1_with_unclean_election_loses_acknowledged_writes_counted_by_a_fin
     with open(result.run_dir / "topic_lost.csv") as f:
         assert {row["event_id"] for row in csv.DictReader(f)} == missing
     # Only the partitions the killed broker led lost anything: the others kept every acknowledged write.
-    lead = set(next(e for e in read_events(result.run_dir) if e["type"] == "fault" and e["kind"] == "leader-crash")["leads"])
+    lead = set(
+        next(e for e in read_events(result.run_dir) if e["type"] == "fault" and e["kind"] == "leader-crash")["leads"])
     db = sqlite3.connect(result.run_dir / "ledger.sqlite")
     partitions = {p for (p,) in db.execute(
         f"SELECT DISTINCT partition FROM sends WHERE event_id IN ({','.join('?' * len(missing))})", sorted(missing))}

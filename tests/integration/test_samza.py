@@ -29,8 +29,10 @@ def test_a_crash_replays_output_and_every_key_is_restored_exactly_from_the_chang
 
 
 def test_samzas_default_store_cache_can_lose_the_last_commits_state_changes_and_never_counts_twice(runs_dir):
-    """A race (lab/samza/settings.py ``STORE_CACHE``): keys short in 6 of 9 runs measured, exact in 3. What always holds: no output lost, no key over; each key short or exact, each restore counted."""
+    """A race (lab/samza/settings.py ``STORE_CACHE``): keys short in 6 of 9 runs measured, exact in 3. What always
+    holds: no output lost, no key over; each key short or exact, each restore counted."""
     result = run_scenario(make_config(**STREAM, samza_store_cache="on"))
     state = result.report["changelog"]
-    assert result.report["lost"] == 0 and result.restarts == 1 and result.report["settings"]["samza_store_cache"] == "on"
+    assert (result.report["lost"] == 0 and result.restarts == 1
+            and result.report["settings"]["samza_store_cache"] == "on")
     assert state["keys_over"] == 0 and state["keys_exact"] + state["keys_under"] == state["keys"] > 0, state

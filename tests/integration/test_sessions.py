@@ -67,7 +67,8 @@ def batch_events(run_dir, events, batch: int) -> int:
 
 
 def test_the_append_sinks_sessions_are_over_by_the_replayed_batch_and_the_state_is_exact(lab_env):
-    result = run_scenario(make_config(**COMMON, sink="append", faults="driver-crash@batch=3:after-output-before-commit"))
+    result = run_scenario(
+        make_config(**COMMON, sink="append", faults="driver-crash@batch=3:after-output-before-commit"))
     r, run_dir = result.report, result.run_dir
     assert result.drained and result.restarts == 1
     assert r["settings"]["state_store"] == "rocksdb" and r["settings"]["session_gap_s"] == 0.5

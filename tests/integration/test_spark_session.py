@@ -16,7 +16,8 @@ import json, sys
 from lab.spark.session import spark_session
 spark = spark_session("local[1]", sys.argv[1], "probe")
 sc = spark.sparkContext
-out = {k: sc.getConf().get(k) for k in ("spark.ui.enabled", "spark.local.dir", "spark.master", "spark.sql.streaming.checkpointLocation")}
+out = {k: sc.getConf().get(k) for k in ("spark.ui.enabled", "spark.local.dir", "spark.master",
+                                        "spark.sql.streaming.checkpointLocation")}
 out["sum"] = sc.parallelize(range(100), 2).sum()
 compiled = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
 before = compiled.getCount()
@@ -29,15 +30,18 @@ print(json.dumps(out))
 
 
 def test_session_runs_with_quiet_settings_inside_the_run_dir(tmp_path):
-    p = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=180, env=clean_env())
+    p = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=180,
+                       env=clean_env())
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["sum"] == 4950 and out["spark.ui.enabled"] == "false" and out["spark.master"] == "local[1]"
-    assert out["spark.local.dir"].startswith(str(tmp_path)) and out["spark.sql.streaming.checkpointLocation"].startswith(str(tmp_path))
+    assert (out["spark.local.dir"].startswith(str(tmp_path))
+            and out["spark.sql.streaming.checkpointLocation"].startswith(str(tmp_path)))
     # Spark SQL interpreted (LAB_CODEGEN=off, the default): the query's rows as compiled code gives them, with at
     # most one class compiled where code generation compiles 7 (measured with LAB_CODEGEN=on, pyspark 4.3.0)
     assert out["groups"] == [[k, 100] for k in range(7)]
-    assert out["compiled"] <= 1, f"{out['compiled']} classes compiled: Spark no longer honours the lab's NO_CODEGEN_CONF"
+    assert out["compiled"] <= 1, (
+        f"{out['compiled']} classes compiled: Spark no longer honours the lab's NO_CODEGEN_CONF")
 
 
 def test_conf_for_every_master_form(tmp_path):

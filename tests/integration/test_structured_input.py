@@ -1,4 +1,5 @@
-"""A Spark pipeline's choice of Kafka reader and the structured one's rows, with a real Spark session (in a child process).
+"""A Spark pipeline's choice of Kafka reader and the structured one's rows, with a real Spark session (in a child
+process).
 
 These tests put no connector on the classpath (``LAB_SPARK_PACKAGES`` unset, an
 empty ``LAB_CACHE_DIR``), so the ``spark`` reader is checked up to the connector:
@@ -40,7 +41,8 @@ out["present_class"] = kr.connector_on_classpath(spark)
 kafka_schema = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")
 now = datetime.datetime(2026, 1, 1)
-rows = [(b"k1", json.dumps({"id": "e-1", "seq": 1, "key": "k1", "event_time_ms": 1795000000123}).encode(), "events", 2, 40, now, 0),
+rows = [(b"k1", json.dumps({"id": "e-1", "seq": 1, "key": "k1", "event_time_ms": 1795000000123}).encode(),
+         "events", 2, 40, now, 0),
         (None, json.dumps({"id": "e-2", "seq": 2, "key": "k2", "extra": 1}).encode(), "events", 0, 7, now, 0)]
 events = si.events_from_kafka_rows(spark.createDataFrame(rows, kafka_schema))
 out["schema"] = [(f.name, f.dataType.simpleString()) for f in events.schema.fields]

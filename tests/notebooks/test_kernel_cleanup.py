@@ -41,7 +41,8 @@ def kernel(runs_dir):
     kc.start_channels()
     kc.wait_for_ready(timeout=60)
     # A kernel that stops answering dumps its threads' stacks (to this test's captured stderr) on SIGUSR1.
-    reply = kc.execute_interactive("import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)",
+    reply = kc.execute_interactive("import faulthandler, signal; faulthandler.register(signal.SIGUSR1, "
+                                   "all_threads=True)",
                                    timeout=60)
     assert reply["content"]["status"] == "ok"  # else SIGUSR1 would end the kernel instead of dumping its stacks
     yield km, kc

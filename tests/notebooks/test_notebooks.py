@@ -57,7 +57,8 @@ SMALL = {
                                   PREDICTIONS={"share group, a poison record": "exactly-once"}),
 }
 #: Plots each executed notebook must contain (default 3: counts, per-event strip, timeline).
-MIN_PLOTS = {"08_other_engines": 4, "07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1, "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
+MIN_PLOTS = {"08_other_engines": 4, "07_kafka_guarantees": 4, "06_stateful_streaming": 6, "01_receiver_wal": 1,
+             "02_direct_kafka": 4, "04_semantics_matrix": 1, "05_exactly_once_production": 2}
 
 
 def notebooks():
@@ -124,7 +125,8 @@ def test_notebook_runs_headless(path, shared_runs_dir):
 
 
 def check_grid_predictions(runs_dir, params):
-    """Notebook 04 headless: every row's prediction recorded, each judged right exactly when it is the row's measured word."""
+    """Notebook 04 headless: every row's prediction recorded, each judged right exactly when it is the row's measured
+    word."""
     from lab.matrix.questions import answers_for
 
     (recorded,) = runs_dir.glob("04-grid-*/predictions.json")
@@ -145,7 +147,8 @@ def test_a_wrong_row_is_flagged(tmp_path):
 
     path = ROOT / "notebooks" / "04_semantics_matrix.ipynb"
     out = tmp_path / path.name
-    execute_headless(path, out, dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")))
+    execute_headless(
+        path, out, dict(INTERACTIVE=False, RESULTS=str(ROOT / "tests" / "data" / "matrix_with_wrong_row.csv")))
     html, _ = HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))
     flagged = [l for l in html.split("<tr") if "MISMATCH" in l]
     assert len(flagged) == 1 and "deliberately wrong" in flagged[0] and "#fde0dc" in flagged[0]
@@ -203,7 +206,8 @@ def _first_rows(report, batch):
     """Rows of ``batch`` when it first started (the batch a crash replays)."""
     from pathlib import Path
 
-    return next(e["rows"] for e in read_events(Path(report["run_dir"])) if e["type"] == "batch-start" and e["batch"] == batch)
+    return next(e["rows"] for e in read_events(Path(report["run_dir"])) if e["type"] == "batch-start"
+                and e["batch"] == batch)
 
 
 def _counts(r):
@@ -260,7 +264,8 @@ def check_00(reports):
     assert (r["lost"], r["unseen"]) == (0, 0) and r["exactly_once"] + r["duplicated"] == r["acked"], _counts(r)
     # the lesson: the duplicates are exactly what the killed driver wrote past the offsets the restart resumed at
     again = written_again(Path(r["run_dir"]))
-    assert r["duplicated"] == again["written_before_kill"] > 0 and r["guarantee"] == "at-least-once", (again, _counts(r))
+    assert r["duplicated"] == again["written_before_kill"] > 0 and r["guarantee"] == "at-least-once", (
+        again, _counts(r))
 
 
 def check_01(reports):
@@ -280,7 +285,8 @@ def check_01(reports):
     for r in reports:  # the checks of tests/integration/test_receiver.py, on the notebook's runs
         check_receiver_run(r, Path(r["run_dir"]), SMALL["01_receiver_wal"]["EVENTS"])
     # The worker failure: the receiver's executor killed; its blocks survive only as a second executor's replica.
-    workers = {r["settings"]["replication"]: r for r in reports if r["settings"]["spark_master"].startswith("local-cluster")}
+    workers = {
+        r["settings"]["replication"]: r for r in reports if r["settings"]["spark_master"].startswith("local-cluster")}
     assert sorted(workers) == [1, 2], sorted(workers)
     # lost: exactly the records of the batches whose only block copy died with the executor (their batch-lost events)
     missing = {n: sum(e["missing"] for e in _timeline(w) if e["type"] == "batch-lost") for n, w in workers.items()}
@@ -332,8 +338,10 @@ def check_02(reports):
         points = [e for e in read_events(run_dir) if e["type"] == "fault-point"]
         assert [(e["point"], e["batch"]) for e in points] == [("after-output-before-commit", 2)]
     r = _pick(reports, offsets="sink")
-    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (_asked(r),) * 2 + (0, 0, 0), _counts(r)
-    starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start" and e["batch"] == _crash_batch(r)]
+    assert (r["acked"], r["exactly_once"], r["duplicated"], r["lost"], r["unseen"]) == (_asked(r),) * 2 + (0, 0, 0), (
+        _counts(r))
+    starts = [e for e in read_events(Path(r["run_dir"])) if e["type"] == "batch-start"
+              and e["batch"] == _crash_batch(r)]
     assert len(starts) == 2 and starts[1]["replay"]
     # the sink holds the crashed batch's rows, each written by its first attempt alone, with the offsets that end it
     import sqlite3
@@ -370,7 +378,8 @@ def check_03(reports):
     files = _pick(reports, sink="files", faults="driver-crash@batch=2:mid-output")
     spark_view, naive_view = reader_views(Path(files["run_dir"]) / FILES_DIR)
     assert files["exactly_once"] == files["acked"] == _asked(files) and spark_view["extra copies"] == 0, _counts(files)
-    assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (spark_view, naive_view)
+    assert (spark_view["rows"], naive_view["rows"]) == (files["stored_rows"], files["write_attempts"]), (
+        spark_view, naive_view)
     # the killed attempt's other tasks finished their files first (lab.pipelines.structured.tasks.files_passthrough)
     assert naive_view["extra copies"] == naive_view["rows"] - spark_view["rows"] > 0, naive_view
     # Real-time mode: what the crash wrote twice is exactly what lay past the last commit and had been written
@@ -431,9 +440,11 @@ def check_05(reports):
     # the topic's records less its extra copies.
     (appended,) = [r for r in reports if not r["settings"]["idempotence"] and r["settings"]["sink"] != "idempotent"]
     assert appended["duplicated"] == appended["source_duplicates"] > 0, appended
-    assert appended["extra_copies"] == appended["source_extra_copies"] and appended["guarantee"] == "at-least-once", appended
+    assert appended["extra_copies"] == appended["source_extra_copies"] and appended["guarantee"] == "at-least-once", (
+        appended)
     by_event_id = _pick(reports, idempotence=False, sink="idempotent")
-    assert by_event_id["topic_records"] - by_event_id["stored_rows"] == by_event_id["source_extra_copies"] > 0, by_event_id
+    assert by_event_id["topic_records"] - by_event_id["stored_rows"] == by_event_id["source_extra_copies"] > 0, (
+        by_event_id)
     assert by_event_id["exactly_once"] == by_event_id["acked"] and by_event_id["lost"] == 0, _counts(by_event_id)
     idem = _pick(reports, idempotence=True, transactional=False)
     # Apache Kafka deduplicates the retries and answers each with the offset it stored the batch at
@@ -449,7 +460,8 @@ def check_05(reports):
     txn_abort = f"txn-abort@at={p['ABORT_AT']}s:count={p['ABORTED_TXNS']}"
     committed = _pick(reports, faults=txn_abort, isolation="read_committed")
     uncommitted = _pick(reports, faults=txn_abort, isolation="read_uncommitted")
-    for r in (committed, uncommitted):  # the aborted sends: those of the producer's txn-aborted events, all in the topic
+    # the aborted sends: those of the producer's txn-aborted events, all in the topic
+    for r in (committed, uncommitted):
         aborted = [e["sends"] for e in _timeline(r) if e["type"] == "txn-aborted"]
         assert len(aborted) == p["ABORTED_TXNS"] and r["aborted_sends"] == sum(aborted) == r["aborted_in_topic"], r
         assert r["exactly_once"] == r["acked"] == _asked(r) - r["aborted_sends"] and r["lost"] == 0, _counts(r)
@@ -523,7 +535,8 @@ def check_06(reports):
     run_dir = Path(session["run_dir"])
     events = ledger_events(run_dir)
     assert session["drained"] and session["restarts"] == 1 and session["undercount"] == 0, session
-    assert session["overcount"] == batch_events(run_dir, events, 3) > 0 and session["windows"] == len(owed_sessions(events))
+    assert (session["overcount"] == batch_events(run_dir, events, 3) > 0
+            and session["windows"] == len(owed_sessions(events)))
     state, changes, operators = spark_state(run_dir, [2, 3, 4])
     assert operators[0]["operatorName"] == "transformWithStateInPandasExec" and state.loc[3, "runs of the batch"] == 2
     assert (state["sessions as in the ledger"] == state["state rows"]).all(), state
@@ -534,7 +547,8 @@ def check_06(reports):
     assert plain["duplicated"] == plain["source_duplicates"] > 0, _counts(plain)
     assert dedupe["topic_records"] - dedupe["stored_rows"] == dedupe["source_extra_copies"] > 0, dedupe
     assert dedupe["duplicated"] == dedupe["lost"] == 0, _counts(dedupe)
-    assert dedupe["drained"] and dedupe["unexpected"] == 0 and dedupe["exactly_once"] == dedupe["acked"] == _asked(dedupe)
+    assert (dedupe["drained"] and dedupe["unexpected"] == 0
+            and dedupe["exactly_once"] == dedupe["acked"] == _asked(dedupe))
 
 
 def check_07(reports):
@@ -563,7 +577,8 @@ def check_07(reports):
     assert s["failed_sends"] + s["unknown_sends"] == _asked(safe) - s["acked"] > 0, s
     # kafka-eos beside structured: the same crash, both exactly once for their readers; kafka-eos's log keeps
     # the killed attempt's half batch as aborted records
-    eos, spark = _pick(reports, pipeline="kafka-eos", faults="driver-crash@batch=2:mid-output"), _pick(reports, pipeline="structured")
+    eos, spark = (_pick(reports, pipeline="kafka-eos", faults="driver-crash@batch=2:mid-output"),
+                  _pick(reports, pipeline="structured"))
     for r in (eos, spark):
         assert r["exactly_once"] == r["acked"] == _asked(r) and r["restarts"] == 1, _counts(r)
     half = (_first_rows(eos, _crash_batch(eos)) + 1) // 2
@@ -600,7 +615,8 @@ def check_08(reports):
     assert aligned["acked"] == _asked(aligned), _counts(aligned)
     check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(aligned)
     alo = _pick(flink, checkpointing="at-least-once")
-    check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(alo, timelines[alo["run_dir"]])
+    check_at_least_once_duplicates_exactly_what_was_written_after_the_restored_checkpoint(
+        alo, timelines[alo["run_dir"]])
 
     stored = {}
     for mode in ("aligned", "unaligned"):
@@ -658,11 +674,13 @@ def check_09(reports):
     assert crashed["restarts"] == 1 and crashed["guarantee"] == "at-least-once", _counts(crashed)
     # a share group redelivers what was written and never acknowledged: the sink's duplicates are exactly the
     # records the consumers' own delivery lines show written at two deliveries
-    twice = sum(1 for row in delivery_table(read_deliveries(crashed["run_dir"])).values() if row["fates"]["written"] > 1)
+    twice = sum(1 for row in delivery_table(read_deliveries(crashed["run_dir"])).values()
+                if row["fates"]["written"] > 1)
     assert crashed["duplicated"] == twice > 0, (twice, _counts(crashed))
     plain = _pick(reports, pipeline="plain", faults="driver-crash@batch=20:after-output-before-commit")
     again = written_again(Path(plain["run_dir"]))
-    assert plain["duplicated"] == again["written_before_kill"] > 0 and plain["guarantee"] == "at-least-once", (again, _counts(plain))
+    assert plain["duplicated"] == again["written_before_kill"] > 0 and plain["guarantee"] == "at-least-once", (
+        again, _counts(plain))
     killed = _pick(share, faults="consumer-crash@at=3s")
     d = killed["deliveries"]
     assert killed["guarantee"] == "exactly-once", _counts(killed)
@@ -671,7 +689,8 @@ def check_09(reports):
     assert "1" not in d["held_delivery_counts"], d
     poisoned = _pick(share, faults="poison@key=7")
     (archived,) = poisoned["deliveries"]["archived"]  # the one poison record, delivered the group's limit of times
-    assert poisoned["archived"] == 1 and archived["delivery_count"] == poisoned["deliveries"]["delivery_limit"], poisoned["deliveries"]
+    assert poisoned["archived"] == 1 and archived["delivery_count"] == poisoned["deliveries"]["delivery_limit"], (
+        poisoned["deliveries"])
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
     # Two drivers on one checkpoint: the second to write a batch's log entry is refused, the zombie usually; on a
@@ -682,5 +701,6 @@ def check_09(reports):
     assert refused, "one of the two drivers on the checkpoint is refused by its log"
 
 
-MEASURED = {"09_queues_and_zombies": check_09, "08_other_engines": check_08, "07_kafka_guarantees": check_07, "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01, "02_direct_kafka": check_02,
-            "03_structured_streaming": check_03, "05_exactly_once_production": check_05}
+MEASURED = {"09_queues_and_zombies": check_09, "08_other_engines": check_08, "07_kafka_guarantees": check_07,
+            "06_stateful_streaming": check_06, "00_start_here": check_00, "01_receiver_wal": check_01,
+            "02_direct_kafka": check_02, "03_structured_streaming": check_03, "05_exactly_once_production": check_05}

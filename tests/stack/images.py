@@ -155,7 +155,8 @@ def digest(*parts) -> str:
     h = hashlib.sha256()
     for p in parts:
         if isinstance(p, Path):
-            files = sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts) if p.is_dir() else [p]
+            files = (sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts) if p.is_dir()
+                     else [p])
             for f in files:
                 h.update(str(f.relative_to(p) if p.is_dir() else f.name).encode())
                 h.update(f.read_bytes())
@@ -200,7 +201,8 @@ def pack_python(stage: Path) -> tuple[Path, Path]:
     """This machine's CPython as python-build-standalone's install_only archive, and uv's list naming it."""
     if not (sys.version_info[:2] == (3, 11) and sys.version_info >= (3, 11, 5)
             and (HOST_PYTHON / "bin/python3.11").exists()):
-        raise SystemExit(f"the lab's image needs CPython 3.11.5 or later to pack; this is {LAB_PYTHON} at {HOST_PYTHON}")
+        raise SystemExit(f"the lab's image needs CPython 3.11.5 or later to pack; this is {LAB_PYTHON} at "
+                         f"{HOST_PYTHON}")
     tree = stage / "pytree"
     keep = ("python", "python3", "python3.11")
     excludes = ["./lib/python3.11/site-packages/*", "./lib/python3.11/test", "*/__pycache__",
@@ -307,7 +309,8 @@ def build_kafka(force: bool) -> None:
         stage = Path(tmp)
         (stage / "run").write_text(KAFKA_RUN)
         (stage / "kafka-broker-api-versions.sh").write_text(
-            "#!/bin/sh\nexec java -Xmx128m -cp '/opt/kafka/libs/*' org.apache.kafka.tools.BrokerApiVersionsCommand \"$@\"\n")
+            "#!/bin/sh\nexec java -Xmx128m -cp '/opt/kafka/libs/*' org.apache.kafka.tools.BrokerApiVersionsCommand "
+            "\"$@\"\n")
         libs = " ".join(str(j) for j in broker) + f" {tools}"
         hooks = [
             'mkdir -p "$1"/opt/kafka/libs "$1"/opt/kafka/bin "$1"/opt/kafka/config "$1"/etc/kafka/docker',
@@ -438,7 +441,8 @@ def remove_images(*ids: str | None) -> None:
 
 def build_lab(force: bool) -> None:
     """The lab's image from its Dockerfile, with the compose file's build arguments."""
-    copied = [ROOT / LAB_DOCKERFILE, ROOT / "pyproject.toml", ROOT / "constraints.txt", ROOT / "README.md", ROOT / "lab"]
+    copied = [ROOT / LAB_DOCKERFILE, ROOT / "pyproject.toml", ROOT / "constraints.txt", ROOT / "README.md",
+              ROOT / "lab"]
     build_args = lab_build_args()
     label = digest("lab", recipe_label(SPARK_TAG), json.dumps(build_args, sort_keys=True), *copied)
     if not force and recipe_label(LAB_TAG) == label:
@@ -475,7 +479,8 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="rebuild every image")
     ap.add_argument("--only", choices=["spark", "kafka", "postgres", "lab"], action="append")
     ap.add_argument("--rebuild-probe", action="store_true",
-                    help=f"then rebuild the lab's image with one line appended to a copy of {PROBE_FILE}, and log its time")
+                    help=f"then rebuild the lab's image with one line appended to a copy of {PROBE_FILE}, and log its "
+                         "time")
     args = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     steps = {"spark": build_spark, "kafka": build_kafka, "postgres": build_postgres, "lab": build_lab}

@@ -98,7 +98,8 @@ SCENARIOS: list[tuple[str, list[str], Callable[[dict, list[dict]], None]]] = [
      ["--pipeline", "direct", "--offsets", "checkpoint", "--sink", "append", "--faults", "executor-crash@batch=1"],
      _executor_crash_in_a_worker),
     ("driver crash, structured, idempotent sink",
-     ["--pipeline", "structured", "--sink", "idempotent", "--faults", "driver-crash@batch=2:after-output-before-commit"],
+     ["--pipeline", "structured", "--sink", "idempotent", "--faults",
+      "driver-crash@batch=2:after-output-before-commit"],
      _exactly_once_after_a_restart),
     ("driver crash, receiver with its WAL, mid-output",
      ["--pipeline", "receiver", "--wal", "on", "--ack", "stored", "--faults", "driver-crash@batch=2:mid-output"],
@@ -251,7 +252,8 @@ def check_jupyter(token: str) -> None:
 
 
 def run_notebook(copy_to: Path) -> None:
-    """Notebook 05 by papermill in the JupyterLab container, its runs checked as the host's notebook test checks them."""
+    """Notebook 05 by papermill in the JupyterLab container, its runs checked as the host's notebook test checks
+    them."""
     say(f"papermill {NB05} (inside {JUPYTER})")
     runs = f"/opt/lab/runs/{NB05}"
     args = ["exec", "-e", f"LAB_RUNS_DIR={runs}", "-w", "/opt/lab/notebooks", JUPYTER, "papermill", "--no-progress-bar",
@@ -273,9 +275,9 @@ def run_notebook(copy_to: Path) -> None:
         reports.append(report)
     say(f"  ran in {time.monotonic() - t0:.0f} s; {len(reports)} runs")
     for r in reports:
-        say(f"  {r['faults']!s:32} idempotence={r['settings']['idempotence']!s:5} isolation={r['settings']['isolation']:16}"
-            f" acked={r['acked']} once={r['exactly_once']} dup={r['duplicated']} lost={r['lost']}"
-            f" source_dup={r['source_duplicates']} unexpected={r['unexpected']}")
+        say(f"  {r['faults']!s:32} idempotence={r['settings']['idempotence']!s:5} "
+            f"isolation={r['settings']['isolation']:16} acked={r['acked']} once={r['exactly_once']} "
+            f"dup={r['duplicated']} lost={r['lost']} source_dup={r['source_duplicates']} unexpected={r['unexpected']}")
     fencing = json.loads(next((copy_to / NB05).glob("fencing-*/result.json")).read_text())
     say(f"  fencing on {fencing['broker']}: zombie {fencing['zombie_error']}, read committed "
         f"{fencing['zombie_read_committed']} of {fencing['records']}")

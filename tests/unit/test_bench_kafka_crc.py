@@ -32,7 +32,8 @@ def test_producer_seconds_from_the_timeline():
 def test_medians_per_scenario_and_variant_keep_every_guarantee():
     runs = [{"scenario": "s", "variant": v, "wall_s": w, "cpu_s": c, "producer_s": p, "guarantee": g}
             for v, w, c, p, g in [("c", 40.0, 80.0, 25.0, "exactly-once"), ("c", 44.0, 84.0, None, "exactly-once"),
-                                  ("c", 42.0, 82.0, 27.0, "exactly-once"), ("python", 45.0, 85.0, 28.0, "at-least-once")]]
+                                  ("c", 42.0, 82.0, 27.0, "exactly-once"),
+                                  ("python", 45.0, 85.0, 28.0, "at-least-once")]]
     m = medians(runs)
     assert m["s"]["c"]["runs"] == 3 and m["s"]["c"]["wall_s"] == {"min": 40.0, "median": 42.0, "max": 44.0}
     assert m["s"]["c"]["producer_s"]["median"] == 26.0  # a run without both producer events is left out

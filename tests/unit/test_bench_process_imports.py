@@ -27,7 +27,8 @@ def test_every_module_a_process_is_timed_importing_exists_in_the_checkout():
 def test_the_driver_imports_are_those_its_run_function_makes_before_the_session():
     root = Path(__file__).resolve().parents[2]
     code = driver_imports(root)
-    assert PROCESSES["driver (structured, before its JVM)"] is driver_imports and code.startswith("import lab.pipelines.driver")
+    assert (PROCESSES["driver (structured, before its JVM)"] is driver_imports
+            and code.startswith("import lab.pipelines.driver"))
     # run() imports these at its top (lab/pipelines/structured/pipeline.py); the bench must time the same statements
     assert "from lab.pipelines.structured.kafka_input import kafka_event_stream" in code
     assert "from lab.pipelines.shared.kafka_reader import resolve_reader" in code

@@ -1,4 +1,5 @@
-"""bench/results/ holds today's benchmarks only: each file cited by bench/README.md's table, each saying how it was made.
+"""bench/results/ holds today's benchmarks only: each file cited by bench/README.md's table, each saying how it was
+made.
 
 A results file no row of the table cites is an experiment whose conclusion belongs in the README's "Past experiments"
 (git keeps the file); a row citing a file that is not there quotes a figure nobody can check. Each kept file records
@@ -34,7 +35,8 @@ def cells(line: str) -> list[str]:
 
 
 def table_rows(text: str) -> list[list[str]]:
-    """The rows of the README's table of benchmarks (the one whose header is :data:`HEADER`), header and rule left out."""
+    """The rows of the README's table of benchmarks (the one whose header is :data:`HEADER`), header and rule left
+    out."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("|") and cells(line) == HEADER), None)
     assert start is not None, f"bench/README.md has no table headed {' | '.join(HEADER)}"

@@ -8,7 +8,8 @@ from bench.run_cpu import GROUPS, THREADS, Sampler, is_launcher, process_group, 
 
 
 @pytest.mark.parametrize("cmdline, group", [
-    ("bash\0/v/lib/python3.11/site-packages/pyspark/bin/spark-class\0org.apache.spark.deploy.SparkSubmit\0", "driver JVMs"),
+    ("bash\0/v/lib/python3.11/site-packages/pyspark/bin/spark-class\0org.apache.spark.deploy.SparkSubmit\0",
+     "driver JVMs"),
     ("/usr/lib/jvm/java-17/bin/java\0-cp\0/v/pyspark/jars/*\0org.apache.spark.launcher.Main\0", "driver JVMs"),
     ("/usr/bin/java\0-Xmx256m\0-cp\0/c/lab/kafka/4.1.1/libs/*\0kafka.Kafka\0/r/server.properties\0", "broker JVM"),
     ("/v/bin/python\0-m\0pyspark.daemon\0pyspark.worker\0", "Python workers"),
@@ -38,7 +39,8 @@ def test_the_sampler_groups_a_process_by_what_its_shell_execd(tmp_path):
     import sys
     import time
 
-    env = dict(os.environ, M="lab.broker.proxy")  # the module named only after the exec, not in the shell's command line
+    # the module named only after the exec, not in the shell's command line
+    env = dict(os.environ, M="lab.broker.proxy")
     p = subprocess.Popen(["bash", "-c", f'sleep 0.3; exec {sys.executable} -c "import time; time.sleep(5)" -m "$M"'],
                          env=env)
     try:
@@ -69,8 +71,8 @@ def test_thread_group(name, group):
 def test_summarise_takes_medians_of_successful_runs_only():
     def run(wall, exit=0, guarantee="exactly-once"):
         return {"pipeline": "structured", "exit": exit, "wall_s": wall, "machine_cpu_s": 2 * wall,
-                "cores_busy": 0.5, "processes": dict.fromkeys(GROUPS, wall), "driver_jvm_threads": dict.fromkeys(THREADS, 1.0),
-                "guarantee": guarantee}
+                "cores_busy": 0.5, "processes": dict.fromkeys(GROUPS, wall),
+                "driver_jvm_threads": dict.fromkeys(THREADS, 1.0), "guarantee": guarantee}
 
     s = summarise([run(10), run(30), run(20), run(99, exit=1)])["structured"]
     assert s["runs"] == 3 and s["wall_s"] == 20 and s["machine_cpu_s"] == 40

@@ -1,4 +1,5 @@
-"""bench/suite_time.py: each tier's split of its test-seconds and the two tiers' ratio, on JUnit XML as pytest writes it."""
+"""bench/suite_time.py: each tier's split of its test-seconds and the two tiers' ratio, on JUnit XML as pytest writes
+it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from bench.suite_time import GOAL, compare, junit_tiers, main, read_junit, split
 XML = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests"><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="5" time="120.5"
  timestamp="2026-11-28T09:01:43.878500+00:00" hostname="vm">
-<testcase classname="tests.notebooks.test_notebooks" name="test_notebook_runs_headless[06_stateful_streaming]" time="100.0" />
+<testcase classname="tests.notebooks.test_notebooks" name="test_notebook_runs_headless[06_stateful_streaming]" \
+time="100.0" />
 <testcase classname="tests.notebooks.test_solutions" name="test_solution_holds[01_receiver_wal]" time="60.0" />
-<testcase classname="tests.integration.test_direct" name="test_idempotent_sink_absorbs_replays_and_retries" time="70.0" />
+<testcase classname="tests.integration.test_direct" name="test_idempotent_sink_absorbs_replays_and_retries" \
+time="70.0" />
 <testcase classname="tests.unit.test_auditor" name="test_a" time="0.5" />
 <testcase classname="tests.unit.test_auditor" name="test_b" />
 </testsuite></testsuites>
@@ -130,7 +133,8 @@ def test_a_third_xml_is_refused(tmp_path, capsys):
 
 
 def fake_make(calls: list, exits: dict):
-    """A stand-in for ``subprocess.call`` running ``make TARGET TEST_ARGS=--junitxml=X``: writes X, returns the target's exit."""
+    """A stand-in for ``subprocess.call`` running ``make TARGET TEST_ARGS=--junitxml=X``: writes X, returns the target's
+    exit."""
     def call(cmd, cwd=None):
         calls.append(cmd)
         xml = cmd[-1].split("--junitxml=", 1)[1]
@@ -150,7 +154,8 @@ def test_by_default_make_test_then_make_test_all_run_each_with_its_own_xml(tmp_p
     assert all(c[2].startswith("TEST_ARGS=--junitxml=") for c in calls) and calls[0][2] != calls[1][2]
     result = json.loads(out.read_text())
     assert result["tiers"]["test"]["command"] == ["make", "test"] and result["tiers"]["test"]["exit"] == 0
-    assert result["tiers"]["test-all"]["command"] == ["make", "test-all"] and result["tiers"]["test-all"]["junit"] is None
+    assert (result["tiers"]["test-all"]["command"] == ["make", "test-all"]
+            and result["tiers"]["test-all"]["junit"] is None)
     assert all(t["command_wall_s"] >= 0 for t in result["tiers"].values())
     assert result["quick_over_full"] == 0.249 and result["meets_goal"] is True
     assert result["command"] == ".venv/bin/python bench/suite_time.py --out " + str(out) and result["exit_status"] == 0

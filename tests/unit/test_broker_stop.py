@@ -12,7 +12,8 @@ import time
 from lab.broker import apache as kafka_broker, cluster as kafka_cluster, embedded as broker
 from lab.host import processes
 
-_IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"
+_IGNORES_SIGTERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                    "time.sleep(120)")
 
 
 def _stand_in(tmp_path) -> int:

@@ -1,4 +1,5 @@
-"""The key-count state's pure core (last value wins, the per-key audit), its local store, and the driver loop with it."""
+"""The key-count state's pure core (last value wins, the per-key audit), its local store, and the driver loop with
+it."""
 
 import json
 import sqlite3
@@ -132,7 +133,8 @@ def event(seq: int, key: str) -> bytes:
 
 @pytest.fixture
 def driver(tmp_path, monkeypatch):
-    """A kafka-eos driver context over one partition of ``keys`` (batches of 2), with the fakes of test_kafka_eos_driver."""
+    """A kafka-eos driver context over one partition of ``keys`` (batches of 2), with the fakes of
+    test_kafka_eos_driver."""
     def make(producer, keys, query="key-count"):
         written = []
         ctx = SimpleNamespace(

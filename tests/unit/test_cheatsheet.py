@@ -42,7 +42,8 @@ def setting_rows() -> dict[str, str]:
 
 def test_the_learner_sheet_is_one_page():
     n = len(TEXT.split())
-    assert n <= WORDS_AT_MOST, f"docs/cheatsheet.md has {n} words, over {WORDS_AT_MOST}: move the detail to reference-tables.md"
+    assert n <= WORDS_AT_MOST, (
+        f"docs/cheatsheet.md has {n} words, over {WORDS_AT_MOST}: move the detail to reference-tables.md")
 
 
 def test_every_setting_it_names_is_a_parameter_of_nb_config():
@@ -56,7 +57,8 @@ def test_every_value_it_lists_is_one_the_lab_accepts():
     for name, cell in setting_rows().items():
         if name in VALUES:
             listed = set(re.findall(r"`([\w-]+)`", cell))
-            assert listed <= VALUES[name], f"{name}=: {sorted(listed - VALUES[name])} are not among {sorted(VALUES[name])}"
+            assert listed <= VALUES[name], (
+                f"{name}=: {sorted(listed - VALUES[name])} are not among {sorted(VALUES[name])}")
     assert set(re.findall(r"`([\w-]+)`", setting_rows()["pipeline"])) == set(PIPELINES), "every pipeline"
 
 

@@ -10,8 +10,8 @@ event the run recorded, not a copied figure.
 
 The lesson checks are the evidence checks (:mod:`lab.lessons.evidence`, what :func:`lab.lessons.solve.solve`
 judges), and what each notebook's runs must show (``tests/notebooks/test_notebooks.py``'s ``check_*`` with their
-helpers, and the ``tests/integration`` checks they call). :data:`STAY` lists the few comparisons with a fixed number that stay, and
-why.
+helpers, and the ``tests/integration`` checks they call). :data:`STAY` lists the few comparisons with a fixed number
+that stay, and why.
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ def run_lab(*args, env=None, timeout=10):
         # a point the run's settings make unreachable: refused before anything starts, never restarted
         (["run", "--pipeline", "receiver", "--faults", "driver-crash@batch=2:after-wal-before-ack", "--wal", "off"],
          ["after-wal-before-ack", "--wal on --ack stored", "--wal off"]),
-        (["run", "--pipeline", "direct", "--faults", "executor-crash@at=2s"], ["executor-crash", "local[2]", "local-cluster"]),
-        (["run", "--master", "spark://nowhere:7077", "--pipeline", "direct"], ["spark://nowhere:7077", "lab cluster start"]),
+        (["run", "--pipeline", "direct", "--faults", "executor-crash@at=2s"],
+         ["executor-crash", "local[2]", "local-cluster"]),
+        (["run", "--master", "spark://nowhere:7077", "--pipeline", "direct"],
+         ["spark://nowhere:7077", "lab cluster start"]),
         (["run", "--master", "local[0]"], ["local[0]", "local[N]"]),
     ],
 )
@@ -72,7 +74,8 @@ def test_occupied_port(tmp_path):
 
 
 def test_missing_java_is_reported_with_the_install_command(tmp_path):
-    p, took = run_lab("doctor", env=clean_env(LAB_RUNS_DIR=str(tmp_path), LAB_JAVA_HOME=str(tmp_path / "no-jdk")), timeout=30)
+    p, took = run_lab("doctor", env=clean_env(LAB_RUNS_DIR=str(tmp_path), LAB_JAVA_HOME=str(tmp_path / "no-jdk")),
+                      timeout=30)
     assert p.returncode == 1
     java_line = next(l for l in p.stdout.splitlines() if " java " in l)
     assert java_line.startswith("FAIL") and "no-jdk" in java_line

@@ -16,7 +16,8 @@ def test_environment_is_read(runs_dir, monkeypatch):
     monkeypatch.setenv("LAB_SPARK_MASTER", "local-cluster[2,1,1024]")
     monkeypatch.setenv("LAB_DEADLINE", "30")
     c = make_config()
-    assert c.sink_url.startswith("postgresql://") and c.option("spark_master") == "local-cluster[2,1,1024]" and c.deadline_s == 30
+    assert (c.sink_url.startswith("postgresql://") and c.option("spark_master") == "local-cluster[2,1,1024]"
+            and c.deadline_s == 30)
     assert make_config(spark_master="local[1]").option("spark_master") == "local[1]"  # a parameter wins
 
 
@@ -131,7 +132,8 @@ def test_elr_is_set_only_on_the_labs_own_apache_kafka(monkeypatch):
     with pytest.raises(LabError, match="elr 'maybe'; valid choices: broker, off, on"):
         make_config(pipeline="plain", elr="maybe")
     monkeypatch.setenv("LAB_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-    with pytest.raises(LabError, match="--elr on finalizes a feature of the lab's own Apache Kafka.*LAB_KAFKA_BOOTSTRAP"):
+    with pytest.raises(LabError, match="--elr on finalizes a feature of the lab's own Apache "
+                                       "Kafka.*LAB_KAFKA_BOOTSTRAP"):
         make_config(pipeline="plain", elr="on")
 
 
@@ -139,7 +141,8 @@ def test_trust_commit_and_delivery_timeout_are_the_kafka_eos_pipelines_and_bound
     cfg = make_config(pipeline="kafka-eos", trust_commit=True, delivery_timeout_s=11)
     assert cfg.settings["trust_commit"] is True and cfg.settings["delivery_timeout_s"] == 11
     assert "trust_commit" not in make_config(pipeline="kafka-eos").settings  # stated only when changed
-    with pytest.raises(LabError, match=r"--trust-commit is the kafka-eos pipeline's .* pipeline is 'plain'; valid pipelines: kafka-eos"):
+    with pytest.raises(LabError, match=r"--trust-commit is the kafka-eos pipeline's .* pipeline is 'plain'; valid "
+                                       r"pipelines: kafka-eos"):
         make_config(pipeline="plain", trust_commit=True)
     with pytest.raises(LabError, match=r"--delivery-timeout 5 s: valid 11 to 45 s"):
         make_config(pipeline="kafka-eos", delivery_timeout_s=5)

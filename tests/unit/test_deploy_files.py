@@ -432,9 +432,11 @@ def test_the_scala_and_java_variants_agree():
         assert suffix and suffix.group(1) == scala.group(1), (
             f"lab/jars.json set spark-kafka: {coord} does not match the image's Scala {scala.group(1)} "
             f"(apache/spark:{tags[0]})")
-    assert int(java.group(1)) in SUPPORTED_MAJORS, f"apache/spark:{tags[0]}: Java {java.group(1)} is not one of {SUPPORTED_MAJORS}"
+    assert int(java.group(1)) in SUPPORTED_MAJORS, (
+        f"apache/spark:{tags[0]}: Java {java.group(1)} is not one of {SUPPORTED_MAJORS}")
     jdk = env_yml_conda("openjdk")
-    assert jdk and int(version_tuple(jdk)[0]) in SUPPORTED_MAJORS, f"{rel(ENV_YML)}: openjdk entry {jdk!r} is not Java 17 or 21"
+    assert jdk and int(version_tuple(jdk)[0]) in SUPPORTED_MAJORS, (
+        f"{rel(ENV_YML)}: openjdk entry {jdk!r} is not Java 17 or 21")
 
 
 def jar_set(name: str):
@@ -466,7 +468,8 @@ def test_connector_coordinates_are_the_pinned_one():
 
 
 def kafka_version() -> str:
-    """Apache Kafka's release the embedded broker runs: ``lab/jars.json`` set ``kafka-broker``, read through lab.host.jars."""
+    """Apache Kafka's release the embedded broker runs: ``lab/jars.json`` set ``kafka-broker``, read through
+    lab.host.jars."""
     js = jar_set("kafka-broker")
     core = [j for j in js.jars if re.fullmatch(r"org\.apache\.kafka:kafka_\d+\.\d+:[^:]+", j.coord)]
     assert len(core) == 1, f"lab/jars.json set kafka-broker: expected one kafka_<scala> broker jar, found {core}"
@@ -601,7 +604,8 @@ def env_yml_pins() -> dict[str, str]:
 
 
 def test_environment_yml_mirrors_pyproject_pins():
-    assert any(r.strip() in ("-e .", "--editable .") for r in env_yml_pip()), f"{rel(ENV_YML)}: pip list lacks `-e .` (the lab itself)"
+    assert any(r.strip() in ("-e .", "--editable .") for r in env_yml_pip()), (
+        f"{rel(ENV_YML)}: pip list lacks `-e .` (the lab itself)")
     problems = pin_differences(pyproject_pins(), env_yml_pins())
     assert not problems, "\n".join(problems)
 
@@ -624,9 +628,11 @@ def test_python_versions_satisfy_requires_python():
     assert satisfies(conda_version, spec), f"{rel(ENV_YML)}: {conda_python!r} is outside requires-python {spec!r}"
     image_python = dockerfile_args(LAB_DOCKERFILE).get("LAB_PYTHON")
     assert image_python, f"{rel(LAB_DOCKERFILE)}: no ARG LAB_PYTHON=X.Y.Z"
-    assert satisfies(image_python, spec), f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is outside requires-python {spec!r}"
+    assert satisfies(image_python, spec), (
+        f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is outside requires-python {spec!r}")
     assert version_tuple(image_python)[:2] == version_tuple(conda_version)[:2], (
-        f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is not the minor version of {rel(ENV_YML)}'s {conda_python!r}")
+        f"{rel(LAB_DOCKERFILE)}: LAB_PYTHON={image_python} is not the minor version of {rel(ENV_YML)}'s "
+        f"{conda_python!r}")
 
 
 @pytest.mark.parametrize("version, spec, ok", [
@@ -647,7 +653,8 @@ def test_start_order_waits_for_health():
             continue
         for dep, how in deps.items():
             if (how or {}).get("condition") != "service_healthy":
-                problems.append(f"{rel(COMPOSE)} service {name}: depends_on {dep} with {how!r}, not condition: service_healthy")
+                problems.append(f"{rel(COMPOSE)} service {name}: depends_on {dep} with {how!r}, not condition: "
+                                "service_healthy")
             if dep not in svcs:
                 problems.append(f"{rel(COMPOSE)} service {name}: depends_on unknown service {dep!r}")
             elif not (svcs[dep].get("healthcheck") or {}).get("test"):
@@ -675,7 +682,8 @@ def test_lab_environment_points_at_the_stack():
     host_port = advertised.get("HOST", "")
     assert host_port.startswith(f"{LOOPBACK}:") and any(
         str(p).startswith(f"{host_port}:") for p in svcs["kafka"].get("ports", [])), (
-        f"{rel(COMPOSE)} service kafka: HOST listener advertises {host_port!r}, which is not its published 127.0.0.1 port")
+        f"{rel(COMPOSE)} service kafka: HOST listener advertises {host_port!r}, which is not its published 127.0.0.1 "
+        "port")
 
     master_cmd = command(svcs["spark-master"])
     master_url = f"spark://{option(master_cmd, '--host')}:{option(master_cmd, '--port')}"
@@ -728,7 +736,8 @@ def test_kafka_is_reached_through_the_lab_proxy():
     for key in ("image", "build"):
         assert svc.get(key) == svcs["jupyter"][key], f"{where}: {key} {svc.get(key)!r} is not the lab's image"
     cmd = command(svc)
-    assert cmd[:3] == ["python", "-m", "lab.broker.proxy"], f"{where}: command {cmd} does not run python -m lab.broker.proxy"
+    assert cmd[:3] == ["python", "-m", "lab.broker.proxy"], (
+        f"{where}: command {cmd} does not run python -m lab.broker.proxy")
     listen, control = option(cmd, "--listen"), option(cmd, "--control")
     assert listen and listen.isdigit() and control and control.isdigit() and listen != control, (
         f"{where}: --listen {listen!r} / --control {control!r} must be two fixed ports (other containers name them)")
@@ -800,7 +809,8 @@ def test_both_compose_tools_read_it_alike():
         if isinstance(test, list) and test[:1] != ["CMD-SHELL"]:
             problems.append(f"service {name}: healthcheck {test[:2]}...: write it as CMD-SHELL")
     problems += [f"{found}: an empty default; give a value or pass the variable through (`NAME:` in environment)"
-                 for found in sorted(set(re.findall(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-\}", json.dumps(compose(raw=True)))))]
+                 for found in sorted(set(re.findall(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-\}",
+                                                    json.dumps(compose(raw=True)))))]
     assert not problems, f"{rel(COMPOSE)}: " + "; ".join(problems)
 
 
@@ -812,7 +822,8 @@ def test_jupyterlab_takes_its_token_from_lab_jupyter_token():
         f"{rel(COMPOSE)} service jupyter: LAB_JUPYTER_TOKEN is not passed through from the host")
     shell = svc["command"][2].replace("$$", "$")
     assert svc["command"][:2] == ["sh", "-c"] and 'export JUPYTER_TOKEN="$LAB_JUPYTER_TOKEN";' in shell, svc["command"]
-    assert "IdentityProvider.token" not in shell and "ServerApp.token" not in shell, "an empty token there turns auth off"
+    assert "IdentityProvider.token" not in shell and "ServerApp.token" not in shell, (
+        "an empty token there turns auth off")
 
 
 def test_the_maven_repository_default_is_the_labs():
@@ -970,8 +981,8 @@ def test_the_devcontainer_forwards_jupyters_port_and_the_spark_ui():
     assert compose_port in attrs, f"{where}: no portsAttributes for JupyterLab's port {compose_port}"
     ui_range = f"{UI_BASE_PORT}-{UI_BASE_PORT + UI_PORT_RETRIES}"
     assert ui_range in attrs, (
-        f"{where}: portsAttributes lacks {ui_range!r}, the ports a driver's Spark UI binds (lab.spark.session.UI_BASE_PORT "
-        f"and spark.port.maxRetries), has {sorted(attrs)}")
+        f"{where}: portsAttributes lacks {ui_range!r}, the ports a driver's Spark UI binds "
+        f"(lab.spark.session.UI_BASE_PORT and spark.port.maxRetries), has {sorted(attrs)}")
 
 
 def test_the_devcontainer_opens_notebooks_with_the_images_python():
@@ -1031,7 +1042,8 @@ def quoted_pins(line: str) -> dict[str, str]:
 def bootstrap_pins(recipe: list[str], verb: str, where: str) -> tuple[str, dict[str, str]]:
     """The recipe line running ``pip <verb>`` with pip/setuptools/wheel pins, and those pins."""
     lines = [l for l in recipe if re.search(rf"-m pip {verb}\b", l) and set(BOOTSTRAP) & set(quoted_pins(l))]
-    assert len(lines) == 1, f"{rel(MAKEFILE)} {where}: expected one `pip {verb}` line pinning {BOOTSTRAP}, found {lines}"
+    assert len(lines) == 1, (
+        f"{rel(MAKEFILE)} {where}: expected one `pip {verb}` line pinning {BOOTSTRAP}, found {lines}")
     return lines[0], quoted_pins(lines[0])
 
 
@@ -1041,7 +1053,8 @@ def bootstrap_differences(venv: dict[str, str], bundle: dict[str, str]) -> list[
         if name not in venv:
             out.append(f"{rel(MAKEFILE)} venv: does not pin {name}")
         elif bundle.get(name) != venv[name]:
-            out.append(f"{rel(MAKEFILE)} bundle: downloads {name}=={bundle.get(name)}, venv installs {name}=={venv[name]}")
+            out.append(f"{rel(MAKEFILE)} bundle: downloads {name}=={bundle.get(name)}, venv installs "
+                       f"{name}=={venv[name]}")
     return out
 
 
@@ -1052,7 +1065,8 @@ def test_the_bundle_downloads_what_the_venv_installs():
     download, bundle = bootstrap_pins(recipes["bundle"], "download", "bundle")
     problems = bootstrap_differences(venv, bundle)
     install = [l for l in recipes["$(STAMP)"] if "-e " in l and "pip install" in l]
-    assert install and "-c constraints.txt" in install[0], f"{rel(MAKEFILE)} venv: no `pip install -c constraints.txt -e`"
+    assert install and "-c constraints.txt" in install[0], (
+        f"{rel(MAKEFILE)} venv: no `pip install -c constraints.txt -e`")
     for flag in ("-r constraints.txt", "-c constraints.txt", "--dest"):
         if flag not in download:
             problems.append(f"{rel(MAKEFILE)} bundle: `pip download` lacks {flag!r}: not every pin would be in wheels/")
@@ -1111,7 +1125,8 @@ def test_the_venv_and_the_image_remove_the_same_unused_packages():
     removes = [i for i, l in enumerate(recipe) if "pip uninstall" in l and "$(UNUSED)" in l]
     installs = [i for i, l in enumerate(recipe) if "pip install" in l and "-e " in l]
     assert removes, f"{rel(MAKEFILE)} venv: does not uninstall $(UNUSED)"
-    assert installs and removes[-1] > installs[-1], f"{rel(MAKEFILE)} venv: uninstalls $(UNUSED) before installing the lab"
+    assert installs and removes[-1] > installs[-1], (
+        f"{rel(MAKEFILE)} venv: uninstalls $(UNUSED) before installing the lab")
     image = [l for l in dockerfile_lines(LAB_DOCKERFILE) if "pip uninstall" in l]
     assert image and uninstalled_by(image[-1]) == unused, (
         f"{rel(LAB_DOCKERFILE)} removes {sorted(uninstalled_by(image[-1])) if image else []}, "
@@ -1120,6 +1135,7 @@ def test_the_venv_and_the_image_remove_the_same_unused_packages():
 
 def test_nbformat_imports_without_a_grammar_build_in_this_environment():
     # what the removal buys, checked where it counts: a fresh interpreter of this environment
-    code = "import sys, nbformat; print(sorted(m for m in sys.modules if m.split('.')[0] in ('rfc3987_syntax', 'lark')))"
+    code = ("import sys, nbformat; print(sorted(m for m in sys.modules if m.split('.')[0] in ('rfc3987_syntax', "
+            "'lark')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"importing nbformat loaded {out}: run `make venv` (it removes {sorted(unused_packages())})"

@@ -133,7 +133,8 @@ def test_a_run_that_ends_while_a_zombie_runs_ends_it_first_and_says_so(tmp_path)
         pause.step(time.monotonic() + 2.5)  # past PAUSE_REPLACE_AFTER_S: set aside, replacement started
         assert d.zombie is not None and d.attempt == 2 and pause.zombie_attempts == {1}
         pause.finish()  # the run's end comes before the pause's: the zombie is woken, then ended
-        assert [e["type"] for e in log.lines[-2:]] == ["driver-resume", "zombie-end"] and log.lines[-2]["at_run_end"] is True
+        assert ([e["type"] for e in log.lines[-2:]] == ["driver-resume", "zombie-end"]
+                and log.lines[-2]["at_run_end"] is True)
         assert d.zombie is None and not pause.pending and not psutil.pid_exists(zombie)
     finally:
         d.kill_remaining()

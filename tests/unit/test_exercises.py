@@ -35,7 +35,8 @@ def test_every_notebook_ends_with_its_exercises(path):
 
 @pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)
 def test_every_exercise_has_a_checked_solution(path):
-    """A solution is the learner's line with the blank filled in with the answer (an evidence one: its own run or the run before)."""
+    """A solution is the learner's line with the blank filled in with the answer (an evidence one: its own run or the
+    run before)."""
     solution = ROOT / "notebooks" / "solutions" / path.name
     code = "".join("".join(c["source"]) for c in cells(solution) if c["cell_type"] == "code")
     for ex in for_notebook(path.stem):
@@ -73,7 +74,8 @@ def test_each_solution_states_the_answer_the_exercise_holds(ex):
 
 @pytest.mark.parametrize("path", TOPICS, ids=lambda p: p.stem)
 def test_each_line_leaves_its_setting_and_prediction_to_the_learner(path):
-    """A run exercise's line: ``r = nb.exercise(id, <blank>=..., predict=...)``; an evidence one reads the notebook's run."""
+    """A run exercise's line: ``r = nb.exercise(id, <blank>=..., predict=...)``; an evidence one reads the notebook's
+    run."""
     import ast
     import re
     import textwrap
@@ -86,7 +88,8 @@ def test_each_line_leaves_its_setting_and_prediction_to_the_learner(path):
     for n, (ex, block) in enumerate(zip(exs, blocks)):
         body = ast.parse(block).body
         if ex.evidence:
-            assert ast.unparse(body[0]) == ast.unparse(ast.parse(f"r = {ex.lesson_run}")) and ast.unparse(body[1]) == f"nb.explain('{ex.id}', r)", ex.id
+            assert (ast.unparse(body[0]) == ast.unparse(ast.parse(f"r = {ex.lesson_run}"))
+                    and ast.unparse(body[1]) == f"nb.explain('{ex.id}', r)"), ex.id
             assert len(body) >= 3, ex.id
             if ex.lesson_run == "r":  # the learner's run of the exercise before, with the same settings
                 before = exs[n - 1]
@@ -112,7 +115,8 @@ def test_a_task_names_its_setting_but_not_the_value(ex):
 def test_no_two_exercises_run_the_same_settings_and_each_answer_is_one_outcome():
     from lab.outcomes import WORDS
 
-    runs = [json.dumps({**e.params, "cluster": e.cluster}, sort_keys=True) for e in EXERCISES if not e.lesson_run == "r"]
+    runs = [json.dumps({**e.params, "cluster": e.cluster}, sort_keys=True) for e in EXERCISES
+            if not e.lesson_run == "r"]
     assert len(runs) == len(set(runs)), [r for r in runs if runs.count(r) > 1]
     assert all(e.expect in WORDS for e in EXERCISES), [(e.id, e.expect) for e in EXERCISES if e.expect not in WORDS]
 
@@ -122,7 +126,8 @@ def test_no_two_exercises_run_the_same_settings_and_each_answer_is_one_outcome()
 def test_a_blank_left_is_one_line_naming_what_fills_it():
     ex = exercise("00.1")
     for left in (..., None, " "):
-        with pytest.raises(LabError, match=r"exercise 00.1: fill in commit=\.\.\. before you run it \(one of: .*before-output"):
+        with pytest.raises(LabError, match=r"exercise 00.1: fill in commit=\.\.\. before you run it \(one of: "
+                                           r".*before-output"):
             check_setting(ex, left)
     with pytest.raises(LabError, match=r"commit mode 'sometimes'.*before-output"):
         check_setting(ex, "sometimes")  # not a value the setting takes: the config's own line
@@ -148,8 +153,10 @@ def test_an_attempt_is_judged_against_the_prediction_and_the_answer_separately()
     assert "300 lost, 0 duplicated, 0 unexpected of 1500" in wrong.sentence()
     nothing = {**lost, "guarantee": "exactly-once", "lost": 0}
     other = judge_attempt(ex, "commit='before-output'", "exactly-once", nothing)
-    assert (other.right, other.as_documented) == (True, False) and "where the documented answer is at-most-once" in other.sentence()
-    unfired = judge_attempt(ex, "x", "at-most-once", {**lost, "faults_not_applied": [{"kind": "driver-crash", "reason": "ended"}]})
+    assert ((other.right, other.as_documented) == (True, False)
+            and "where the documented answer is at-most-once" in other.sentence())
+    unfired = judge_attempt(
+        ex, "x", "at-most-once", {**lost, "faults_not_applied": [{"kind": "driver-crash", "reason": "ended"}]})
     assert unfired.right is None and unfired.sentence().startswith("· 00.1")
 
 

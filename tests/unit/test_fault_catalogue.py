@@ -23,7 +23,8 @@ def test_every_pipeline_has_faults_and_points_from_the_catalogue():
 
 
 @pytest.mark.parametrize("params, words", [
-    (dict(pipeline="receiver", wal="off", faults="driver-crash@batch=2:after-wal-before-ack"), ["--wal on --ack stored"]),
+    (dict(pipeline="receiver", wal="off", faults="driver-crash@batch=2:after-wal-before-ack"),
+     ["--wal on --ack stored"]),
     (dict(pipeline="receiver", ack="auto", faults="driver-crash@batch=2:after-wal-before-ack"), ["--ack auto"]),
     (dict(pipeline="plain", faults="driver-crash@batch=2:after-offset-log"), ["after-offset-log", "valid points"]),
     (dict(pipeline="plain", faults="task-failure@batch=2"), ["task-failure", "valid for it"]),
@@ -77,12 +78,15 @@ def test_what_the_catalogue_allows_passes(monkeypatch):
 
 
 def test_each_event_type_name_is_written_once_in_lab():
-    """``grep`` finds each event type's name once in lab/: in lab/events.py (a report's dict key of the same word aside)."""
-    names = {v for k, v in vars(ev).items() if k.isupper() and isinstance(v, str) and k not in ("EVENTS_FILE", "PROGRESS_FILE")}
+    """``grep`` finds each event type's name once in lab/: in lab/events.py (a report's dict key of the same word
+    aside)."""
+    names = {v for k, v in vars(ev).items() if k.isupper() and isinstance(v, str)
+             and k not in ("EVENTS_FILE", "PROGRESS_FILE")}
     assert len(names) > 30
     sources = {p: p.read_text() for p in (ROOT / "lab").rglob("*.py")}
     for name in names:
-        where = [(p.name, n) for p, text in sources.items() for n in [len(re.findall(f'"{re.escape(name)}"(?!:)', text))] if n]
+        where = [(p.name, n) for p, text in sources.items()
+                 for n in [len(re.findall(f'"{re.escape(name)}"(?!:)', text))] if n]
         assert where == [("events.py", 1)], f"event type {name!r} is spelled out in {where}"
 
 

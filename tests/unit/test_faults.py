@@ -7,7 +7,8 @@ from lab.faults.plan import Fault, format_fault_plan, parse_fault_plan
 
 
 def test_examples_from_the_docs():
-    plan = parse_fault_plan("driver-crash@at=5s, driver-crash@batch=3:after-output-before-commit,broker-outage@at=4s:for=2.5s")
+    plan = parse_fault_plan(
+        "driver-crash@at=5s, driver-crash@batch=3:after-output-before-commit,broker-outage@at=4s:for=2.5s")
     assert plan[0] == Fault("driver-crash", at_s=5.0, index=0)
     assert plan[1] == Fault("driver-crash", batch=3, point="after-output-before-commit", index=1)
     assert plan[2].kind == "broker-outage" and plan[2].duration_s == 2.5 and plan[2].at_s == 4.0

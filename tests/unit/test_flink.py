@@ -20,7 +20,8 @@ def test_auto_delivery_follows_the_checkpointing_and_is_written_into_the_config(
     assert make_config(pipeline="flink", checkpointing="at-least-once",
                        flink_delivery="exactly-once").option("flink_delivery") == "exactly-once"
     cfg = make_config(pipeline="flink", slow_sink=True)
-    assert cfg.sink == "topic" and cfg.settings["slow_sink"] is True and cfg.settings["flink_delivery"] == "exactly-once"
+    assert (cfg.sink == "topic" and cfg.settings["slow_sink"] is True
+            and cfg.settings["flink_delivery"] == "exactly-once")
 
 
 def test_the_job_spec_states_every_setting_that_decides_delivery(runs_dir):
@@ -77,8 +78,10 @@ def test_a_rest_history_entry_becomes_an_event():
 
 def test_a_restart_replays_what_the_dead_attempt_wrote_past_its_restore_offsets():
     starts = [
-        {"attempt": 1, "restore_checkpoint": None, "start_offsets": {"0": 0, "1": 0}, "out_end_offsets": {"0": 0, "1": 0}},
-        {"attempt": 2, "restore_checkpoint": 4, "start_offsets": {"0": 10, "1": 5}, "out_end_offsets": {"0": 9, "1": 8}},
+        {"attempt": 1, "restore_checkpoint": None, "start_offsets": {"0": 0, "1": 0},
+         "out_end_offsets": {"0": 0, "1": 0}},
+        {"attempt": 2, "restore_checkpoint": 4, "start_offsets": {"0": 10, "1": 5},
+         "out_end_offsets": {"0": 9, "1": 8}},
     ]
     # Input: e0..e11 at partition 0 offsets 0..11, f0..f7 at partition 1 offsets 0..7.
     input_of = {f"e{i}": (0, i) for i in range(12)} | {f"f{i}": (1, i) for i in range(8)}
@@ -164,7 +167,8 @@ def test_a_run_uses_an_environment_built_for_another_supported_python(tmp_path, 
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(flink_env, "_PY", "3.13")
     built = tmp_path / "flink" / f"{flink_env.FLINK_VERSION}-py3.11"
-    assert flink_env.env_problem() == f"no Flink environment at {tmp_path / 'flink' / (flink_env.FLINK_VERSION + '-py3.12')}"
+    assert flink_env.env_problem() == ("no Flink environment at "
+                                       f"{tmp_path / 'flink' / (flink_env.FLINK_VERSION + '-py3.12')}")
     _fake_python(built / "bin" / "python", "3.11")
     (built / ".installed").write_text(flink_env._stamp_text("3.11"))
     assert flink_env.env_dir() == built and flink_env.env_problem() is None

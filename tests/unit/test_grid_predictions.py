@@ -36,10 +36,12 @@ def test_the_default_grid_names_a_notebook_for_every_row():
 
 def test_a_row_is_answered_by_the_first_table_that_ran_it_with_its_worst_run():
     qs = grid_questions(GRID)
-    mine = view(("plain, driver-crash", "exactly-once", 0, 0, None), ("plain, driver-crash", "at-least-once", 0, 7, None))
+    mine = view(("plain, driver-crash", "exactly-once", 0, 0, None),
+                ("plain, driver-crash", "at-least-once", 0, 7, None))
     reference = view(("cluster, acks=1", "acked-lost", 0, 0, 640), ("plain, driver-crash", "at-most-once", 5, 0, None))
     got = grid_answers(qs, [("mine.csv", mine), ("reference.csv", reference)])
-    assert got["plain, driver-crash"] == GridAnswer("plain, driver-crash", "at-least-once", "0 lost, 7 duplicated of 100", "mine.csv")
+    assert got["plain, driver-crash"] == GridAnswer("plain, driver-crash", "at-least-once",
+                                                    "0 lost, 7 duplicated of 100", "mine.csv")
     assert got["cluster, acks=1"] == GridAnswer("cluster, acks=1", "acked-lost",
                                                 "640 of 100 acknowledged sends not in the topic", "reference.csv")
 
@@ -63,7 +65,8 @@ def test_headless_the_grid_is_judged_on_what_predictions_gives_and_recorded(tmp_
     qs = grid_questions(GRID)
     sheet = predict_grid(qs, {"plain, driver-crash": "At-least-once"}, interactive=False)
     assert sheet.ready()
-    answers = {"plain, driver-crash": GridAnswer("plain, driver-crash", "at-least-once", "0 lost, 7 duplicated of 100", "t.csv")}
+    answers = {"plain, driver-crash": GridAnswer("plain, driver-crash", "at-least-once", "0 lost, 7 duplicated of 100",
+                                                 "t.csv")}
     verdicts = sheet.verdicts(answers, tmp_path)
     assert [(v.predicted, v.measured, v.right) for v in verdicts] == [("at-least-once", "at-least-once", True),
                                                                       (None, "not run", None)]

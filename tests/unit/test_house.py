@@ -40,7 +40,8 @@ def imports(path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                + ([base] if base else []))
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 targets.append(sub if sub in known else base)
@@ -307,7 +308,8 @@ def test_every_lab_name_written_as_a_string_resolves():
     for path in files:
         text = path.read_text()
         if path.suffix == ".py":
-            strings = [n.value for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            strings = [n.value for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)
+                       and isinstance(n.value, str)]
         else:
             strings = [text]
         for s in strings:
@@ -351,7 +353,8 @@ def test_one_verdict_rule_and_one_list_of_outcome_words():
 
 
 def pipeline_name_tests(tree: ast.AST) -> list[int]:
-    """Lines where a ``pipeline`` (a name or an attribute) is compared with a literal name or a literal tuple of them."""
+    """Lines where a ``pipeline`` (a name or an attribute) is compared with a literal name or a literal tuple of
+    them."""
 
     def is_pipeline(node) -> bool:
         return (isinstance(node, ast.Name) and node.id == "pipeline") or (

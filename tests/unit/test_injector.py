@@ -81,7 +81,8 @@ def test_an_isr_trigger_fires_on_partition_0_once_its_isr_has_shrunk(monkeypatch
     monkeypatch.delenv("LAB_BROKER_NODES", raising=False)
     cfg = make_config(pipeline="plain", nodes=3, faults="leader-crash@isr=1:for=2s")
     timeline, kills = Timeline(), []
-    inj = FaultInjector(cfg, timeline, controls(kill_leader=lambda: kills.append(2) or {"node": 2, "pid": 900, "leads": [0]}),
+    inj = FaultInjector(cfg, timeline, controls(kill_leader=lambda: kills.append(2)
+                                                or {"node": 2, "pid": 900, "leads": [0]}),
                         elapsed=lambda: 4.2)
     state = {"type": "partition-state", "partition": 0, "leader": 2, "replicas": [1, 2, 3], "epoch": 0}
     inj.tick()

@@ -70,7 +70,8 @@ def test_the_manifest_ships_with_the_package():
 
 
 def test_unknown_set_and_route_name_the_choices(tmp_path):
-    with pytest.raises(LabError, match=r"unknown jar set 'spark'; valid choices: ecj, flink-kafka, kafka-broker, samza, spark-kafka, storm"):
+    with pytest.raises(LabError, match=r"unknown jar set 'spark'; valid choices: ecj, flink-kafka, kafka-broker, "
+                                       r"samza, spark-kafka, storm"):
         jars.ensure("spark", cache=tmp_path)
     with pytest.raises(LabError, match=r"unknown fetch route 'ftp'; valid choices: auto, https, mvn"):
         jars.ensure("spark-kafka", cache=tmp_path, route="ftp")
@@ -241,7 +242,8 @@ if log:
 pom = open(args[args.index("-f") + 1]).read()
 out = next(a.split("=", 1)[1] for a in args if a.startswith("-DoutputDirectory="))
 os.makedirs(out, exist_ok=True)
-for g, a, v in re.findall(r"<groupId>([^<*]+)</groupId><artifactId>([^<*]+)</artifactId><version>([^<]+)</version>", pom):
+for g, a, v in re.findall(r"<groupId>([^<*]+)</groupId><artifactId>([^<*]+)</artifactId><version>([^<]+)</version>",
+                          pom):
     if g == "lab.fetch":
         continue
     src = os.path.join(os.environ["FAKE_REPO"], g.replace(".", "/"), a, v, f"{a}-{v}.jar")

@@ -1,4 +1,5 @@
-"""The kafka-eos pipeline's pure parts: its record transform, batch metadata, configuration, and the topic sink's audit."""
+"""The kafka-eos pipeline's pure parts: its record transform, batch metadata, configuration, and the topic sink's
+audit."""
 
 import json
 

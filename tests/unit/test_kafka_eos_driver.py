@@ -139,7 +139,8 @@ def test_each_batch_is_one_transaction_with_its_offsets_and_points_in_order(driv
     kafka_eos.run(ctx)
     assert producer.committed == [0, 1, 2, 3] and producer.aborted == []
     # a flush at mid-output and one before the offsets: every record is in the log at after-output-before-commit
-    assert producer.calls == ["init", "begin", "flush", "flush", "offsets", "commit", "begin", "flush", "flush", "offsets", "commit"]
+    assert producer.calls == ["init", "begin", "flush", "flush", "offsets", "commit", "begin", "flush", "flush",
+                              "offsets", "commit"]
     assert producer.offsets == [({0: (2, "batch=0")}, "lab-r1"), ({0: (4, "batch=1")}, "lab-r1")]
     assert ctx.points == [("mid-output", 0), ("after-output-before-commit", 0),
                           ("mid-output", 1), ("after-output-before-commit", 1)]

@@ -65,7 +65,8 @@ def test_the_row_is_the_sinks_row_layout():
 
     assert ROW_COLUMNS == ("event_id", "seq", "partition", "offset")
     # The sink stores (event_id, seq, partition, kafka_offset) in that order.
-    assert "event_id TEXT NOT NULL, seq INTEGER, partition INTEGER,\n            kafka_offset" in _schema_sql("append")[0]
+    assert ("event_id TEXT NOT NULL, seq INTEGER, partition INTEGER,\n            kafka_offset"
+            in _schema_sql("append")[0])
 
 
 def test_arrow_variant_gives_the_rows_of_the_pure_function():
@@ -116,7 +117,8 @@ def test_records_parsed_in_a_task_give_the_rows_of_the_pure_function_across_part
     offsets = list(range(len(values)))
     first, second = _records(partitions[:6], offsets[:6], values[:6]), _records(partitions[6:], offsets[6:], values[6:])
     empty = _records([], [], [])
-    assert rows_of_records([empty, first, second]) == [record_row(p, o, v) for p, o, v in zip(partitions, offsets, values)]
+    assert rows_of_records([empty, first, second]) == [record_row(p, o, v)
+                                                       for p, o, v in zip(partitions, offsets, values)]
 
 
 @pytest.mark.parametrize("bad", NOT_EVENTS)

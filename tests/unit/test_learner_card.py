@@ -17,7 +17,8 @@ CARD = ROOT / learner_card.CARD_PATH
 WORDS_AT_MOST = 650
 #: Outcome words that stand in a pipeline's own description, with why that is no answer.
 NAMED_BY_THE_PRODUCT = {
-    "Kafka's exactly-once": "the name Kafka gives its transactions (KIP-98): the claim the lab tests, not a measurement",
+    "Kafka's exactly-once": "the name Kafka gives its transactions (KIP-98): the claim the lab tests, not a "
+                            "measurement",
 }
 #: What an answer would say: an outcome word, an expectation, or a count's words.
 ANSWER = re.compile("|".join([*(re.escape(w) for w in (*WORDS, *EXPECTATIONS)), r"\blos[st]\b", r"duplicat"]), re.I)
@@ -43,8 +44,8 @@ def test_the_card_names_every_pipeline_fault_point_and_word():
 
 def test_the_card_fits_one_printed_page():
     n = len(learner_card.readable_words(learner_card.card()))
-    assert n <= WORDS_AT_MOST, (f"the learner card has {n} words, over {WORDS_AT_MOST}: one printed page no longer holds "
-                                "it; shorten the catalogue's texts it prints or what the card takes from them")
+    assert n <= WORDS_AT_MOST, (f"the learner card has {n} words, over {WORDS_AT_MOST}: one printed page no longer "
+                                "holds it; shorten the catalogue's texts it prints or what the card takes from them")
 
 
 def test_no_pipeline_fault_or_point_is_paired_with_an_outcome():

@@ -291,10 +291,14 @@ def test_notebook_04_asks_for_every_row_of_the_default_grid_in_its_order():
     from lab.matrix.grid import load_grid
     from lab.matrix.questions import grid_questions
 
-    grid = [s["name"] for s in yaml.safe_load((ROOT / "lab" / "templates" / "default_grid.yaml").read_text())["scenarios"]]
+    grid = [s["name"]
+            for s in yaml.safe_load((ROOT / "lab" / "templates" / "default_grid.yaml").read_text())["scenarios"]]
     assert [q.name for q in grid_questions(load_grid(None))] == grid
-    book = [code_only(source(c)) for c in cells(ROOT / "notebooks" / "04_semantics_matrix.ipynb") if c["cell_type"] == "code"]
+    book = [code_only(source(c)) for c in cells(ROOT / "notebooks" / "04_semantics_matrix.ipynb")
+            if c["cell_type"] == "code"]
     assert any("questions = nb.matrix.grid_questions(nb.matrix.load_grid(None))" in c for c in book)
-    asks = next(i for i, c in enumerate(book) if re.search(r"^sheet = nb\.predict_grid\(questions, PREDICTIONS\)", c, re.M))
+    asks = next(i for i, c in enumerate(book)
+                if re.search(r"^sheet = nb\.predict_grid\(questions, PREDICTIONS\)", c, re.M))
     shows = [c for c in book[asks + 1:] if re.search(r"nb\.plots\.|display\(|grid_verdicts\(", c)]
-    assert shows and all(c.startswith("if sheet.ready():") for c in shows), "an answer is shown before the grid is predicted"
+    assert shows and all(c.startswith("if sheet.ready():") for c in shows), (
+        "an answer is shown before the grid is predicted")

@@ -81,8 +81,10 @@ NOTEBOOK = {"cells": [
     {"cell_type": "markdown", "source": ["nb.predict(['not code'])"]},
     {"cell_type": "code", "source": ["SINKS: list = [\"idempotent\", \"files\"]\n",
                                      "def label(acks, elr=\"on\"):\n",
-                                     "    return f\"acks={acks} · unclean\" + (\"\" if elr == \"on\" else \" · ELR off\")\n"]},
-    {"cell_type": "code", "source": ["%%time\n", "combos = nb.choose({\"reliable, WAL\": 1, \"unreliable, WAL\": 2}, C, \"C\")\n",
+                                     "    return f\"acks={acks} · unclean\" + (\"\" if elr == \"on\" else \" · ELR "
+                                     "off\")\n"]},
+    {"cell_type": "code",
+     "source": ["%%time\n", "combos = nb.choose({\"reliable, WAL\": 1, \"unreliable, WAL\": 2}, C, \"C\")\n",
                                      "a = nb.predict(list(combos), PREDICTIONS)\n",
                                      "b = nb.predict([\"append\"] + SINKS, PREDICTIONS)\n",
                                      "c = nb.predict([f\"real-time {i:g}s\" for i in X], PREDICTIONS)\n",

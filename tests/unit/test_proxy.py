@@ -70,7 +70,8 @@ def request(conn, api_key, corr, client_id=b""):
 def start_proxy(tmp_path, *args):
     """Start ``python -m lab.broker.proxy`` with ``args`` and a ready file; return the process and the ready file."""
     ready = tmp_path / "ready.json"
-    p = processes.spawn([sys.executable, "-m", "lab.broker.proxy", "--ready-file", ready, *args], log_path=tmp_path / "proxy.log")
+    p = processes.spawn([sys.executable, "-m", "lab.broker.proxy", "--ready-file", ready, *args],
+                        log_path=tmp_path / "proxy.log")
     return p, ready
 
 

@@ -84,7 +84,8 @@ def test_a_question_is_asked_judged_and_recorded(tmp_path, capsys):
     answers(sheet, {"q": ("unaligned's", "sizes"), "z": ("refused", "fenced")}, tmp_path)
     q = json.loads((tmp_path / "question-q.json").read_text())
     z = json.loads((tmp_path / "question-z.json").read_text())
-    assert (q["predicted"], q["measured"], q["right"], q["source"]) == ("unaligned's", "unaligned's", True, "PREDICTIONS")
+    assert ((q["predicted"], q["measured"], q["right"], q["source"])
+            == ("unaligned's", "unaligned's", True, "PREDICTIONS"))
     assert (z["predicted"], z["right"]) == (None, None)
     out = capsys.readouterr().out
     assert "✔ q: you predicted unaligned's, measured unaligned's (sizes): right" in out

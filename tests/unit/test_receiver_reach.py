@@ -1,4 +1,5 @@
-"""The receiver's reach of its feeder (lab.pipelines.receiver.reach): decided by Spark's start report and the accepts."""
+"""The receiver's reach of its feeder (lab.pipelines.receiver.reach): decided by Spark's start report and the
+accepts."""
 
 from lab.pipelines.receiver.reach import REACH_LIMIT_S, Reach, unreachable_message
 

@@ -58,7 +58,8 @@ def test_a_changed_cell_makes_a_reference_stale(tmp_path):
 
 
 def test_plotly_is_shared_not_copied_per_page():
-    html = "<p>x</p><script>/**\n* plotly.js v3.3.1\n* Copyright\n*/\n(function(){})</script><script>Plotly.newPlot()</script>"
+    html = ("<p>x</p><script>/**\n* plotly.js v3.3.1\n* "
+            "Copyright\n*/\n(function(){})</script><script>Plotly.newPlot()</script>")
     out, shared = share_plotly(html)
     assert shared and out == f'<p>x</p><script src="{PLOTLY_JS}"></script><script>Plotly.newPlot()</script>'
     assert share_plotly("<p>no plots</p>") == ("<p>no plots</p>", False)
@@ -181,7 +182,8 @@ def test_page_04_shows_the_committed_matrix():
 
 
 def test_page_03_shows_what_a_naive_reader_of_the_file_sink_sees():
-    m = re.search(r"naive reader: (\d+) extra copies in (\d+) files; Spark's reader: (\d+) in (\d+)", page_text("03_structured_streaming.html"))
+    m = re.search(r"naive reader: (\d+) extra copies in (\d+) files; Spark's reader: (\d+) in (\d+)",
+                  page_text("03_structured_streaming.html"))
     assert m and int(m.group(1)) > 0 and m.group(3) == "0" and int(m.group(2)) > int(m.group(4)), m and m.group(0)
 
 
@@ -207,4 +209,5 @@ def test_page_09_shows_each_lesson():
     assert m and m.groups() == ("1", "0"), m and m.group(0)
     assert "deliveries in the end" in text and "delivery_count" in text  # the held records' table, the archived one
     # the zombies side by side (nb.compare): the fenced one wrote nothing a read_committed reader sees
-    assert re.search(r"kafka-eos, zombie exactly-once", text) and re.search(r"plain consumer, zombie at-least-once", text)
+    assert (re.search(r"kafka-eos, zombie exactly-once", text)
+            and re.search(r"plain consumer, zombie at-least-once", text))

@@ -252,7 +252,8 @@ def lab_variables_read_by_the_code() -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if id(node) in catalogue:
                 continue
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"LAB_[A-Z_]+", node.value):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and re.fullmatch(r"LAB_[A-Z_]+", node.value)):
                 found.setdefault(node.value, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
@@ -262,8 +263,10 @@ def test_the_catalogue_holds_every_lab_variable_the_code_reads_and_no_other():
 
     variables = lab_variables_read_by_the_code()
     assert variables, "the scan found no LAB_* literal in lab/: the scan is broken"
-    assert not set(variables) - set(VARIABLES), f"read, not in lab.host.env.VARIABLES: {sorted(set(variables) - set(VARIABLES))}"
-    assert not set(VARIABLES) - set(variables), f"in the catalogue, read nowhere: {sorted(set(VARIABLES) - set(variables))}"
+    assert not set(variables) - set(VARIABLES), (
+        f"read, not in lab.host.env.VARIABLES: {sorted(set(variables) - set(VARIABLES))}")
+    assert not set(VARIABLES) - set(variables), (
+        f"in the catalogue, read nowhere: {sorted(set(VARIABLES) - set(variables))}")
 
 
 def test_the_environment_table_is_the_catalogue():
@@ -272,12 +275,14 @@ def test_the_environment_table_is_the_catalogue():
 
     [table] = [t for t in tables(section("Environment variables")) if t[0][0] == "variable"]
     rows = {TICKED.findall(r[0])[0]: r for r in table[1:]}
-    assert list(rows) == list(VARIABLES), "docs/reference-tables.md's environment table lists the catalogue, in its order"
+    assert list(rows) == list(VARIABLES), (
+        "docs/reference-tables.md's environment table lists the catalogue, in its order")
     read_by = lab_variables_read_by_the_code()
     for name, var in VARIABLES.items():
         _, files, meaning = rows[name]
         assert meaning == var.meaning, f"{name}: the table says {meaning!r}, the catalogue {var.meaning!r}"
-        assert set(TICKED.findall(files)) == read_by[name], f"{name} is read by {sorted(read_by[name])}, the table says {files}"
+        assert set(TICKED.findall(files)) == read_by[name], (
+            f"{name} is read by {sorted(read_by[name])}, the table says {files}")
 
 
 def test_the_catalogue_defaults_are_the_code_defaults():

@@ -77,7 +77,8 @@ def test_bad_replication_settings_are_one_line_errors(params, says, monkeypatch)
 def test_cluster_settings_reach_the_topic_and_the_report(monkeypatch):
     monkeypatch.setenv("LAB_BROKER_NODES", "3")
     cfg = make_config(acks="1", idempotence=False, min_insync=2, unclean="on")
-    assert cfg.cluster.nodes == 3 and cfg.topic_configs == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}
+    assert (cfg.cluster.nodes == 3
+            and cfg.topic_configs == {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"})
     assert cfg.settings["replication_factor"] == 3 and cfg.settings["unclean"] == "on"
     monkeypatch.setenv("LAB_BROKER_NODES", "5")
     with pytest.raises(LabError, match="LAB_BROKER_NODES"):

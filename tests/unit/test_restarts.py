@@ -30,7 +30,8 @@ def test_a_restart_lasts_from_the_kill_to_the_restarted_drivers_first_batch_done
 def test_other_faults_do_not_start_a_restart_and_an_exit_on_its_own_does():
     events = [e(0.0, "run-start"), e(0.1, "driver-start", attempt=1), e(2.0, "fault", kind="executor-crash"),
               e(3.0, "batch-done", batch=0, rows=5, attempt=1), e(5.0, "fault", kind="broker-outage"),
-              e(6.0, "driver-exit", code=1), e(6.5, "driver-start", attempt=2), e(9.0, "batch-done", batch=1, rows=5, attempt=2)]
+              e(6.0, "driver-exit", code=1), e(6.5, "driver-start", attempt=2),
+              e(9.0, "batch-done", batch=1, rows=5, attempt=2)]
     (r,) = driver_restarts(events)
     assert (r.cause, r.back_s) == ("exit", 3.0)
     assert restart_line(r, now=T0 + 20) == "driver #2 back 3.0 s after the driver's exit"
@@ -115,7 +116,8 @@ def test_the_panel_shows_the_latest_restart(tmp_path, monkeypatch):
         def stop(self):
             pass
 
-    monkeypatch.setattr("lab.views.panel.live_counts", lambda run, st: LiveCounts(10, 10, 10, 0, 0, 0, 10, 10, 4, 1, False))
+    monkeypatch.setattr("lab.views.panel.live_counts",
+                        lambda run, st: LiveCounts(10, 10, 10, 0, 0, 0, 10, 10, 4, 1, False))
     panel.run = Finished()
     try:
         panel._refresh(RunStatus(11.0, 10, 10, True, 4, 1, True, {}, {}, finished=False))

@@ -79,7 +79,8 @@ def test_the_failure_column_comes_from_the_parsed_plan(plan, column):
 @pytest.mark.parametrize("params, label", [
     (dict(pipeline="receiver", ack="auto", wal="off"), "receiver, unreliable ack, no WAL"),
     (dict(pipeline="receiver", ack="stored", wal="on"), "receiver, reliable ack, WAL"),
-    (dict(pipeline="receiver", ack="stored", wal="off", replication=2), "receiver, reliable ack, no WAL, replication 2"),
+    (dict(pipeline="receiver", ack="stored", wal="off", replication=2),
+     "receiver, reliable ack, no WAL, replication 2"),
     (dict(pipeline="direct", offsets="checkpoint", sink="append"), "direct, offsets in checkpoint, append sink"),
     (dict(pipeline="direct", offsets="sink", sink="transactional"), "direct, offsets in the sink's transaction"),
     (dict(pipeline="structured", sink="idempotent"), "structured, idempotent sink"),
@@ -146,7 +147,8 @@ def test_links_point_at_runs_that_exist(tmp_path):
     run = tmp_path / "runs" / "abc"
     run.mkdir(parents=True)
     (run / "scenario.html").write_text("<html></html>")
-    view = matrix_view(pd.DataFrame([row("here", "plain", "append", "", "exactly-once", html=str(run / "scenario.html")),
+    view = matrix_view(pd.DataFrame([row("here", "plain", "append", "", "exactly-once",
+                                         html=str(run / "scenario.html")),
                                      row("relative", "plain", "append", "", "exactly-once", seed=2,
                                          html="runs/abc/scenario.html")]))
     grid = sg.build_grid(view, tmp_path)
@@ -157,7 +159,8 @@ def test_links_point_at_runs_that_exist(tmp_path):
 
 def test_an_error_row_is_the_worst_colour():
     view = matrix_view(pd.DataFrame([row("ok", "plain", "append", "", "exactly-once"),
-                                     {**row("broke", "plain", "append", "", "exactly-once", seed=2), "guarantee": None}]))
+                                     {**row("broke", "plain", "append", "", "exactly-once", seed=2),
+                                      "guarantee": None}]))
     cell = sg.build_grid(view).cell("plain consumer, append sink", "no fault")
     assert cell.measured == "error" and cell.mismatch
 
@@ -195,7 +198,8 @@ def test_notebook_results_take_the_documented_claim():
     wal = grid.cell("receiver, reliable ack, WAL", "driver failure")
     assert wal.expected == ("no-loss",) and wal.runs[0].run == "WAL" and wal.runs[0].link is None
     free = grid.cell("receiver, reliable ack, WAL", "no fault")
-    assert free.runs[0].verdict == sg.NO_EXPECTATION and not free.mismatch and free.lines()[1] == "no expectation stated"
+    assert (free.runs[0].verdict == sg.NO_EXPECTATION and not free.mismatch
+            and free.lines()[1] == "no expectation stated")
     own = sg.grid_from_results(results, expect={"WAL": "exactly-once"})
     assert own.cell("receiver, reliable ack, WAL", "driver failure").mismatch
 

@@ -36,7 +36,8 @@ def test_idempotent_stores_once(tmp_path):
     with sink(tmp_path, "idempotent") as s:
         s.write_batch(ROWS, "b1")
         s.write_batch(ROWS, "b1-again")
-        assert set(stored(s).values()) == {1} and s.totals() == {"stored_rows": 10, "write_attempts": 20, "window_rows": 0}
+        assert (set(stored(s).values()) == {1}
+                and s.totals() == {"stored_rows": 10, "write_attempts": 20, "window_rows": 0})
 
 
 def test_transactional_skips_a_committed_batch(tmp_path):
@@ -71,7 +72,8 @@ def test_offsets_commit_with_the_rows_and_refuse_gaps_and_repeats(tmp_path):
 def test_sink_file_is_a_real_database(tmp_path):
     with sink(tmp_path, "append") as s:
         s.write_batch(ROWS, "b1")
-    rows = sqlite3.connect(tmp_path / "append.sqlite").execute("SELECT COUNT(DISTINCT event_id) FROM sink_events").fetchone()
+    rows = sqlite3.connect(tmp_path / "append.sqlite").execute(
+        "SELECT COUNT(DISTINCT event_id) FROM sink_events").fetchone()
     assert rows == (10,)
 
 

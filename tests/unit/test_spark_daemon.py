@@ -24,7 +24,8 @@ def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_p
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(zips + [os.environ.get("PYTHONPATH", "")]))
 
     def pyspark_file(start: str) -> str:
-        probe = f"import runpy; runpy.run_module = lambda *a, **k: None; {start}; import pyspark; print(pyspark.__file__)"
+        probe = (f"import runpy; runpy.run_module = lambda *a, **k: None; {start}; import pyspark; "
+                 "print(pyspark.__file__)")
         return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                               cwd=tmp_path).stdout.strip()
 
@@ -33,9 +34,10 @@ def test_the_daemon_runs_pyspark_from_the_package_even_with_the_zips_first(tmp_p
 
 
 def test_the_daemon_imports_the_named_modules_before_it_forks_and_leaves_a_failure_to_the_worker(tmp_path):
-    """With ``LAB_WORKER_IMPORTS`` the modules are loaded when ``pyspark.daemon`` starts; a bad name does not stop it."""
-    probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks.reader', 'pandas') "
-             "if m in sys.modules)); from lab.spark import daemon as spark_daemon; spark_daemon.main()")
+    """With ``LAB_WORKER_IMPORTS`` the modules are loaded when ``pyspark.daemon`` starts; a bad name does not stop
+    it."""
+    probe = ("import runpy, sys; runpy.run_module = lambda *a, **k: print(sorted(m for m in ('lab.sinks.reader', "
+             "'pandas') if m in sys.modules)); from lab.spark import daemon as spark_daemon; spark_daemon.main()")
     env = dict(os.environ, LAB_WORKER_IMPORTS="lab.sinks.reader, pandas,no_such_module_xyz")
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                           cwd=tmp_path)

@@ -1,4 +1,5 @@
-"""A standby driver's turn (lab.pipelines.driver.DriverContext.await_turn), without a JVM: it waits, then reads the run as it is."""
+"""A standby driver's turn (lab.pipelines.driver.DriverContext.await_turn), without a JVM: it waits, then reads the run
+as it is."""
 
 import json
 import threading

@@ -162,6 +162,7 @@ def test_a_standby_is_kept_for_a_planned_crash_of_a_pipeline_that_waits_for_its_
         assert not wants(always, pipeline, "local[2]", needed=True)
     for master in ("local-cluster[2,1,1024]", "spark://127.0.0.1:7077"):
         assert not wants(always, "structured", master, needed=True)
-    # A run's first driver, beside no other: also on local-cluster, whose executors are its own; never on a shared master.
+    # A run's first driver, beside no other: also on local-cluster, whose executors are its own; never on a shared
+    # master.
     assert wants(planned, "receiver", "local-cluster[2,1,1024]", needed=True, first=True)
     assert not wants(planned, "receiver", "spark://127.0.0.1:7077", needed=True, first=True)

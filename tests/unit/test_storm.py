@@ -16,7 +16,8 @@ from lab.views import storm as storm_view
 
 
 def test_each_mode_has_its_default_sink_and_the_label_names_it():
-    assert make_config(pipeline="storm").sink == "append" and make_config(pipeline="storm").option("storm_mode") == "acked"
+    assert (make_config(pipeline="storm").sink == "append"
+            and make_config(pipeline="storm").option("storm_mode") == "acked")
     assert make_config(pipeline="storm", storm_mode="trident").sink == "transactional"
     assert make_config(pipeline="storm", storm_mode="trident", sink="append").sink == "append"
     label = PIPELINES["storm"].label

@@ -30,7 +30,8 @@ def test_stacked_labels_never_overlap(labels):
     assert all(line < MAX_LABEL_LINES for line, _ in placed)
     assert _overlaps(labels, placed, span) == []
     # none leaves the axis where it fits on one side of its line
-    assert all(b[1] <= span or b[0] < 0 or x - (b[1] - b[0]) < 0 for b, (x, _) in zip(_boxes(labels, placed, span), labels))
+    assert all(b[1] <= span or b[0] < 0 or x - (b[1] - b[0]) < 0
+               for b, (x, _) in zip(_boxes(labels, placed, span), labels))
 
 
 def test_a_crash_and_its_quick_restart_sit_on_two_lines():

@@ -27,7 +27,8 @@ def test_a_failed_send_is_named_with_the_count():
     sends = Sends()
     for f in (done(), done(KafkaTimeoutError("Expiring 20 record(s)")), done(), done(KafkaTimeoutError("again"))):
         sends.add(f)
-    with pytest.raises(SendFailed, match=r"2 of 4 sends of the transaction not acknowledged; the first: KafkaTimeoutError") as e:
+    with pytest.raises(SendFailed, match=r"2 of 4 sends of the transaction not acknowledged; the first: "
+                                         r"KafkaTimeoutError") as e:
         sends.check()
     assert (e.value.failed, e.value.sent) == (2, 4)
 

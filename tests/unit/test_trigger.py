@@ -51,7 +51,8 @@ def test_what_real_time_and_the_kafka_sink_cannot_do_is_refused_before_any_proce
 
 
 def test_task_slots_of_each_master_form():
-    assert [task_slots(m) for m in ("local", "local[3]", "local[2,4]", "local-cluster[2,2,1024]", "spark://h:7077")] == \
+    assert [task_slots(m) for m in ("local", "local[3]", "local[2,4]", "local-cluster[2,2,1024]",
+                                    "spark://h:7077")] == \
         [1, 3, 2, 4, None]
 
 
@@ -69,7 +70,8 @@ def test_latency_takes_each_events_first_copy_and_counts_steady_state_after_the_
 def test_a_killed_drivers_half_written_log_files_are_removed_and_entries_kept(tmp_path):
     from lab.pipelines.structured.kafka_sink import remove_unfinished_log_files
 
-    for log, names in {"commits": ["0", ".0.crc", ".1.1ff2.tmp", "..1.1ff2.tmp.crc"], "offsets": ["0", "1", ".1.crc"]}.items():
+    for log, names in {"commits": ["0", ".0.crc", ".1.1ff2.tmp", "..1.1ff2.tmp.crc"],
+                       "offsets": ["0", "1", ".1.crc"]}.items():
         (tmp_path / log).mkdir()
         for name in names:
             (tmp_path / log / name).write_text("v1")

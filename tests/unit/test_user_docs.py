@@ -85,7 +85,8 @@ def test_the_learning_paths_times_are_the_notebooks_own():
     text = README.read_text()
     times = notebook_times()
     table = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\d\d_\w+)` \|.*\| (\d+) min \|", text, re.M)}
-    assert table == {stem: str(minutes) for stem, (minutes, _) in times.items()}, "README's times against the notebooks'"
+    assert table == {stem: str(minutes) for stem, (minutes, _) in times.items()}, (
+        "README's times against the notebooks'")
     flat = " ".join(text.split())
     whole, more = sum(m for m, _ in times.values()), sum(x for _, x in times.values())
     assert f"takes about {whole} minutes" in flat and f"{whole + more} with" in flat, (whole, whole + more)

@@ -82,6 +82,7 @@ def test_the_per_event_audit_counts_late_events_as_dropped_not_lost():
     ledger = LedgerView(seq=np.arange(4), event_id=np.array(["a", "b", "c", "d"], dtype=object),
                         partition=np.zeros(4, dtype=np.int64), kafka_offset=np.arange(4))
     late = np.array([False, True, False, False])
-    a = audit_core(ledger, np.array([0, 3]), np.array(["a", "d"], dtype=object), positions={0: 4}, final=True, late=late)
+    a = audit_core(ledger, np.array([0, 3]), np.array(["a", "d"], dtype=object), positions={0: 4}, final=True,
+                   late=late)
     assert (a.exactly_once, a.late_dropped, a.lost) == (2, 1, 1)
     assert a.table["status"].tolist() == ["exactly-once", "late", "lost", "exactly-once"]

@@ -39,13 +39,15 @@ def test_sync_copies_then_keeps_the_learners_work(tmp_path):
     (notebooks / "solutions" / "00.ipynb").write_text("s2")
     second = ws.sync(notebooks, workspace)
     assert (second.kept, second.updated) == (["00.ipynb"], ["solutions/00.ipynb"])
-    assert (workspace / "00.ipynb").read_text() == "my outputs" and (workspace / "notes.ipynb").read_text() == "mine alone"
+    assert ((workspace / "00.ipynb").read_text() == "my outputs"
+            and (workspace / "notes.ipynb").read_text() == "mine alone")
     assert (workspace / "solutions" / "00.ipynb").read_text() == "s2"
     [line] = [x for x in ws.describe(second, workspace) if "kept" in x]
     assert str(workspace / "00.ipynb") in line and "rename yours" in line
     assert ws.describe(ws.sync(notebooks, workspace), workspace) == [f"{workspace / '00.ipynb'}: the lab's version "
                                                                       "changed since you copied it; yours is kept as "
-                                                                      "it is. For the new one, rename yours and start again"]
+                                                                      "it is. For the new one, rename yours and start "
+                                                                      "again"]
 
 
 def test_settings_merge_into_the_environments_overrides(tmp_path):

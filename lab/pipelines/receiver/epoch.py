@@ -40,7 +40,8 @@ from lab.kafka.read import event_fields
 
 
 def encode_line(event_id: str, seq: int, partition: int, offset: int, key: str) -> bytes:
-    """A sink row and the event's key as the line the receiver reads (the inverse of :func:`decode_line`, :func:`line_key`)."""
+    """A sink row and the event's key as the line the receiver reads (the inverse of :func:`decode_line`,
+    :func:`line_key`)."""
     return f"{event_id} {seq} {partition} {offset} {key}\n".encode()
 
 

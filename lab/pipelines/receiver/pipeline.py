@@ -429,8 +429,8 @@ def run(ctx: DriverContext) -> None:
 
     spark = spark_session(ctx.config.spark.spark_master, ctx.run_dir, app_name=f"lab-receiver-{ctx.run_id}",
                           extra=spark_conf(ctx.config), phase=ctx.phase)
-    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver). The feeder binds
-    # the port the last driver's receiver was fed on (the checkpoint's socket stream names it): only free now.
+    # Everything above has no delivery effect; a standby waits here for its turn (lab.pipelines.driver). The feeder
+    # binds the port the last driver's receiver was fed on (the checkpoint's socket stream names it): only free now.
     ctx.await_turn()
     book = BatchBook(ctx)
     # The receiver runs on an executor: in the compose stack that is another container, which reaches the
@@ -448,7 +448,8 @@ def run(ctx: DriverContext) -> None:
         stopped = _watch_until_stopped(runtime, ssc, tail, advertised)
         if not stopped:
             # Drained or not, the last batches may still have their output to write: lab.pipelines.receiver.stop.
-            quick = skip_accumulator_wait(spark.sparkContext)  # LAB_QUICK_STOP: both quick parts of the stop, or neither
+            # LAB_QUICK_STOP: both quick parts of the stop, or neither
+            quick = skip_accumulator_wait(spark.sparkContext)
             receiver_stop.stop(ssc, runtime.feeder, runtime.batch_times, ctx.events, quick_stop=quick)
             stopped = True
     finally:
@@ -507,7 +508,8 @@ def _streaming_context(runtime: _Runtime, sc, advertised: str):
     ssc = StreamingContext.getOrCreate(checkpoint, create)
     # end lesson: receiver-wal
     runtime.ssc = ssc
-    if recovered and runtime.book.by_time:  # its pending batches come back without a record count (lab.pipelines.receiver.stop)
+    # its pending batches come back without a record count (lab.pipelines.receiver.stop)
+    if recovered and runtime.book.by_time:
         runtime.batch_times.hold_through(max(runtime.book.by_time) + receiver_stop.RECOVERED_SLACK_BATCHES
                                          * int(cfg.batch_interval_s * 1000))
     ssc.addStreamingListener(_make_listener(runtime))
@@ -538,7 +540,8 @@ def _watch_until_stopped(runtime: _Runtime, ssc, tail: EventTail, advertised: st
 
 
 def _quietly(stop) -> None:
-    """Call ``stop``, ignoring its error: the driver is ending already, and its own error (if any) is the one to raise."""
+    """Call ``stop``, ignoring its error: the driver is ending already, and its own error (if any) is the one to
+    raise."""
     try:
         stop()
     except Exception:

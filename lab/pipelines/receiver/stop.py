@@ -46,8 +46,8 @@ given a batch, and those batches run for up to ``gracefulStopTimeout`` (10 s
 at 0.5 s batches), and then every job already queued (Spark's job executor
 waits for them without a limit). The supervisor's grace (``STOP_GRACE_S``,
 30 s) is renewed by each event the driver writes, so a stop whose batches keep
-completing is not killed (up to ``STOP_LIMIT_S``, 120 s). The graceful stop waits for the generator's next tick and polls
-(measured: ``StreamingContext.stop`` 1.0-1.5 s graceful, 0.2-0.4 s after the
+completing is not killed (up to ``STOP_LIMIT_S``, 120 s). The graceful stop waits for the generator's next tick and
+polls (measured: ``StreamingContext.stop`` 1.0-1.5 s graceful, 0.2-0.4 s after the
 waits above, local[2], 0.5 s batches).
 """
 

@@ -26,9 +26,9 @@ the sink writes no transactions, so both isolation levels read the same.
 On failure
 ----------
 A driver killed while Spark wrote a log entry leaves its temp file, which real-time mode refuses to start
-over (:func:`remove_unfinished_log_files` removes it first, ``checkpoint-temp-removed``). A query that stops with an error ends the driver with it (the supervisor
-restarts the driver, recovery is by the checkpoint). SIGTERM stops the query
-(a batch cut short is run again by the next driver).
+over (:func:`remove_unfinished_log_files` removes it first, ``checkpoint-temp-removed``). A query that stops with an
+error ends the driver with it (the supervisor restarts the driver, recovery is by the checkpoint). SIGTERM stops the
+query (a batch cut short is run again by the next driver).
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
         raise LabError(f"the Kafka sink needs Spark's Kafka connector; the reader resolved to {reader!r} "
                        "(run `lab fetch`, and use --kafka-reader auto or spark)")
     out = output_topic(cfg.topic)
-    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes, configs=cfg.topic_configs)
+    kafka_tools.create_topic(ctx.bootstrap, out, cfg.partitions, replication=cfg.cluster.nodes,
+                             configs=cfg.topic_configs)
     removed = remove_unfinished_log_files(checkpoint.path)
     if removed:
         ctx.events.write(ev.CHECKPOINT_TEMP_REMOVED, files=removed)

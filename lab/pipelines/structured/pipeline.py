@@ -197,7 +197,8 @@ def _session_conf(cfg) -> dict[str, str]:
     from lab.pipelines.structured import stateful
     from lab.spark.session import TASK_ATTEMPTS
 
-    extra = {"spark.task.maxFailures": str(TASK_ATTEMPTS), "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))}
+    extra = {"spark.task.maxFailures": str(TASK_ATTEMPTS),
+             "spark.sql.streaming.stopTimeout": str(int(STOP_WAIT_S * 1000))}
     if parse_trigger(cfg.spark.trigger).real_time:
         # Spark refuses intervals below 5 s by default (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL); the lab
         # allows its own floor, so that a sweep of intervals fits in a lesson.
@@ -211,7 +212,8 @@ def _session_conf(cfg) -> dict[str, str]:
 
 
 def _start_spark(ctx: DriverContext, to_topic: bool):
-    """``(session, Kafka reader, Python workers' warm-up or None)``: everything before the query, with no delivery effect.
+    """``(session, Kafka reader, Python workers' warm-up or None)``: everything before the query, with no delivery
+    effect.
 
     The reader is the one ``--kafka-reader`` resolves to (:mod:`lab.pipelines.shared.kafka_reader`).
     """
@@ -229,9 +231,10 @@ def _start_spark(ctx: DriverContext, to_topic: bool):
     cfg = ctx.config
     # Spark otherwise resolves the host name and may pick a public interface for its services.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir, app_name=f"lab-structured-{ctx.run_id}",
-                          extra=_session_conf(cfg),
-                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase, worker_imports=SQL_WORKER_IMPORTS)
+    spark = spark_session(with_task_retries(cfg.spark.spark_master), ctx.run_dir,
+                          app_name=f"lab-structured-{ctx.run_id}", extra=_session_conf(cfg),
+                          kafka_connector=may_use_connector(cfg, cfg.spec), phase=ctx.phase,
+                          worker_imports=SQL_WORKER_IMPORTS)
     reader = resolve_reader(spark, cfg.spark.kafka_reader)
     # Python workers started beside the query's start and planning (JVM work), not before it (measured,
     # bench/startup.py, restarted driver to first batch done, medians of 3: 10.0 s before, 9.0 s beside).
@@ -245,7 +248,8 @@ def _start_spark(ctx: DriverContext, to_topic: bool):
 
 
 def _run_topic_query(ctx: DriverContext, spark, checkpoint: Checkpoint, reader: str) -> None:
-    """The ``topic`` sink's query (:func:`lab.pipelines.structured.kafka_sink.run_query`) until SIGTERM; then the session stops."""
+    """The ``topic`` sink's query (:func:`lab.pipelines.structured.kafka_sink.run_query`) until SIGTERM; then the
+    session stops."""
     from lab.pipelines.structured.kafka_sink import run_query
     from lab.spark.session import skip_accumulator_wait
 
@@ -257,7 +261,8 @@ def _run_topic_query(ctx: DriverContext, spark, checkpoint: Checkpoint, reader: 
 
 
 def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint, process, parse_in_task: bool):
-    """Start the streaming query: the source, a stateful operator (``--query``), ``foreachBatch(process)``, the checkpoint.
+    """Start the streaming query: the source, a stateful operator (``--query``), ``foreachBatch(process)``, the
+    checkpoint.
 
     The progress the checkpoint already holds is reported first (:func:`_report_recovered`).
     """
@@ -271,7 +276,8 @@ def _start_query(ctx: DriverContext, spark, reader: str, checkpoint: Checkpoint,
                                 cfg.isolation_level, parse_in_task)
     output_mode = "append"
     if cfg.query != "passthrough":
-        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.event_time.window_s, cfg.event_time.watermark_s,
+        source, output_mode = stateful.stateful_query(source, cfg.query, cfg.event_time.window_s,
+                                                      cfg.event_time.watermark_s,
                                                       gap_ms=int(round(cfg.event_time.session_gap_s * 1000)))
     _report_recovered(ctx, checkpoint)
     query = (source.writeStream
@@ -359,7 +365,8 @@ class _ForeachBatch:
         ctx, cfg = self.ctx, self.cfg
         fail_once = ctx.task_failure_due(batch) is not None
         if self.file_sink is not None:
-            out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, self.spec.path, kafka_partitions - 1), data.schema)
+            out = data.mapInArrow(files_passthrough(ctx, batch, fail_once, self.spec.path, kafka_partitions - 1),
+                                  data.schema)
             self.file_sink.addBatch(batch, out._jdf)
             return None, None
         if cfg.query in COUNT_QUERIES:
@@ -374,7 +381,8 @@ class _ForeachBatch:
 
 
 def _batch_info(rows: int, parts: list | None, counted: int | None) -> dict:
-    """What ``batch-done`` says of a batch: its rows (as its tasks counted them, when they report), skipped parts, windows."""
+    """What ``batch-done`` says of a batch: its rows (as its tasks counted them, when they report), skipped parts,
+    windows."""
     info = {"rows": rows}
     if parts is not None:
         info["rows"] = sum(p["rows"] for p in parts)
@@ -385,7 +393,8 @@ def _batch_info(rows: int, parts: list | None, counted: int | None) -> dict:
     return info
 
 
-def _report_until_stopped(ctx: DriverContext, query, checkpoint: Checkpoint, log: _BatchLog, states, committed: int) -> int:
+def _report_until_stopped(ctx: DriverContext, query, checkpoint: Checkpoint, log: _BatchLog, states,
+                          committed: int) -> int:
     """Until SIGTERM or the query's end: ``batch-done`` and progress per new commit-log entry; the last batch reported.
 
     Raises
@@ -405,7 +414,8 @@ def _report_until_stopped(ctx: DriverContext, query, checkpoint: Checkpoint, log
 
 
 def _stop_query(ctx: DriverContext, query, checkpoint: Checkpoint, log: _BatchLog, states, committed: int) -> None:
-    """Stop the query once no batch is in flight (or after :data:`STOP_WAIT_S`); report the commits that came meanwhile."""
+    """Stop the query once no batch is in flight (or after :data:`STOP_WAIT_S`); report the commits that came
+    meanwhile."""
     deadline = time.monotonic() + STOP_WAIT_S
     while log.in_flight is not None and time.monotonic() < deadline:
         time.sleep(POLL_S)

@@ -77,7 +77,8 @@ def files_passthrough(ctx: DriverContext, batch: int, fail_once: bool, out_dir=N
     (measured: 26 files, 2 unreadable, no complete file of the killed attempt).
     """
     crash_planned = (out_dir is not None and others > 0
-                     and any(f.kind == "driver-crash" and f.point == "mid-output" and f.batch == batch for f in ctx.pending))
+                     and any(f.kind == "driver-crash" and f.point == "mid-output" and f.batch == batch
+                             for f in ctx.pending))
     if crash_planned:  # the files complete before this batch: the others are those that come after
         from lab.sinks.files import complete_data_files
 
