@@ -24,6 +24,7 @@ import json
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +101,9 @@ def _confluent(bootstrap: str, txn_id: str, delivery_s: float):
     return transaction, lambda: p.flush(5)
 
 
-CLIENTS = {"kafka-python 3.0.12": _kafka_python, "confluent-kafka 2.16.1": _confluent}
+# Named by the installed versions, which the figures belong to.
+CLIENTS = {f"kafka-python {version('kafka-python')}": _kafka_python,
+           f"confluent-kafka {version('confluent-kafka')}": _confluent}
 
 
 def measure(name: str, broker, topic: str, records: int, cut_s: float, delivery_s: float) -> dict:

@@ -1139,3 +1139,20 @@ def test_nbformat_imports_without_a_grammar_build_in_this_environment():
             "'lark')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", f"importing nbformat loaded {out}: run `make venv` (it removes {sorted(unused_packages())})"
+
+
+# -- (i) the pre-commit hooks: the same ruff as `make lint`, notebooks stripped --------------------------------------
+def test_the_pre_commit_hooks_pin_the_linter_make_lint_runs():
+    import yaml
+
+    hooks = {h["id"]: h for r in yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"]
+             for h in r["hooks"]}
+    assert {"ruff", "nbstripout"} <= set(hooks), f".pre-commit-config.yaml: hooks {sorted(hooks)}"
+    pinned = re.search(r'"ruff==([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert hooks["ruff"]["additional_dependencies"] == [f"ruff=={pinned}"], (
+        f".pre-commit-config.yaml: ruff {hooks['ruff']['additional_dependencies']}, pyproject.toml's [test] {pinned}")
+    assert all(d.count("==") == 1 for h in hooks.values() for d in h.get("additional_dependencies", []))
+    # the hook and `make lint` look at the same directories
+    lint = make_recipes(make_text())["lint"][0].split()
+    assert set(lint[lint.index("check") + 2:]) == {"lab", "tests", "bench", "docs/tools", "notebooks"}, lint
+    assert hooks["ruff"]["files"] == "^(lab|tests|bench|docs/tools|notebooks)/"
