@@ -14,7 +14,7 @@ UNUSED := rfc3987-syntax lark
 # The interpreter is checked before anything is made (lab/host/python_check.py: one line naming the Python found,
 # the range pyproject.toml supports and how to pick another); an existing venv's own interpreter is checked too.
 $(STAMP): pyproject.toml constraints.txt venv.mk
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "no '$(PYTHON)' on PATH: install Python 3.11-3.13, or name one, e.g. make demo PYTHON=python3.11" >&2; exit 1; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "no '$(PYTHON)' on PATH: install it, or name another Python, e.g. make demo PYTHON=python3.11" >&2; exit 1; }
 	@if test -x $(BIN)/python; then $(BIN)/python lab/host/python_check.py; else $(PYTHON) lab/host/python_check.py && $(PYTHON) -m venv $(VENV); fi
 	$(BIN)/python -m pip install --quiet --upgrade $(PIP_PINS)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'

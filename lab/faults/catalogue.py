@@ -196,7 +196,7 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               by="timeline", confirmed_by=ev.CONSUMER_KILLED,
               button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
     FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
-              "processes it, each time it is delivered (SIGKILL once the rows before it are written)",
+              "processes it, each time it is delivered (SIGKILL before anything of its batch is written)",
               by="driver", key_trigger=True, options=("count",)),
     FaultSpec("receiver-restart", "the receiver's connection drops",
               by="timeline",
