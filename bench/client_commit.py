@@ -150,7 +150,9 @@ def main(argv=None) -> int:
     Path(a.out).write_text(json.dumps({
         "what": __doc__.splitlines()[0], "records_per_partition": a.records, "cut_s": a.cut,
         "delivery_timeout_s": a.delivery_timeout, "machine": machine(),
-        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "clients": results}, indent=2))
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "command": " ".join([".venv/bin/python", "bench/client_commit.py", *(argv or sys.argv[1:])]),
+        "exit_status": 0, "clients": results}, indent=2))
     print(f"wrote {a.out}")
     return 0
 

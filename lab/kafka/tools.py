@@ -227,18 +227,30 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
     """Log end offsets per partition (transaction markers included): ListOffsets(latest), each partition's
     high watermark, as a ``read_uncommitted`` reader sees it. A fresh consumer each call.
 
+    Asks again until every partition has answered or ``timeout_s`` passed: kafka-python 3.0.12's ``end_offsets``
+    leaves out a partition whose leader it does not know yet and then fails with ``KeyError`` (measured: just after a
+    broker's SIGKILL and restart, while it was still recovering a topic's partitions).
+
     Raises
     ------
-    kafka.errors.KafkaTimeoutError
-        When the broker does not answer within ``timeout_s``.
+    TimeoutError
+        When some partition has not answered within ``timeout_s``.
     """
     from kafka import TopicPartition
+    from kafka.errors import KafkaTimeoutError
 
     tps = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + timeout_s
     c = consumer(bootstrap)
     try:
-        ends = c.end_offsets(tps, timeout_ms=int(timeout_s * 1000))
-        return {tp.partition: ends[tp] for tp in tps}
+        while True:
+            try:
+                ends = c.end_offsets(tps, timeout_ms=max(100, int((deadline - time.monotonic()) * 1000)))
+                return {tp.partition: ends[tp] for tp in tps}
+            except (KeyError, KafkaTimeoutError) as e:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no end offset of {topic} partition {e} within {timeout_s} s") from None
+                time.sleep(0.2)
     finally:
         c.close()
 

@@ -74,7 +74,7 @@ def _read_all(bootstrap: str, topic: str, partitions: int, **settings) -> dict[t
     """``{(partition, offset): value}`` of every record up to the end offsets, read through the proxy."""
     from kafka import TopicPartition
 
-    ends = kafka_tools.end_offsets(bootstrap, topic, partitions)
+    ends = kafka_tools.end_offsets(bootstrap, topic, partitions, timeout_s=60)  # also just after a restart
     c = kafka_tools.consumer(bootstrap, **settings)
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     c.assign(tps)

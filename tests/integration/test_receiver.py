@@ -222,9 +222,14 @@ def test_receiver_restart_resumes_from_the_committed_offsets(runs_dir):
     drop = [e for e in events if e["type"] == "receiver-disconnect" and e["reason"].startswith("receiver-restart")]
     assert len(drop) == 1 and drop[0]["graceful"]
     feeds = [e for e in events if e["type"] == "receiver-feed"]
-    assert len(feeds) == 2 and feeds[1]["epoch"] == drop[0]["epoch"] + 1
-    # Every line the first connection carried was stored and committed before the second began.
-    assert sum(feeds[1]["resume_from"].values()) == drop[0]["handed_over"]
+    # A second connection is owed when events were left to read at the drop. On a busy machine the driver may come
+    # up after the producer ended and hand everything over before batch 2: the run then drains before the receiver
+    # connects again (measured once: 3,000 of 3,000 handed over at the drop, one feed).
+    assert len(feeds) == (2 if drop[0]["handed_over"] < a.acked else len(feeds)) and len(feeds) in (1, 2)
+    if len(feeds) == 2:
+        assert feeds[1]["epoch"] == drop[0]["epoch"] + 1
+        # Every line the first connection carried was stored and committed before the second began.
+        assert sum(feeds[1]["resume_from"].values()) == drop[0]["handed_over"]
 
 
 def test_a_point_that_does_not_exist_with_these_settings_is_refused_before_start(runs_dir):

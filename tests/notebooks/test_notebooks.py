@@ -672,11 +672,17 @@ def check_09(reports):
         assert r["acked"] == _asked(r) and r["drained"] and r["lost"] == 0, _counts(r)
     crashed = _pick(share, faults="driver-crash@batch=20:after-output-before-commit")
     assert crashed["restarts"] == 1 and crashed["guarantee"] == "at-least-once", _counts(crashed)
-    # a share group redelivers what was written and never acknowledged: the sink's duplicates are exactly the
-    # records the consumers' own delivery lines show written at two deliveries
+    # a share group redelivers what was written and never acknowledged: the sink's duplicates are the records the
+    # consumers' own delivery lines show written at two deliveries, and at most the rows of the batches the kill
+    # interrupted besides: a consumer killed between its sink write and its line wrote rows no line shows (measured
+    # once on a busy machine: 2 duplicated, 1 shown)
     twice = sum(1 for row in delivery_table(read_deliveries(crashed["run_dir"])).values()
                 if row["fates"]["written"] > 1)
-    assert crashed["duplicated"] == twice > 0, (twice, _counts(crashed))
+    events = read_events(Path(crashed["run_dir"]))
+    started = {e["batch"]: e.get("rows", 0) for e in events if e["type"] == "batch-start"}
+    done = {e["batch"] for e in events if e["type"] == "batch-done"}
+    interrupted = sum(rows for batch, rows in started.items() if batch not in done)
+    assert 0 < twice <= crashed["duplicated"] <= twice + interrupted, (twice, interrupted, _counts(crashed))
     plain = _pick(reports, pipeline="plain", faults="driver-crash@batch=20:after-output-before-commit")
     again = written_again(Path(plain["run_dir"]))
     assert plain["duplicated"] == again["written_before_kill"] > 0 and plain["guarantee"] == "at-least-once", (
