@@ -95,6 +95,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    f"{', '.join(SAMZA_STORE_CACHES)} (default off: every change to the changelog as it is made)")
     p.add_argument("--consumers", type=int, default=DEFAULT_CONSUMERS,
                    help=f"share pipeline's consumer processes, one share group (default {DEFAULT_CONSUMERS})")
+    p.add_argument("--dlq", default=None, help="share pipeline's dead-letter topic (KIP-1191): off (Kafka's default: "
+                   "a record past the delivery limit is archived) or on (moved to dlq.<topic>)")
     p.add_argument("--trigger", default=spark_trigger.MICRO_BATCH,
                    help=f"structured pipeline's trigger: {spark_trigger.MICRO_BATCH}, {spark_trigger.REAL_TIME} or "
                         f"{spark_trigger.REAL_TIME}:<n>s (Spark's real-time mode, interval default "
@@ -225,6 +227,10 @@ def _print_table(report: dict) -> None:
     if deliveries:  # share: the broker's delivery counts, and what it archived
         rows.insert(4, ("archived (delivery limit)", f"{report.get('archived', 0)}  (after "
                                                      f"{deliveries['delivery_limit']} deliveries each)"))
+        if "dead_lettered" in deliveries:
+            there = len(deliveries["dead_lettered"])
+            rows.insert(5, ("dead-lettered", f"{report.get('dead_lettered', 0)}  (moved to the group's dead-letter "
+                                             f"topic: {there} record{'' if there == 1 else 's'} there)"))
         hist = ", ".join(f"{n}: {c}" for n, c in deliveries["histogram"].items())
         rows.append(("delivery counts", f"{hist}  (events by the most deliveries one had)"))
     if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
@@ -282,7 +288,7 @@ def cmd_run(a) -> int:
         session_gap_s=a.session_gap, watermark_s=a.watermark, state_store=a.state_store, late_fraction=a.late_fraction,
         late_by_s=a.late_by, checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
         backlog=a.backlog, storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers,
-        on_pause=a.on_pause, elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit,
+        dlq=a.dlq, on_pause=a.on_pause, elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit,
         delivery_timeout_s=a.delivery_timeout, acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
         transactional=a.transactional == "on", producer_client=a.producer_client,
     )
@@ -307,7 +313,7 @@ def _echo_event(e: dict, pipeline: str) -> None:
     elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
                ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART,
                ev.TXN_ABORTED, ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
-               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.COMMITTED_WITH_FAILED_SENDS):
+               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.COMMITTED_WITH_FAILED_SENDS, ev.DEAD_LETTERED):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

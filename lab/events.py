@@ -145,6 +145,9 @@ POISON_KILLED = "poison-killed"
 #: (share) the broker refused a consumer's acknowledgements: ``partitions`` (``{partition: error}``; an ended lock: the
 #: records went to others)
 ACK_REFUSED = "ack-refused"
+#: (share, ``--dlq on``) the broker moved a record to the group's dead-letter topic: ``partition``, ``offset`` (where
+#: it was), ``delivery_count``, ``dlq_offset``, ``message`` (the broker's reason)
+DEAD_LETTERED = "moved-to-dlq"
 SHARE_GROUP = "share-group"              #: (share) the run's share group was set: ``group``, ``configs``, ``consumers``
 RECEIVER_STARTED = "receiver-started"
 RECEIVER_CONTEXT = "receiver-context"

@@ -113,7 +113,8 @@ def _share_label(sink, s: dict, query: str) -> str:
     ack = {"after-output": "ack after output", "before-output": "ack before output",
            "auto": "implicit ack"}.get(s.get("commit"))
     group = f"share group, {int(n)} consumers" if present(n) else "share group"
-    return ", ".join([group, *([ack] if ack else []), sink_words(sink)])
+    dlq = ["dead-letter topic"] if s.get("dlq") == "on" else []
+    return ", ".join([group, *([ack] if ack else []), *dlq, sink_words(sink)])
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ PIPELINES: dict[str, PipelineSpec] = {
         engine="kafka",
         label=_share_label,
         label_on_cluster=False,
-        options=("commit", "consumers"),
+        options=("commit", "consumers", "dlq"),
         share_group=True,
         faults=faults_in_order("consumer-crash", "poison"),
         points=points_in_order("mid-output", "after-output-before-commit", "after-commit-before-output"),

@@ -52,10 +52,11 @@ if TYPE_CHECKING:
 class Audit:
     """Counts of one audit.
 
-    Per event, ``acked == exactly_once + duplicated + lost + unseen + late_dropped + archived``
+    Per event, ``acked == exactly_once + duplicated + lost + unseen + late_dropped + archived + dead_lettered``
     always holds (``late_dropped``: events a stateful query dropped behind its
     watermark, expected to be missing; ``archived``: events a share group dropped
-    after its delivery limit, :mod:`lab.audit.deliveries`). For ``--query window-count`` the counts
+    after its delivery limit, :mod:`lab.audit.deliveries`; ``dead_lettered``: events its broker moved to the
+    group's dead-letter topic instead, :mod:`lab.share.dlq`). For ``--query window-count`` the counts
     come from the window audit (:mod:`lab.audit.window`): ``lost`` and
     ``duplicated`` (= ``extra_copies``) are then the undercount and overcount
     in events, ``exactly_once`` the events of exact windows, and ``windows``
@@ -79,6 +80,7 @@ class Audit:
     aborted_sends: int = 0
     late_dropped: int = 0
     archived: int = 0
+    dead_lettered: int = 0
     windows: dict | None = None
     table: pd.DataFrame = field(repr=False, compare=False, default=None)
 
@@ -129,6 +131,7 @@ def audit_core(
     final: bool = False,
     late: np.ndarray | None = None,
     archived: np.ndarray | None = None,
+    dead_lettered: np.ndarray | None = None,
 ) -> Audit:
     """Audit from arrays (the core; :func:`audit_run` feeds it from a run's files).
 
@@ -154,6 +157,10 @@ def audit_core(
     archived : bool array, optional
         Aligned with the ledger: events a share group archived after its delivery limit
         (:func:`lab.audit.deliveries.archived_mask`). Undelivered, they are ``archived``, never lost.
+    dead_lettered : bool array, optional
+        Aligned with the ledger: events the share group's dead-letter topic holds
+        (:func:`lab.audit.deliveries.dead_letter_mask`). Undelivered, they are ``dead-lettered``: moved, never
+        lost, archived or unseen (the topic is the broker's record that it reached and gave up on them).
     """
     positions = positions or {}
     n = len(ledger.seq)
@@ -170,11 +177,12 @@ def audit_core(
         lookup[p] = o
     unplaced = (ledger.kafka_offset < 0) | (ledger.partition < 0)
     zero = delivered == 0
+    moved = zero & (dead_lettered if dead_lettered is not None else False)
     beyond = ledger.kafka_offset >= lookup[np.where(unplaced, 0, ledger.partition)]
-    unseen = zero & np.where(unplaced, not final, beyond)
-    dropped = zero & ~unseen & (late if late is not None else False)
-    shelved = zero & ~unseen & ~dropped & (archived if archived is not None else False)
-    lost = zero & ~unseen & ~dropped & ~shelved
+    unseen = zero & ~moved & np.where(unplaced, not final, beyond)
+    dropped = zero & ~moved & ~unseen & (late if late is not None else False)
+    shelved = zero & ~moved & ~unseen & ~dropped & (archived if archived is not None else False)
+    lost = zero & ~moved & ~unseen & ~dropped & ~shelved
     dup = delivered > 1
     status = np.full(n, "exactly-once", dtype=object)
     status[dup] = "duplicated"
@@ -182,6 +190,7 @@ def audit_core(
     status[unseen] = "unseen"
     status[dropped] = "late"
     status[shelved] = "archived"
+    status[moved] = "dead-lettered"
     import pandas as pd
 
     table = pd.DataFrame({
@@ -215,18 +224,21 @@ def audit_core(
         aborted_sends=int(ledger.aborted),
         late_dropped=int(dropped.sum()),
         archived=int(shelved.sum()),
+        dead_lettered=int(moved.sum()),
         table=table,
     )
 
 
 def audit_run(ledger_path, sink, positions: dict[int, int] | None = None, final: bool = False,
-              late: np.ndarray | None = None, archived=None) -> Audit:
+              late: np.ndarray | None = None, archived=None, dead_lettered=None) -> Audit:
     """Audit a run from its ledger file and its open :class:`lab.sinks.spec.SinkReader`.
 
-    ``archived``: ``archived(ledger_seq) -> bool array``, the share group's archived events, when it has any.
+    ``archived``: ``archived(ledger_seq) -> bool array``, the share group's archived events, when it has any;
+    ``dead_lettered``: ``dead_lettered(ledger) -> bool array``, the events its dead-letter topic holds.
     Never raises on a ledger it can read, NULL offsets included.
     """
     seqs, ids = sink.event_rows()
     ledger = read_ledger(ledger_path)
     return audit_core(ledger, seqs, ids, sink.attempt_seqs(), positions, final=final, late=late,
-                      archived=archived(ledger.seq) if archived else None)
+                      archived=archived(ledger.seq) if archived else None,
+                      dead_lettered=dead_lettered(ledger) if dead_lettered else None)

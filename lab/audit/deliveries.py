@@ -17,8 +17,15 @@ offset less the group's lag, :func:`lab.share.state.settled`, is past it). Those
 are measured; the audit counts such events apart (``archived``), and every
 other event without a row as :mod:`lab.audit.auditor` says.
 
-The pure core is :func:`delivery_table` and :func:`archived_mask`; :func:`read_deliveries`
-reads the files and :func:`delivery_report` summarises for the run's report.
+Dead-lettered
+-------------
+With ``--dlq on`` the broker also writes such a record to the group's dead-letter
+topic (:mod:`lab.share.dlq`): an event whose partition and offset a dead-letter
+record's headers name, and which has no sink row, is **dead-lettered**: moved,
+kept, not archived. That the topic holds it is the whole test.
+
+The pure core is :func:`delivery_table`, :func:`archived_mask` and :func:`dead_letter_mask`;
+:func:`read_deliveries` reads the files and :func:`delivery_report` summarises for the run's report.
 """
 
 from __future__ import annotations
@@ -71,15 +78,33 @@ def archived_mask(ledger_seq: np.ndarray, table: dict[int, dict], limit: int,
     return out
 
 
+def _event_id(value: bytes | None) -> str | None:
+    """The event id in a dead-letter record's copied value (None when only its headers were written)."""
+    try:
+        return json.loads(value)["id"]
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def dead_letter_mask(partition: np.ndarray, offset: np.ndarray, moved) -> np.ndarray:
+    """Aligned with the ledger's ``partition`` and ``offset``: events at a place in ``moved`` (``{(p, o)}``)."""
+    moved = set(moved)
+    return np.fromiter(((int(p), int(o)) in moved for p, o in zip(partition.tolist(), offset.tolist())),
+                       dtype=bool, count=len(partition))
+
+
 def delivery_report(table: dict[int, dict], limit: int, start_offsets: dict[int, int], events: list[dict],
-                    archived_seqs) -> dict:
+                    archived_seqs, dead_letters=None) -> dict:
     """The report's ``deliveries``: the histogram, the archived events, what each killed consumer held.
 
     ``histogram``: events by the highest delivery count any consumer saw (``{count: events}``);
     ``held``: records a ``consumer-crash`` killed its consumer holding, and how many times each was
-    delivered in the end (``{count: records}``); ``archived``: the events counted archived.
+    delivered in the end (``{count: records}``); ``archived``: the events counted archived;
+    ``dead_lettered`` (with ``--dlq on``): every record of the dead-letter topic from this run's group, where it came
+    from and how many deliveries the broker counted (:class:`lab.share.dlq.DeadLetter`).
     """
     by_place = {(row["partition"], row["offset"]): row for row in table.values()}
+    seq_at = {(row["partition"], row["offset"]): seq for seq, row in table.items()}
     held = [(p, o) for e in events if e.get("type") == ev.CONSUMER_KILLED for p, o, _ in e.get("held") or ()]
     held_counts = Counter(by_place[k]["highest"] for k in held if k in by_place)
     archived = sorted(archived_seqs)
@@ -92,4 +117,44 @@ def delivery_report(table: dict[int, dict], limit: int, start_offsets: dict[int,
         "archived": [{"seq": s, "partition": table[s]["partition"], "offset": table[s]["offset"],
                       "deliveries": table[s]["deliveries"], "delivery_count": table[s]["highest"]} for s in archived],
         "group_settled_offsets": {str(p): o for p, o in sorted(start_offsets.items())},
+        **({} if dead_letters is None else {"dead_lettered": [
+            {"partition": d.partition, "offset": d.offset, "delivery_count": d.delivery_count,
+             "dlq_offset": d.dlq_offset, "message": d.message,
+             "seq": seq_at.get((d.partition, d.offset)),
+             "deliveries": (by_place.get((d.partition, d.offset)) or {}).get("deliveries", 0),
+             "event_id": _event_id(d.value)}
+            for d in dead_letters]}),
     }
+
+
+def poison_outcomes(events: list[dict], status_of: dict[int, str],
+                    limit: int) -> tuple[tuple[str, str], tuple[str, str]]:
+    """What became of a run's poison record, and how many deliveries it had first, in
+    :data:`lab.audit.predictions.QUESTIONS`' words (``poison record``, ``poison deliveries``): ``(outcome, detail)``.
+
+    ``events``: the run's timeline (its ``poison-killed`` events, one per delivery, and any ``dead-lettered``);
+    ``status_of``: the audit's status per sequence number. The record is the first poison-killed one.
+
+    Raises
+    ------
+    LabError
+        When no poison record killed a consumer (the run could not show it).
+    """
+    from lab.errors import LabError
+
+    kills = [e for e in events if e.get("type") == ev.POISON_KILLED]
+    if not kills:
+        raise LabError("no poison record killed a consumer in this run (no poison-killed event on its timeline)")
+    first = kills[0]
+    mine = [e for e in kills if (e["partition"], e["offset"]) == (first["partition"], first["offset"])]
+    status = status_of.get(first["seq"])
+    fate = {"dead-lettered": "dead-lettered", "archived": "archived", "lost": "lost"}.get(status, "written")
+    place = (first["partition"], first["offset"])
+    moved = any(e.get("type") == ev.DEAD_LETTERED and (e["partition"], e["offset"]) == place for e in events)
+    fate_detail = (f"the audit counts it {status}" + ("; the dead-letter topic holds it" if moved else ""))
+    n = max(int(e["delivery_count"]) for e in mine)
+    count = ("the delivery limit's times" if n == limit else
+             "fewer than the limit" if n < limit else "more than the limit")
+    counts = ", ".join(str(e["delivery_count"]) for e in mine)
+    return (fate, fate_detail), (count, f"delivered {n} times (delivery counts {counts}), each delivery killing its "
+                                        f"consumer; the group's limit is {limit}")

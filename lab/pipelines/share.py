@@ -17,8 +17,9 @@ offsets come from Kafka's own Admin in a small JVM (:mod:`lab.share.build`).
 
 Protocol (this driver)
 ----------------------
-1. Set the run's share group ``lab-<run id>`` (:func:`lab.share.settings.group_configs`)
-   with confluent-kafka's AdminClient: ``share-group``.
+1. With ``--dlq on``, create the run's dead-letter topic (:func:`lab.share.dlq.create_topic`). Set the run's share
+   group ``lab-<run id>`` (:func:`lab.share.settings.group_configs`) with confluent-kafka's AdminClient:
+   ``share-group``.
 2. Start the state reader (``LabShareState``, every second): per partition the end offset
    less the group's lag (:func:`lab.share.state.settled`) is the run's progress
    (``progress.json``): the run drains once the group has no record left that is not
@@ -28,16 +29,21 @@ Protocol (this driver)
    in this driver's process group: a ``driver-crash`` is one ``killpg`` of all of them.
    A consumer that ends (a ``consumer-crash``, a poison record) is ``consumer-exit``, and
    a new one with its index starts :data:`RESTART_S` later.
-4. On SIGTERM: SIGTERM to every consumer (each finishes its poll, acknowledges and
+4. With ``--dlq on``, look at the dead-letter topic with every state message (:class:`lab.share.dlq.Watch`): one
+   ``moved-to-dlq`` per record the broker moved there (once per run: a restarted driver skips those on the
+   timeline already), and once more, to the topic's end, when stopping. The timeline's word only; the audit reads
+   the topic itself.
+5. On SIGTERM: SIGTERM to every consumer (each finishes its poll, acknowledges and
    closes), :data:`STOP_GRACE_S`, then SIGKILL.
 
 Delivery guarantee
 ------------------
 As :mod:`lab.pipelines.share_consumer` says: at-least-once with ``--commit after-output`` or ``auto``,
 at-most-once with ``before-output``; records archived after the delivery limit are
-counted apart (the audit's ``archived``). A zombie (``driver-pause`` with ``--on-pause
-replace``) holds no record once its locks end: its acknowledgements are refused
-(``ack-refused``) and the records it wrote were delivered to the others too.
+counted apart (the audit's ``archived``), or with ``--dlq on`` moved to the dead-letter
+topic (``dead-lettered``). A zombie (``driver-pause`` with ``--on-pause replace``) holds
+no record once its locks end: its acknowledgements are refused (``ack-refused``) and the
+records it wrote were delivered to the others too.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from lab.errors import LabError
 from lab.host import processes
 from lab.pipelines.driver import DriverContext
 from lab.pipelines.share_consumer import last_batch, share_dir
-from lab.share import settings as share_settings
+from lab.share import dlq as share_dlq, settings as share_settings
 from lab.share.state import settled, state_reader
 
 #: Seconds before a dead consumer's replacement starts (a supervisor's restart, as for drivers).
@@ -130,16 +136,46 @@ class _Consumers:
                 proc.wait()
 
 
+class _DeadLetters:
+    """What the broker moved to the run's dead-letter topic, each said once on the timeline (``moved-to-dlq``)."""
+
+    def __init__(self, ctx: DriverContext, group: str) -> None:
+        self.ctx = ctx
+        self.watch = share_dlq.Watch(ctx.bootstrap, ctx.config.topic, group)
+        self.said = {e["dlq_offset"] for e in ev.read_events(ctx.run_dir) if e.get("type") == ev.DEAD_LETTERED}
+
+    def step(self, letters=None) -> None:
+        for d in self.watch.new() if letters is None else letters:
+            if d.dlq_offset not in self.said:
+                self.said.add(d.dlq_offset)
+                self.ctx.events.write(ev.DEAD_LETTERED, partition=d.partition, offset=d.offset,
+                                      delivery_count=d.delivery_count, dlq_offset=d.dlq_offset, message=d.message,
+                                      attempt=self.ctx.attempt)
+
+    def finish(self) -> None:
+        """Say what the topic holds now and was not said yet (a move in the last second before the stop)."""
+        try:
+            self.step(share_dlq.read_dead_letters(self.ctx.bootstrap, self.ctx.config.topic, self.watch.group,
+                                                  timeout_s=5.0))
+        except LabError:
+            pass  # the audit reads the topic itself; the timeline only misses a line
+        finally:
+            self.watch.close()
+
+
 def run(ctx: DriverContext) -> None:
     """Run the share group's consumers until the supervisor asks to stop (SIGTERM)."""
     cfg = ctx.config
     group = share_settings.group_name(ctx.run_id)
     configs = share_settings.group_configs(cfg)
+    if cfg.kafka.dlq == "on":
+        share_dlq.create_topic(ctx.bootstrap, cfg.topic)
     set_group(ctx.bootstrap, group, configs)
     ctx.events.write(ev.SHARE_GROUP, group=group, configs=configs, consumers=cfg.kafka.consumers, attempt=ctx.attempt)
     state = state_reader(ctx.bootstrap, group, share_dir(ctx.run_dir) / f"state-{ctx.attempt}.log",
                          interval_ms=STATE_INTERVAL_MS)
     consumers = _Consumers(ctx, cfg.kafka.consumers)
+    moved = _DeadLetters(ctx, group) if cfg.kafka.dlq == "on" else None
     positions: dict[int, int] = {}
     try:
         while not ctx.stopping:
@@ -154,7 +190,11 @@ def run(ctx: DriverContext) -> None:
                 start = settled(m)
                 positions = {p: max(positions.get(p, 0), start.get(p, 0)) for p in range(cfg.partitions)}
                 ctx.progress(positions, last_batch(ctx.run_dir))
+                if moved is not None:
+                    moved.step()
     finally:
         consumers.stop()
         state.kill()
+        if moved is not None:
+            moved.finish()
 

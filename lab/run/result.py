@@ -26,6 +26,7 @@ import importlib
 import json
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,6 +44,9 @@ from lab.registry import PIPELINES
 from lab.sinks.reader import open_sink
 from lab.sinks.topic import TopicSink
 from lab.spark import trigger as spark_trigger
+
+#: Seconds the final audit waits for the broker to move what it gave up on to the dead-letter topic (``--dlq on``).
+DEAD_LETTER_WAIT_S = 30.0
 
 
 @dataclass
@@ -185,8 +189,10 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         positions = {p: max(positions.get(p, 0), start.get(p, 0)) for p in positions.keys() | start.keys()}
     events = read_events(run_dir)  # the finished run's timeline, read once for every part below
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
+    dead_letters = _dead_letters(run_dir, config, bootstrap) if config.kafka.dlq == "on" else None
     with open_sink(run_dir) as sink:
-        audit = audit_of_run(run_dir, config, sink, positions, final=True)
+        audit = audit_of_run(run_dir, config, sink, positions, final=True,
+                             moved=None if dead_letters is None else {(d.partition, d.offset) for d in dead_letters})
         views = {}
         if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
             views = sink.view_counts()
@@ -219,7 +225,7 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
 
         archived = audit.table.loc[audit.table["status"] == "archived", "seq"].tolist()
         source["deliveries"] = delivery_report(delivery_table(read_deliveries(run_dir)), DELIVERY_LIMIT, start,
-                                               events, archived)
+                                               events, archived, dead_letters)
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(
             bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
@@ -227,21 +233,51 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     return audit, source
 
 
-def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False) -> Audit:
+def _dead_letters(run_dir: Path, config, bootstrap: str) -> list:
+    """The run's dead-letter records (``--dlq on``), once the topic holds every record the broker gave up on.
+
+    The broker writes a record there after archiving it, on a thread of its own, so the group can be settled
+    before the move is in the log. Each record the consumers saw delivered the limit's times and never written is
+    waited for, up to :data:`DEAD_LETTER_WAIT_S`; what is not there then is counted archived, as the log says.
+    """
+    from lab.audit.deliveries import delivery_table, read_deliveries
+    from lab.share.dlq import read_dead_letters
+    from lab.share.settings import DELIVERY_LIMIT, group_name
+
+    given_up = {(row["partition"], row["offset"]) for row in delivery_table(read_deliveries(run_dir)).values()
+                if row["highest"] >= DELIVERY_LIMIT and not row["written"]}
+    deadline = time.monotonic() + DEAD_LETTER_WAIT_S
+    while True:
+        moved = read_dead_letters(bootstrap, config.topic, group_name(Path(run_dir).name))
+        if given_up <= {(d.partition, d.offset) for d in moved} or time.monotonic() > deadline:
+            return moved
+        time.sleep(0.5)
+
+
+def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False,
+                 moved: set | None = None) -> Audit:
     """The audit a run's query calls for: per event, or for a stateful query :func:`lab.audit.window.audit_stateful`.
 
     For the share pipeline ``positions`` are how far its group is settled (:func:`lab.share.state.settled`), and
-    events its broker archived are counted apart (:mod:`lab.audit.deliveries`).
+    events its broker archived are counted apart (:mod:`lab.audit.deliveries`), as are those it moved to the
+    group's dead-letter topic with ``--dlq on``: ``moved`` (``{(partition, offset)}``, read from the topic), or
+    without it the timeline's ``dead-lettered`` events (a live audit's view).
     """
     if config.query == "passthrough":
-        archived = None
+        archived = dead_lettered = None
         if PIPELINES[config.pipeline].share_group:
-            from lab.audit.deliveries import archived_mask, delivery_table, read_deliveries
+            from lab.audit.deliveries import archived_mask, dead_letter_mask, delivery_table, read_deliveries
             from lab.share.settings import DELIVERY_LIMIT
 
             table = delivery_table(read_deliveries(run_dir))
             archived = lambda seq: archived_mask(seq, table, DELIVERY_LIMIT, positions)  # noqa: E731
-        return audit_run(Path(run_dir) / LEDGER_FILE, sink, positions, final=final, archived=archived)
+            if config.kafka.dlq == "on":
+                if moved is None:
+                    moved = {(e["partition"], e["offset"]) for e in read_events(run_dir)
+                             if e.get("type") == ev.DEAD_LETTERED}
+                dead_lettered = lambda ledger: dead_letter_mask(ledger.partition, ledger.kafka_offset, moved)  # noqa: E731
+        return audit_run(Path(run_dir) / LEDGER_FILE, sink, positions, final=final, archived=archived,
+                         dead_lettered=dead_lettered)
     from lab.audit.window import audit_stateful
 
     return audit_stateful(Path(run_dir), config, sink, positions, final=final)

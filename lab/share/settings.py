@@ -11,11 +11,14 @@ Group configs (KIP-932), set on the run's share group (``lab-<run id>``) before 
 ``share.delivery.count.limit``     :data:`DELIVERY_LIMIT` (Kafka's default, stated): a record delivered this many
                                    times and not acknowledged is archived, dropped by policy.
 ``share.isolation.level``          the run's isolation level (Kafka's default is ``read_uncommitted``).
+``errors.deadletterqueue.*``       with ``--dlq on`` only (:mod:`lab.share.dlq`): the group's dead-letter topic;
+                                   with ``off`` the group keeps Kafka's blank topic name: no dead-letter topic.
 """
 
 from __future__ import annotations
 
-from lab.errors import LabError
+from lab.errors import LabError, choices_error
+from lab.share import dlq as share_dlq
 
 #: Milliseconds a share consumer holds an acquired record before the broker may give it to another.
 LOCK_MS = 3000
@@ -44,14 +47,20 @@ def group_configs(cfg) -> dict[str, str]:
         "share.record.lock.duration.ms": str(LOCK_MS),
         "share.delivery.count.limit": str(DELIVERY_LIMIT),
         "share.isolation.level": cfg.isolation_level,
+        **share_dlq.group_configs(cfg.kafka.dlq, cfg.topic),
     }
 
 
 def check(cfg, spec) -> None:
-    """Raise :class:`LabError` for a bad share setting (only ``--pipeline share`` may set ``--consumers``)."""
+    """Raise :class:`LabError` for a bad share setting (only ``--pipeline share`` sets ``--consumers``, ``--dlq``)."""
+    if cfg.kafka.dlq not in share_dlq.DLQ_MODES:
+        raise choices_error("--dlq", cfg.kafka.dlq, share_dlq.DLQ_MODES)
     if not spec.share_group:
         if cfg.kafka.consumers != DEFAULT_CONSUMERS:
             raise LabError(f"--consumers is the share pipeline's setting; this run's pipeline is {cfg.pipeline!r}")
+        if cfg.kafka.dlq != "off":
+            raise LabError(f"--dlq is the share pipeline's setting (a share group's dead-letter topic); this run's "
+                           f"pipeline is {cfg.pipeline!r}")
         return
     if (isinstance(cfg.kafka.consumers, bool) or not isinstance(cfg.kafka.consumers, int)
         or not 1 <= cfg.kafka.consumers <= MAX_CONSUMERS):

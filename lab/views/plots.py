@@ -132,7 +132,8 @@ def stack_labels(labels: list[tuple[float, str]], x_span: float, plot_px: float 
 
 def timeline(events: list[dict], title: str = "Timeline: batches, crashes and restarts",
              x_span: float | None = None) -> go.Figure:
-    """Batches (rows per batch, by driver attempt), their replayed rows, faults, driver starts and the producer's end.
+    """Batches (rows per batch, by driver attempt), their replayed rows, faults, driver starts and the producer's end
+    (and each record a share group moved to its dead-letter topic).
 
     A driver-pause is shaded from its SIGSTOP to its SIGCONT ("paused"), and a replaced driver's life after its
     SIGCONT ("zombie"): its batches are the markers of its attempt inside that span.
@@ -188,6 +189,8 @@ def timeline(events: list[dict], title: str = "Timeline: batches, crashes and re
             marks.append((x, f"restart #{e['attempt'] - 1}{back}", dict(color="#1f77b4", width=1, dash="dot")))
         elif e["type"] == ev.PRODUCER_DONE:
             marks.append((x, "producer done", dict(color="#7f7f7f", width=1)))
+        elif e["type"] == ev.DEAD_LETTERED:  # the share group's broker moved a record it gave up on
+            marks.append((x, f"dead-lettered p{e['partition']}@{e['offset']}", dict(color="#2ca02c", width=2)))
         elif e["type"] == ev.DRIVER_EXIT:
             fig.add_vline(x=x, line=dict(color="#9467bd", width=1))
     span = x_span if x_span is not None else max([m[0] for m in marks] + [e["t"] - t0 for e in events] or [1.0])

@@ -1,4 +1,5 @@
-"""Notebook 09's views of share groups and zombies: delivery counts, archived and held records, paused drivers.
+"""Notebook 09's views of share groups and zombies: delivery counts, archived, dead-lettered and held records, paused
+drivers.
 
 Figures are :class:`plotly.graph_objects.Figure`; tables are pandas DataFrames. Each
 reads a finished run's report and files (:mod:`lab.audit.deliveries`) and writes nothing.
@@ -12,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab import events as ev
-from lab.audit.deliveries import delivery_table, read_deliveries
+from lab.audit.deliveries import delivery_table, poison_outcomes, read_deliveries
 from lab.views.plots import pause_spans
 
 
@@ -36,6 +37,58 @@ def archived(result):
 
     rows = (result.report.get("deliveries") or {}).get("archived") or []
     return pd.DataFrame(rows, columns=["seq", "partition", "offset", "deliveries", "delivery_count"])
+
+
+def dead_lettered(result):
+    """The records the share group's broker moved to its dead-letter topic (``deliveries.dead_lettered``).
+
+    One row per record there: where it was, the delivery count the broker wrote in its headers, the deliveries
+    the consumers saw, the broker's reason, and what the audit counted the event as.
+    """
+    import pandas as pd
+
+    rows = (result.report.get("deliveries") or {}).get("dead_lettered") or []
+    status = dict(zip(result.audit.table["seq"], result.audit.table["status"]))
+    return pd.DataFrame([{**r, "audit": status.get(r.get("seq"))} for r in rows],
+                        columns=["seq", "partition", "offset", "delivery_count", "deliveries", "dlq_offset", "message",
+                                 "audit"])
+
+
+def poison_outcome(result) -> tuple[tuple[str, str], tuple[str, str]]:
+    """What became of a run's poison record, and its deliveries first (:func:`lab.audit.deliveries.poison_outcomes`),
+    as ``nb.answers`` takes them."""
+    from lab.share.settings import DELIVERY_LIMIT
+
+    status = dict(zip(result.audit.table["seq"].tolist(), result.audit.table["status"].tolist()))
+    return poison_outcomes(ev.read_events(Path(result.run_dir)), status, DELIVERY_LIMIT)
+
+
+def poison_journey(results: dict, title: str = "The poison record: each delivery, then archived or moved") -> go.Figure:
+    """One row per run: each delivery of the poison record (its delivery count, at the time it killed its consumer),
+    then what the broker did with it: ``dead-lettered`` (a green line) or, without a dead-letter topic, nothing more.
+    """
+    labels = list(results)
+    fig = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=labels)
+    for i, label in enumerate(labels, 1):
+        events = ev.read_events(Path(results[label].run_dir))
+        t0 = next((e["t"] for e in events if e["type"] == ev.RUN_START), events[0]["t"] if events else 0.0)
+        kills = [e for e in events if e["type"] == ev.POISON_KILLED]
+        fig.add_trace(go.Scatter(
+            x=[e["t"] - t0 for e in kills], y=[e["delivery_count"] for e in kills], mode="markers+lines",
+            name="a delivery that killed its consumer", legendgroup="kill", showlegend=i == 1,
+            marker=dict(size=9, symbol="x", color="#d62728"), line=dict(color="#d62728", dash="dot"),
+            hovertemplate="delivery %{y}<br>t=%{x:.2f}s<extra>" + label + "</extra>"), row=i, col=1)
+        for e in events:
+            if e["type"] == ev.DEAD_LETTERED:
+                fig.add_vline(x=e["t"] - t0, line=dict(color="#2ca02c", width=2), row=i, col=1)
+                fig.add_annotation(x=e["t"] - t0, y=0.9, yref=f"y{i} domain" if i > 1 else "y domain",
+                                   text=f"moved to the dead-letter topic (delivery count {e['delivery_count']})",
+                                   showarrow=False, xanchor="right", font=dict(color="#2ca02c"))
+        fig.update_yaxes(title_text="delivery count", dtick=1, rangemode="tozero", row=i, col=1)
+    fig.update_xaxes(title_text="seconds since the run started", row=len(labels), col=1)
+    fig.update_layout(title=title, template="plotly_white", height=220 * len(labels) + 120,
+                      legend=dict(orientation="h", y=-0.15))
+    return fig
 
 
 def held(result):

@@ -45,6 +45,32 @@ def test_a_poison_record_is_archived_after_exactly_the_delivery_limit(runs_dir):
     assert [(a["partition"], a["offset"], a["delivery_count"]) for a in archived] == [
         (kills[0]["partition"], kills[0]["offset"], DELIVERY_LIMIT)]
     assert r["archived"] == 1 and r["lost"] == 0 and r["acked"] == 3000, r
+    # no dead-letter topic (Kafka's default): nothing was moved anywhere
+    assert r["settings"]["dlq"] == "off" and r["dead_lettered"] == 0 and "dead_lettered" not in r["deliveries"]
+    assert not [e for e in events if e["type"] == "moved-to-dlq"]
     # the broker is done with it: the group's settled offset is beyond the archived record
     assert r["deliveries"]["group_settled_offsets"][str(kills[0]["partition"])] > kills[0]["offset"]
+    assert_all_gone(run_pids(result.run_dir))
+
+
+def test_with_a_dead_letter_topic_the_poison_record_is_moved_after_exactly_the_delivery_limit(runs_dir):
+    result = run_scenario(make_config(**STREAM, faults="poison@key=7", dlq="on"))
+    r, events = result.report, read_events(result.run_dir)
+    assert result.drained, r
+    kills = [e for e in events if e["type"] == "poison-killed"]
+    assert len({(e["partition"], e["offset"]) for e in kills}) == 1
+    assert [e["delivery_count"] for e in kills] == list(range(1, DELIVERY_LIMIT + 1))
+    place = (kills[0]["partition"], kills[0]["offset"])
+    # the dead-letter topic holds it once: where it came from and its delivery count in the broker's headers, and
+    # the event itself (its value copied), the one the ledger acknowledged at that place
+    moved = r["deliveries"]["dead_lettered"]
+    assert [(m["partition"], m["offset"], m["delivery_count"]) for m in moved] == [(*place, DELIVERY_LIMIT)], moved
+    table = result.audit.table
+    poison = table[(table["partition"] == place[0]) & (table["kafka_offset"] == place[1])]
+    assert moved[0]["event_id"] == poison["event_id"].item() and moved[0]["seq"] == kills[0]["seq"]
+    assert poison["status"].item() == "dead-lettered"
+    assert (r["dead_lettered"], r["archived"], r["lost"], r["exactly_once"], r["acked"]) == (1, 0, 0, 2999, 3000), r
+    # the timeline says the move once, after the last delivery
+    said = [e for e in events if e["type"] == "moved-to-dlq"]
+    assert [(e["partition"], e["offset"]) for e in said] == [place] and said[0]["t"] > kills[-1]["t"]
     assert_all_gone(run_pids(result.run_dir))

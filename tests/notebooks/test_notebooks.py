@@ -693,10 +693,17 @@ def check_09(reports):
     # every record the killed consumer held was delivered again: none stayed at its first delivery
     assert sum(d["held_delivery_counts"].values()) == d["held_by_killed_consumers"] > 0, d
     assert "1" not in d["held_delivery_counts"], d
-    poisoned = _pick(share, faults="poison@key=7")
+    poisoned = _pick(share, faults="poison@key=7", dlq="off")
     (archived,) = poisoned["deliveries"]["archived"]  # the one poison record, delivered the group's limit of times
     assert poisoned["archived"] == 1 and archived["delivery_count"] == poisoned["deliveries"]["delivery_limit"], (
         poisoned["deliveries"])
+    # with a dead-letter topic the same record is moved there after the same deliveries: in the topic, not archived
+    moved = _pick(share, faults="poison@key=7", dlq="on")
+    (letter,) = moved["deliveries"]["dead_lettered"]
+    assert (moved["dead_lettered"], moved["archived"]) == (1, 0) and moved["deliveries"]["archived"] == [], (
+        _counts(moved), moved["deliveries"])
+    assert (letter["partition"], letter["offset"], letter["delivery_count"]) == (
+        archived["partition"], archived["offset"], moved["deliveries"]["delivery_limit"]), letter
     eos = _pick(reports, pipeline="kafka-eos")
     assert eos["guarantee"] == "exactly-once" and eos["restarts"] == 1, _counts(eos)
     # Two drivers on one checkpoint: the second to write a batch's log entry is refused, the zombie usually; on a

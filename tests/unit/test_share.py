@@ -1,14 +1,17 @@
-"""The share pipeline's pure parts: poison records, the delivery log, archived events, the group's settled offsets."""
+"""The share pipeline's pure parts: poison records, the delivery log, archived and dead-lettered events, the group's
+settled offsets."""
 
 import numpy as np
 import pytest
 
 from lab.audit.auditor import LedgerView, audit_core
-from lab.audit.deliveries import archived_mask, delivery_report, delivery_table
+from lab.audit.deliveries import archived_mask, dead_letter_mask, delivery_report, delivery_table
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.catalogue import event_keys
 from lab.faults.plan import parse_fault_plan, poison_seqs
+from lab.share import dlq
+from lab.share.settings import group_configs
 from lab.share.state import settled
 
 
@@ -87,3 +90,55 @@ def test_a_poison_fault_replays_from_its_event(tmp_path):
     log.write_text(json.dumps({"type": "fault", "kind": "poison", "index": 0, "batch": 0, "key": 7, "count": 3}) + "\n"
                    + json.dumps({"type": "fault", "kind": "consumer-crash", "index": 1, "elapsed_s": 3.04}) + "\n")
     assert plan_from_events(log) == "poison@key=7:count=3,consumer-crash@at=3s"
+
+
+#: A dead-letter record's headers as Kafka 4.4.0 wrote them (measured: a record released three times, limit 3).
+DLQ_HEADERS = [("__dlq.errors.topic", b"events"), ("__dlq.errors.partition", b"1"), ("__dlq.errors.offset", b"0"),
+               ("__dlq.errors.group", b"lab-r1"), ("__dlq.errors.delivery.count", b"5"),
+               ("__dlq.errors.message", b"Offset delivery count exceeded the threshold.")]
+
+
+def test_a_dead_letter_record_says_where_it_came_from_in_the_brokers_headers():
+    d = dlq.from_headers(DLQ_HEADERS, dlq_offset=0, timestamp_ms=1, value=b'{"id": "c", "seq": 2}')
+    assert (d.topic, d.partition, d.offset, d.group, d.delivery_count) == ("events", 1, 0, "lab-r1", 5)
+    assert d.message.startswith("Offset delivery count exceeded")
+    assert dlq.from_headers([("other", b"x")], 0, 1) is None  # not the broker's: no place to name
+    assert dlq.from_headers([*DLQ_HEADERS[:2], ("__dlq.errors.offset", b"x")], 0, 1) is None
+
+
+def test_the_dead_letter_topic_is_set_on_the_group_only_with_dlq_on():
+    on, off = (group_configs(make_config(pipeline="share", dlq=mode)) for mode in ("on", "off"))
+    assert on["errors.deadletterqueue.topic.name"] == "dlq.events" == dlq.topic_name("events")
+    assert on["errors.deadletterqueue.copy.record.enable"] == "true"
+    assert not [k for k in off if k.startswith("errors.")]  # Kafka's default: no dead-letter topic
+    assert make_config(pipeline="share", dlq="on").settings["dlq"] == "on"
+    assert make_config(pipeline="share").settings["dlq"] == "off"  # stated, as every option of the pipeline
+    with pytest.raises(LabError, match=r"unknown --dlq 'yes'; valid choices: off, on"):
+        make_config(pipeline="share", dlq="yes")
+    with pytest.raises(LabError, match=r"--dlq is the share pipeline's setting.*'plain'"):
+        make_config(pipeline="plain", dlq="on")
+
+
+def test_dead_lettered_events_are_counted_apart_from_archived_lost_and_unseen():
+    ledger = LedgerView(seq=np.array([0, 1, 2, 3]), event_id=np.array(["a", "b", "c", "d"], dtype=object),
+                        partition=np.array([0, 0, 1, 1]), kafka_offset=np.array([0, 1, 0, 1]))
+    rows = np.array([0, 1]), np.array(["a", "b"], dtype=object)
+    moved = dead_letter_mask(ledger.partition, ledger.kafka_offset, {(1, 0), (0, 0)})
+    assert moved.tolist() == [True, False, True, False]
+    # seq 2 moved (and also what archived_mask would say), seq 3 neither, beyond the group's place: unseen
+    a = audit_core(ledger, *rows, positions={0: 2, 1: 1}, final=True, archived=np.array([False, False, True, False]),
+                   dead_lettered=moved)
+    assert a.table["status"].tolist() == ["exactly-once", "exactly-once", "dead-lettered", "unseen"]
+    assert (a.dead_lettered, a.archived, a.lost, a.unseen, a.exactly_once) == (1, 0, 0, 1, 2)
+    assert a.acked == a.exactly_once + a.duplicated + a.lost + a.unseen + a.late_dropped + a.archived + a.dead_lettered
+    assert a.guarantee == "incomplete" and a.counts()["dead_lettered"] == 1  # seq 3 not yet read
+
+
+def test_the_report_lists_each_dead_letter_record_with_the_event_it_holds():
+    table = delivery_table(LINES)
+    d = dlq.from_headers(DLQ_HEADERS, dlq_offset=4, timestamp_ms=1, value=b'{"id": "c", "seq": 2}')
+    r = delivery_report(table, 5, {0: 2, 1: 1}, [], [], [d])
+    assert r["dead_lettered"] == [{"partition": 1, "offset": 0, "delivery_count": 5, "dlq_offset": 4,
+                                   "message": "Offset delivery count exceeded the threshold.", "seq": 2,
+                                   "deliveries": 5, "event_id": "c"}]
+    assert "dead_lettered" not in delivery_report(table, 5, {0: 2, 1: 1}, [], [])  # --dlq off: no such list
