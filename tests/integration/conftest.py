@@ -54,10 +54,35 @@ def postgres_url(tmp_path_factory):
     subprocess.run(prefix + [initdb, "-D", str(data), "-U", "lab", "--auth=trust", "-E", "UTF8"],
                    check=True, capture_output=True)
     port = _start_postgres(prefix, pg_ctl, data, sock)
+    pid = int((data / "postmaster.pid").read_text().split()[0])
     try:
         yield f"postgresql://lab@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
+        _stop_by_pid(pid)
+
+
+def _stop_by_pid(pid: int, grace_s: float = 15.0) -> None:
+    """Stop the postmaster ``pid`` if ``pg_ctl stop`` left it running: SIGINT (PostgreSQL's fast shutdown), then
+    SIGKILL after ``grace_s``.
+
+    ``pg_ctl`` runs as ``postgres`` and must reach the data directory, and pytest takes the others' access to
+    ``/tmp/pytest-of-<user>`` away again each time a session or an xdist worker makes its base directory: measured,
+    ``pg_ctl: could not access directory ... Permission denied`` after a ``make test-all``, and both workers'
+    servers left running. The signal needs no path.
+    """
+    import signal
+
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(grace_s)
+    except psutil.NoSuchProcess:
+        return
+    except psutil.TimeoutExpired:
+        proc.kill()
 
 
 def _start_postgres(prefix: list, pg_ctl: str, data: Path, sock: Path, attempts: int = 10) -> int:
