@@ -138,7 +138,7 @@ def poison_outcomes(events: list[dict], status_of: dict[int, str],
     Raises
     ------
     LabError
-        When no poison record killed a consumer (the run could not show it).
+        When no poison record killed a consumer, or the audit has not placed it (the run could not show it).
     """
     from lab.errors import LabError
 
@@ -148,7 +148,11 @@ def poison_outcomes(events: list[dict], status_of: dict[int, str],
     first = kills[0]
     mine = [e for e in kills if (e["partition"], e["offset"]) == (first["partition"], first["offset"])]
     status = status_of.get(first["seq"])
-    fate = {"dead-lettered": "dead-lettered", "archived": "archived", "lost": "lost"}.get(status, "written")
+    fate = {"dead-lettered": "dead-lettered", "archived": "archived", "lost": "lost", "exactly-once": "written",
+            "duplicated": "written"}.get(status)
+    if fate is None:  # unseen: the run ended before the group was done with it
+        raise LabError(f"the poison record (seq {first['seq']}) is {status!r} in the audit: the run could not show "
+                       "what became of it")
     place = (first["partition"], first["offset"])
     moved = any(e.get("type") == ev.DEAD_LETTERED and (e["partition"], e["offset"]) == place for e in events)
     fate_detail = (f"the audit counts it {status}" + ("; the dead-letter topic holds it" if moved else ""))

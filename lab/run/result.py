@@ -180,18 +180,21 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     """
     bootstrap = broker.bootstrap
     copies = topic_read.result() if topic_read is not None else _topic_copies(bootstrap, config)
-    # the broker's word on how far the group is now (lab.share.state.settled)
+    # the broker's word on how far the group is now (lab.share.state.settled), and the consumers' delivery lines
+    table = None
     if PIPELINES[config.pipeline].share_group:
+        from lab.audit.deliveries import delivery_table, read_deliveries
         from lab.share.settings import group_name
         from lab.share.state import group_state
 
         start = group_state(bootstrap, group_name(run_dir.name))
+        table = delivery_table(read_deliveries(run_dir))
         positions = {p: max(positions.get(p, 0), start.get(p, 0)) for p in positions.keys() | start.keys()}
     events = read_events(run_dir)  # the finished run's timeline, read once for every part below
     placed = place_acks(run_dir / LEDGER_FILE, {eid: (p, o) for eid, (_, p, o) in copies.items()})
-    dead_letters = _dead_letters(run_dir, config, bootstrap) if config.kafka.dlq == "on" else None
+    dead_letters = _dead_letters(run_dir, config, bootstrap, table) if config.kafka.dlq == "on" else None
     with open_sink(run_dir) as sink:
-        audit = audit_of_run(run_dir, config, sink, positions, final=True,
+        audit = audit_of_run(run_dir, config, sink, positions, final=True, table=table,
                              moved=None if dead_letters is None else {(d.partition, d.offset) for d in dead_letters})
         views = {}
         if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
@@ -220,12 +223,11 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         source["changelog"] = changelog_report(acked_per_key(run_dir / LEDGER_FILE), bootstrap, config.topic,
                                                events)
     if PIPELINES[config.pipeline].share_group:
-        from lab.audit.deliveries import delivery_report, delivery_table, read_deliveries
+        from lab.audit.deliveries import delivery_report
         from lab.share.settings import DELIVERY_LIMIT
 
         archived = audit.table.loc[audit.table["status"] == "archived", "seq"].tolist()
-        source["deliveries"] = delivery_report(delivery_table(read_deliveries(run_dir)), DELIVERY_LIMIT, start,
-                                               events, archived, dead_letters)
+        source["deliveries"] = delivery_report(table, DELIVERY_LIMIT, start, events, archived, dead_letters)
     if audit.aborted_sends:
         everything = kafka_tools.topic_copies(
             bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
@@ -233,18 +235,17 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
     return audit, source
 
 
-def _dead_letters(run_dir: Path, config, bootstrap: str) -> list:
+def _dead_letters(run_dir: Path, config, bootstrap: str, table: dict) -> list:
     """The run's dead-letter records (``--dlq on``), once the topic holds every record the broker gave up on.
 
     The broker writes a record there after archiving it, on a thread of its own, so the group can be settled
     before the move is in the log. Each record the consumers saw delivered the limit's times and never written is
     waited for, up to :data:`DEAD_LETTER_WAIT_S`; what is not there then is counted archived, as the log says.
     """
-    from lab.audit.deliveries import delivery_table, read_deliveries
     from lab.share.dlq import read_dead_letters
     from lab.share.settings import DELIVERY_LIMIT, group_name
 
-    given_up = {(row["partition"], row["offset"]) for row in delivery_table(read_deliveries(run_dir)).values()
+    given_up = {(row["partition"], row["offset"]) for row in table.values()
                 if row["highest"] >= DELIVERY_LIMIT and not row["written"]}
     deadline = time.monotonic() + DEAD_LETTER_WAIT_S
     while True:
@@ -255,13 +256,14 @@ def _dead_letters(run_dir: Path, config, bootstrap: str) -> list:
 
 
 def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: bool = False,
-                 moved: set | None = None) -> Audit:
+                 moved: set | None = None, table: dict | None = None) -> Audit:
     """The audit a run's query calls for: per event, or for a stateful query :func:`lab.audit.window.audit_stateful`.
 
     For the share pipeline ``positions`` are how far its group is settled (:func:`lab.share.state.settled`), and
     events its broker archived are counted apart (:mod:`lab.audit.deliveries`), as are those it moved to the
     group's dead-letter topic with ``--dlq on``: ``moved`` (``{(partition, offset)}``, read from the topic), or
-    without it the timeline's ``dead-lettered`` events (a live audit's view).
+    without it the timeline's ``moved-to-dlq`` events (a live audit's view). ``table``: the consumers' delivery
+    lines (:func:`lab.audit.deliveries.delivery_table`) when the caller has read them already.
     """
     if config.query == "passthrough":
         archived = dead_lettered = None
@@ -269,7 +271,8 @@ def audit_of_run(run_dir: Path, config, sink, positions: dict[int, int], final: 
             from lab.audit.deliveries import archived_mask, dead_letter_mask, delivery_table, read_deliveries
             from lab.share.settings import DELIVERY_LIMIT
 
-            table = delivery_table(read_deliveries(run_dir))
+            if table is None:
+                table = delivery_table(read_deliveries(run_dir))
             archived = lambda seq: archived_mask(seq, table, DELIVERY_LIMIT, positions)  # noqa: E731
             if config.kafka.dlq == "on":
                 if moved is None:

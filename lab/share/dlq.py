@@ -87,6 +87,12 @@ def from_headers(headers, dlq_offset: int, timestamp_ms: int, value: bytes | Non
         return None
 
 
+def _theirs(record, topic: str, group: str | None, with_value: bool = False) -> DeadLetter | None:
+    """A dead-letter topic's record as a :class:`DeadLetter` when it came from ``topic`` (and ``group``), else None."""
+    d = from_headers(record.headers, record.offset, record.timestamp, record.value if with_value else None)
+    return d if d is not None and d.topic == topic and (group is None or d.group == group) else None
+
+
 def create_topic(bootstrap: str, topic: str) -> None:
     """Create the run's dead-letter topic for ``topic`` (one partition), allowed to take a share group's records.
 
@@ -122,8 +128,8 @@ def read_dead_letters(bootstrap: str, topic: str, group: str | None = None,
     out = []
     try:
         for r in kafka_tools.read_to_end(c, {TopicPartition(name, 0): ends[0]}, timeout_s, name):
-            d = from_headers(r.headers, r.offset, r.timestamp, r.value)
-            if d is not None and d.topic == topic and (group is None or d.group == group):
+            d = _theirs(r, topic, group, with_value=True)
+            if d is not None:
                 out.append(d)
     except TimeoutError as e:
         raise LabError(str(e)) from None
@@ -155,8 +161,8 @@ class Watch:
         out = []
         for records in self.consumer.poll(timeout_ms=0).values():
             for r in records:
-                d = from_headers(r.headers, r.offset, r.timestamp)
-                if d is not None and d.topic == self.topic and d.group == self.group:
+                d = _theirs(r, self.topic, self.group)
+                if d is not None:
                     out.append(d)
         return out
 

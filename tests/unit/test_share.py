@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 from lab.audit.auditor import LedgerView, audit_core
-from lab.audit.deliveries import archived_mask, dead_letter_mask, delivery_report, delivery_table
+from lab.audit.deliveries import (
+    archived_mask,
+    dead_letter_mask,
+    delivery_report,
+    delivery_table,
+    poison_outcomes,
+)
 from lab.config import make_config
 from lab.errors import LabError
 from lab.faults.catalogue import event_keys
@@ -142,3 +148,17 @@ def test_the_report_lists_each_dead_letter_record_with_the_event_it_holds():
                                    "message": "Offset delivery count exceeded the threshold.", "seq": 2,
                                    "deliveries": 5, "event_id": "c"}]
     assert "dead_lettered" not in delivery_report(table, 5, {0: 2, 1: 1}, [], [])  # --dlq off: no such list
+
+
+def test_the_poison_questions_are_answered_from_the_timeline_and_the_audit():
+    kills = [{"type": "poison-killed", "partition": 1, "offset": 0, "seq": 2, "delivery_count": n} for n in range(1, 6)]
+    moved = {"type": "moved-to-dlq", "partition": 1, "offset": 0}
+    fate, deliveries = poison_outcomes([*kills, moved], {2: "dead-lettered"}, 5)
+    assert fate == ("dead-lettered", "the audit counts it dead-lettered; the dead-letter topic holds it")
+    assert deliveries[0] == "the delivery limit's times" and "1, 2, 3, 4, 5" in deliveries[1]
+    assert poison_outcomes(kills[:3], {2: "archived"}, 5)[1][0] == "fewer than the limit"
+    assert poison_outcomes(kills, {2: "duplicated"}, 5)[0][0] == "written"
+    with pytest.raises(LabError, match=r"'unseen' in the audit: the run could not show"):
+        poison_outcomes(kills, {2: "unseen"}, 5)
+    with pytest.raises(LabError, match="no poison record killed a consumer"):
+        poison_outcomes([moved], {}, 5)
