@@ -280,8 +280,10 @@ class RunConfig(EngineGroups):
         if self.query != "passthrough":
             if self.spec.running_counts:  # running counts per key: no window, no watermark
                 return out
+            # The Kafka sink's dedupe has no watermark (lab.pipelines.structured.kafka_sink.first_copies).
             out.update(window_s=t.window_s if self.query == "window-count" else None,
-                       watermark_s=t.watermark_s, state_store=self.option("state_store"))
+                       watermark_s=None if self.sink == TOPIC_MODE else t.watermark_s,
+                       state_store=self.option("state_store"))
             if self.query == "session-count":
                 out.update(session_gap_s=t.session_gap_s)
         if t.late_fraction:
@@ -404,9 +406,9 @@ class RunConfig(EngineGroups):
         if self.query != "passthrough" and self.query not in spec.stateful_queries:
             runs_it = [n for n, p in PIPELINES.items() if self.query in p.stateful_queries]
             raise LabError(f"--query {self.query} runs on the {', '.join(runs_it)} pipeline, not {self.pipeline!r}")
-        if self.query in ("dedupe", *COUNT_QUERIES) and self.sink == TOPIC_MODE:
-            # Spark's Kafka sink copies each record as it is (lab.pipelines.structured.kafka_sink).
-            raise LabError(f"--sink topic runs --query passthrough, not {self.query!r}: use --sink append, "
+        if self.query in COUNT_QUERIES and self.sink == TOPIC_MODE:
+            # Spark's Kafka sink copies events, every copy or the first of each (lab.pipelines.structured.kafka_sink).
+            raise LabError(f"--sink topic runs --query passthrough or dedupe, not {self.query!r}: use --sink append, "
                            "idempotent or transactional")
         if self.query in COUNT_QUERIES and self.sink == "files":
             raise LabError(f"--query {self.query} writes counts to a database sink: use --sink append, idempotent "

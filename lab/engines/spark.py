@@ -118,13 +118,15 @@ def defaults(base: dict, params: dict, spec) -> None:
         base["state_store"] = "rocksdb"  # the only provider transformWithState runs on
     trigger = spark_trigger.parse_trigger(base.get("trigger", SparkOptions.trigger))
     base["trigger"] = trigger.to_text()  # config.json states the interval
+    if params.get("state_store") is None and trigger.real_time and base.get("query", "passthrough") != "passthrough":
+        base["state_store"] = "rocksdb"  # what real-time mode keeps its state in (its offset log's conf, measured)
     has_trigger = spec is not None and "trigger" in spec.options
     if trigger.real_time and params.get("sink") is None and has_trigger:
         base["sink"] = "topic"  # the only sink the lab's real-time runs write
     if (trigger.real_time and has_trigger and not params.get("spark_master")
             and not os.environ.get("LAB_SPARK_MASTER")):
-        # A partition's task runs the whole batch: one slot each (lab.spark.trigger).
-        base["spark_master"] = spark_trigger.real_time_master(int(base["partitions"]))
+        # A partition's task runs the whole batch: one slot each, and the shuffle's beside (lab.spark.trigger).
+        base["spark_master"] = spark_trigger.real_time_master(int(base["partitions"]), base.get("query", "passthrough"))
 
 
 def resolve(cfg, spec, params) -> dict:

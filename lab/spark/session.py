@@ -29,6 +29,7 @@ from lab.host.jar_sets import SPARK_KAFKA_JARS
 from lab.host.java import find_java, java_env
 from lab.registry import PIPELINES
 from lab.spark.daemon import WORKER_IMPORTS_ENV
+from lab.spark.trigger import SHUFFLE_PARTITIONS
 
 #: The driver UI's first port. Spark's own bind retries take the next one when it is taken
 #: (``spark.port.maxRetries``, 16), so a standby and the driver it replaces, or a few runs at
@@ -92,7 +93,7 @@ def session_conf(master: str, run_dir: Path | str, app_name: str, extra: dict | 
         "spark.ui.showConsoleProgress": "false",
         "spark.local.dir": str(run_dir / "spark-tmp"),
         "spark.sql.warehouse.dir": str(run_dir / "spark-warehouse"),
-        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
         "spark.default.parallelism": "2",
         "spark.sql.streaming.checkpointLocation": str(run_dir / "checkpoint"),
         "spark.python.worker.reuse": "true",

@@ -12,11 +12,17 @@ and writes one JSON file:
                (window, key) and the sum of their counts (``window-count``; ``null`` for another query).
                ``session-count`` (``transformWithStateInPandas``): the state variable ``session`` (Spark's
                reader needs its name, ``stateVarName``, taken from ``state-metadata``), its rows, and
-               ``sessions``, each key's open session ``[key, start, last, count]``.
+               ``sessions``, each key's open session ``[key, start, last, count]``. A deduplication keyed by
+               ``event_id`` (the Kafka sink's ``dedupe``): ``ids``, the event ids in the state, sorted.
 ``changes``    the change feed (``readChangeFeed``) from the first batch asked for to the last: per batch and
                change type, the rows changed.
 
 Delivery guarantee: none; it reads the checkpoint and changes nothing in it (Spark's readers are read-only).
+
+A checkpoint whose commit log names its state files (``stateUniqueIds``: state checkpoint format 2, which real-time
+mode writes) is read with ``spark.sql.streaming.stateStore.checkpointFormatVersion`` 2 (:func:`checkpoint_format`):
+measured on 4.3.0, the reader otherwise looks for ``1.changelog`` and fails with
+``CANNOT_READ_STREAMING_STATE_FILE``.
 
 On failure: a checkpoint without state, or a batch it has no state for, fails with Spark's error, printed on
 stderr; the exit status is 1.
@@ -49,6 +55,18 @@ def value_state_var(operators: list[dict]) -> str | None:
     return None
 
 
+#: The session setting for a state checkpoint's format (1: ``N.delta``/``N.changelog``; 2: files named by id).
+FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def checkpoint_format(checkpoint: Path | str) -> int:
+    """The state checkpoint format a query's commit log says it wrote: 2 when an entry lists ``stateUniqueIds``."""
+    commits = Path(checkpoint) / "commits"
+    for f in sorted((f for f in commits.glob("*") if f.name.isdigit()), key=lambda f: int(f.name), reverse=True):
+        return 2 if "stateUniqueIds" in f.read_text(errors="replace") else 1
+    return 1
+
+
 def read_state(spark, checkpoint: str, batches: list[int]) -> dict:
     """The JSON the module docstring describes, read with ``spark``."""
     from pyspark.sql import functions as F
@@ -69,6 +87,8 @@ def read_state(spark, checkpoint: str, batches: list[int]) -> dict:
         row = state.agg(F.count("*").alias("rows"),
                         (F.sum("value.count") if counted else F.lit(None)).alias("counted")).collect()[0]
         entry = {"rows": int(row["rows"]), "counted": None if row["counted"] is None else int(row["counted"])}
+        if state.schema["key"].dataType.fieldNames() == ["event_id"]:
+            entry["ids"] = sorted(r[0] for r in state.select("key.event_id").collect())
         if var:
             entry["state_var"] = var
             entry["sessions"] = [[r["k"], int(r["s"]), int(r["l"]), int(r["c"])] for r in state.select(
@@ -115,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="lab-state-reader-") as work:
-        spark = spark_session("local[1]", Path(work), app_name="lab-state-reader", ui=False)
+        fmt = checkpoint_format(a.checkpoint)
+        spark = spark_session("local[1]", Path(work), app_name="lab-state-reader", ui=False,
+                              extra={FORMAT_CONF: str(fmt)} if fmt != 1 else None)
         try:
             result = read_state(spark, str(Path(a.checkpoint).resolve()), batches)
         except Exception as e:  # Spark's error, in one line

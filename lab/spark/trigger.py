@@ -23,9 +23,23 @@ from N-1's offsets. What is written twice grows with the time since the last
 checkpoint, so with the interval.
 
 What real-time mode needs, checked here before any process starts: Spark's
-Kafka source (the connector, Apache Kafka), the Kafka sink, a stateless query,
-and one task slot per partition for the whole batch (a partition's task does
-not end until the batch does).
+Kafka source (the connector, Apache Kafka), the Kafka sink, a query it runs
+(:data:`REAL_TIME_QUERIES`), and a task slot for every task of the batch at once
+(a partition's task does not end until the batch does; a stateful query's shuffle
+tasks run beside the source's: :func:`slots_needed`).
+
+Stateful queries in real-time mode (Spark 4.3.0, measured on the lab's broker)
+------------------------------------------------------------------------------
+- Output mode ``append`` is refused (``STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED``): ``update`` only.
+- ``dropDuplicatesWithinWatermark`` is refused (``OPERATOR_OR_SINK_NOT_IN_ALLOWLIST``:
+  ``StreamingDeduplicateWithinWatermarkExec``); ``dropDuplicates`` runs. The lab's ``--query dedupe`` into the
+  Kafka sink is ``dropDuplicates(["event_id"])`` in both triggers (:mod:`lab.pipelines.structured.kafka_sink`).
+- A windowed ``groupBy().count()`` runs (operator ``StatefulStreamlineAggregate``), one output row per input
+  record; the lab's Kafka sink copies events, not counts, so ``--query window-count`` stays on the database sinks.
+- A stateful query's stage group needs the source's tasks and the shuffle's at once: 2 partitions and 2 shuffle
+  partitions failed on 3 slots (``CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT``: "needs 4 concurrent task slots").
+- A state store provider set for the session is refused (``SQL_CONFIGURATION_NOT_SUPPORTED``): Spark's default
+  one keeps the state.
 """
 
 from __future__ import annotations
@@ -56,6 +70,11 @@ REAL_TIME_MIN_CONF = "spark.sql.streaming.realTimeMode.minBatchDuration"
 #: to be failed.
 TOPIC_SINK_FAULTS = ("driver-crash", "driver-pause", "broker-outage", "ack-loss", "broker-crash", "leader-crash",
                      "follower-lag")
+
+#: The queries the lab runs in real-time mode (Spark's Kafka sink, update mode; see the module docstring).
+REAL_TIME_QUERIES = ("passthrough", "dedupe")
+#: Shuffle partitions of the lab's Spark sessions (``spark.sql.shuffle.partitions``, set by :mod:`lab.spark.session`).
+SHUFFLE_PARTITIONS = 2
 
 _FORM = re.compile(r"^real-time(?::(\d+(?:\.\d+)?)s)?$")
 
@@ -113,9 +132,15 @@ def task_slots(master: str) -> int | None:
     return int(m.group(1)) * int(m.group(2)) if m else None
 
 
-def real_time_master(partitions: int) -> str:
-    """The master a real-time run gets when none is asked for: a task slot per partition, two at least."""
-    return f"local[{max(2, partitions)}]"
+def slots_needed(partitions: int, query: str = "passthrough") -> int:
+    """Task slots a real-time batch holds at once: one per partition, and for a stateful query one per shuffle
+    partition beside them (measured, module docstring); two at least."""
+    return max(2, partitions + (SHUFFLE_PARTITIONS if query != "passthrough" else 0))
+
+
+def real_time_master(partitions: int, query: str = "passthrough") -> str:
+    """The master a real-time run gets when none is asked for: :func:`slots_needed` slots."""
+    return f"local[{slots_needed(partitions, query)}]"
 
 
 def has_trigger(spec) -> bool:
@@ -138,14 +163,19 @@ def check(cfg, spec, pipelines) -> None:
         if cfg.sink != "topic":
             raise LabError(f"real-time mode writes Spark's Kafka sink, not foreachBatch: use --sink topic with "
                            f"--trigger {cfg.spark.trigger} (this run: --sink {cfg.sink})")
-        if cfg.query != "passthrough":
-            raise LabError(f"--trigger {cfg.spark.trigger} runs --query passthrough in the lab, not {cfg.query!r}")
-        slots = task_slots(cfg.spark.spark_master)
-        if slots is not None and slots < cfg.partitions:
-            raise LabError(f"real-time mode runs one task per partition for the whole batch: --partitions "
-                           f"{cfg.partitions} needs {cfg.partitions} task slots, Spark master {cfg.spark.spark_master} "
-                           f"has {slots}; valid: --partitions {slots} or fewer, or LAB_SPARK_MASTER="
-                           f"{real_time_master(cfg.partitions)}")
+        if cfg.query not in REAL_TIME_QUERIES:
+            raise LabError(f"--trigger {cfg.spark.trigger} runs --query {' or '.join(REAL_TIME_QUERIES)} in the lab, "
+                           f"not {cfg.query!r}")
+        if cfg.query != "passthrough" and cfg.spark.state_store != "rocksdb":
+            raise LabError(f"real-time mode keeps a query's state in the rocksdb state store, not "
+                           f"{cfg.spark.state_store!r}: leave --state-store out or give rocksdb")
+        slots, needed = task_slots(cfg.spark.spark_master), slots_needed(cfg.partitions, cfg.query)
+        if slots is not None and slots < needed:
+            shuffle = f" and {SHUFFLE_PARTITIONS} for the query's shuffle" if cfg.query != "passthrough" else ""
+            master = real_time_master(cfg.partitions, cfg.query)
+            raise LabError(f"real-time mode runs every task of a batch at once: --partitions {cfg.partitions}"
+                           f"{shuffle} needs {needed} task slots, Spark master {cfg.spark.spark_master} has {slots}; "
+                           f"valid: fewer --partitions, or LAB_SPARK_MASTER={master}")
     if cfg.sink == "topic":
         if cfg.spark.kafka_reader == "labkafka":
             raise LabError("the structured pipeline's Kafka sink reads with Spark's Kafka connector: it needs "

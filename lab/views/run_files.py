@@ -151,7 +151,9 @@ def spark_state(run_dir: Path | str, batches):
         Per batch: ``state rows``, ``counts in the state``, ``events up to its end offsets``, ``runs of the batch``
         (its ``batch-start`` events), and for ``session-count`` ``sessions as in the ledger``: the state's keys
         whose open session is the ledger's last session of the key up to that batch
-        (:func:`lab.audit.window.session_state_check`); the change feed per batch and change type;
+        (:func:`lab.audit.window.session_state_check`), for a deduplication by event id (``dedupe`` into the Kafka
+        sink) ``ids not in the ledger`` and ``ledger ids not in the state`` (the acknowledged events up to the
+        batch's end offsets; both 0: the state is exact); the change feed per batch and change type;
         ``state-metadata``'s operators.
 
     Raises
@@ -186,6 +188,7 @@ def spark_state(run_dir: Path | str, batches):
     events = read_event_times(run_dir / LEDGER_FILE)
     gap_ms = int(round(float(read_json(run_dir / "config.json").get("session_gap_s", 0)) * 1000))
     starts = [e for e in read_events(run_dir) if e["type"] == ev.BATCH_START]
+    sends = None
     rows = []
     for b in batches:
         ends = checkpoint.end_offsets(b) or {}
@@ -198,6 +201,17 @@ def spark_state(run_dir: Path | str, batches):
         if "sessions" in s:
             row["sessions as in the ledger"] = int(
                 session_state_check(s["sessions"], events, upto, gap_ms)["exact"].sum())
+        if "ids" in s:
+            if sends is None:
+                from lab.audit.ledger import sends_frame
+
+                sends = sends_frame(run_dir / LEDGER_FILE)
+                sends = sends[sends["status"] == "acked"]
+            ledger_ids = {eid for eid, p, o in zip(sends["event_id"], sends["partition"], sends["kafka_offset"])
+                          if o is not None and o == o and int(o) < ends.get(int(p), 0)}
+            state_ids = set(s["ids"])
+            row["ids not in the ledger"] = len(state_ids - ledger_ids)
+            row["ledger ids not in the state"] = len(ledger_ids - state_ids)
         rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]

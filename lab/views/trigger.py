@@ -1,4 +1,5 @@
-"""Notebook 03's view of real-time mode: what a crash wrote twice, and the latency, against the trigger's interval.
+"""Notebook 03's view of real-time mode: what a crash wrote twice, and the latency, against the trigger's interval;
+for a deduplication, its state read back against the ledger.
 
 Reads finished runs (their timeline, checkpoint, ledger and report) and writes nothing. Figures are
 :class:`plotly.graph_objects.Figure`; tables pandas DataFrames.
@@ -16,6 +17,7 @@ from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.sinks.spec import SinkSpec
 from lab.sinks.topic import TopicSink
 from lab.spark.trigger import parse_trigger
+from lab.views.run_files import spark_state
 
 
 def crash_window(result) -> dict | None:
@@ -99,3 +101,52 @@ def sweep_figure(table, rate: float,
     fig.update_layout(title=title, template="plotly_white", height=420, barmode="group",
                       legend=dict(orientation="h", y=-0.2))
     return fig
+
+
+def state_table(results: dict):
+    """One row per ``dedupe`` run into the Kafka sink: what its output holds twice, and its state read back.
+
+    The state is read by Spark's own reader (:func:`lab.views.run_files.spark_state`) as the run's last committed
+    batch left it, and compared id by id with the ledger's acknowledged events up to that batch's end offsets:
+    ``ids not in the ledger`` and ``ledger ids not in the state`` both 0 is a state that holds every event once.
+    ``duplicated`` is the audit's count of the output topic; ``of them written before the kill``
+    (:func:`crash_window`) is what the run's own files say the crash wrote twice.
+
+    Raises
+    ------
+    RuntimeError
+        When Spark's state reader fails (its error in one line).
+    """
+    import pandas as pd
+
+    rows = []
+    for label, r in results.items():
+        last = Checkpoint(r.run_dir / "checkpoint").last_committed()
+        window = crash_window(r) or {}
+        row = {"run": label, "trigger": parse_trigger(r.config.spark.trigger).to_text(),
+               "duplicated (output)": r.audit.duplicated,
+               "of them written before the kill": window.get("written_before_kill"), "lost": r.audit.lost,
+               "last committed batch": last}
+        if last >= 0:
+            state = spark_state(r.run_dir, [last])[0].loc[last]
+            row.update({"ids in the state": int(state["state rows"]),
+                        "events acknowledged up to it": int(state["events up to its end offsets"]),
+                        "ids not in the ledger": int(state["ids not in the ledger"]),
+                        "ledger ids not in the state": int(state["ledger ids not in the state"])})
+            row["state exact"] = row["ids not in the ledger"] == row["ledger ids not in the state"] == 0
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("run")
+
+
+def state_outcome(row) -> tuple[str, str]:
+    """The answer to the question "dedupe state" (:data:`lab.audit.predictions.QUESTIONS`) from a
+    :func:`state_table` row: ``every event once``, ``some events missing`` or ``ids of no event``, and the counts."""
+    from lab.errors import LabError
+
+    if "state exact" not in row or row["state exact"] != row["state exact"]:
+        raise LabError(f"run {row.name!r} committed no batch: its state could not be read")
+    missing, foreign = int(row["ledger ids not in the state"]), int(row["ids not in the ledger"])
+    outcome = "some events missing" if missing else "ids of no event" if foreign else "every event once"
+    return outcome, (f"{int(row['ids in the state'])} ids in the state at batch {int(row['last committed batch'])}, "
+                     f"{int(row['events acknowledged up to it'])} events acknowledged up to it; {missing} missing, "
+                     f"{foreign} not in the ledger")

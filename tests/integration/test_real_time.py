@@ -35,20 +35,31 @@ def crash_mid_batch(lab_env):
     """A kill pressed as the panel's button is, once the output topic holds records past the first real-time batch's
     commit, the producer still sending. (A kill at a fixed time found the query of a loaded machine 2.7 s after its
     start with nothing written yet: a duplicate-free run that shows nothing.)"""
+    return _crash_mid_batch(trigger="real-time")
+
+
+@pytest.fixture(scope="module")
+def dedupe_crashes(lab_env):
+    """``--query dedupe`` into the Kafka sink, the same kill, in real-time mode and in micro-batches."""
+    return {"real-time": _crash_mid_batch(trigger="real-time", query="dedupe"),
+            "micro-batch": _crash_mid_batch(trigger="micro-batch", query="dedupe", sink="topic", batch_interval_s=1.0)}
+
+
+def _crash_mid_batch(**settings):
     first_commit = threading.Event()
 
     def on_event(event):
         if event["type"] == "batch-start" and event.get("attempt") == 1:
             first_commit.set()
 
-    cfg = make_config(**{**COMMON, "events": 9000, "rate": 300}, trigger="real-time")
+    cfg = make_config(**{**COMMON, "events": 9000, "rate": 300}, **settings)
     with Run(cfg, on_event=on_event) as run:
-        assert first_commit.wait(120), "no real-time batch committed within 120 s"
+        assert first_commit.wait(120), "no batch committed within 120 s"
         committed = sum(committed_ends(run.run_dir, attempt=1).values())
         out = output_topic(run.config.topic)  # the run's own topic, named at its start
         deadline = time.monotonic() + 30
         while sum(kafka_tools.end_offsets(_bootstrap(run.run_dir), out, cfg.partitions).values()) <= committed:
-            assert time.monotonic() < deadline, "the second real-time batch wrote nothing within 30 s"
+            assert time.monotonic() < deadline, "nothing written past the first commit within 30 s"
             time.sleep(0.1)
         run.inject("driver-crash")
         return run.wait(240)
@@ -110,3 +121,22 @@ def test_micro_batches_into_the_kafka_sink_are_audited_the_same_way(lab_env):
     assert result.report["settings"]["trigger"] == "micro-batch" and result.report["latency"]["events"] == 6000
     done = [e for e in read_events(result.run_dir) if e["type"] == "batch-done"]
     assert done and sum(e["rows"] for e in done) >= 6000  # a batch re-run after the crash counts again
+
+
+@pytest.mark.parametrize("trigger", ["real-time", "micro-batch"])
+def test_dedupe_keeps_its_state_exact_while_its_output_writes_again_what_the_crash_cut(dedupe_crashes, trigger):
+    """Spark 4.3 runs ``dropDuplicates`` in real-time mode. A batch's state is committed with its offsets: after the
+    crash the state holds every acknowledged event once (Spark's state reader against the ledger, id by id), while
+    the output holds twice exactly what the cut batch had sent before the kill."""
+    from lab.views.trigger import crash_window, state_table
+
+    result = dedupe_crashes[trigger]
+    a = result.audit
+    assert result.config.query == "dedupe" and result.report["settings"]["sink"] == "topic"
+    assert result.drained and (a.lost, a.unseen) == (0, 0) and a.acked == 9000, a.counts()
+    window = crash_window(result)
+    assert a.duplicated == window["written_before_kill"] <= window["past_commit"], (window, a.counts())
+    row = state_table({trigger: result}).loc[trigger]
+    assert row["events acknowledged up to it"] == row["ids in the state"] == a.acked, row.to_dict()
+    assert (row["ids not in the ledger"], row["ledger ids not in the state"]) == (0, 0), row.to_dict()
+    assert row["state exact"]

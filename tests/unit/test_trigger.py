@@ -39,7 +39,11 @@ def test_real_time_defaults_its_sink_and_a_slot_per_partition(monkeypatch):
 @pytest.mark.parametrize("params, says", [
     (dict(trigger="real-time", sink="append"), "use --sink topic"),
     (dict(trigger="real-time", spark_master="local[2]", partitions=3), "needs 3 task slots"),
-    (dict(trigger="real-time", query="dedupe"), "passthrough"),
+    (dict(trigger="real-time", query="window-count"), "passthrough or dedupe"),
+    (dict(trigger="real-time", query="dedupe", spark_master="local[4]", partitions=3),
+     "and 2 for the query's shuffle needs 5 task slots"),
+    (dict(trigger="real-time", query="dedupe", state_store="hdfs"), "rocksdb state store, not 'hdfs'"),
+    (dict(sink="topic", query="window-count"), "--sink topic runs --query passthrough or dedupe"),
     (dict(sink="topic", faults="driver-crash@batch=2:mid-output"), "no named point"),
     (dict(sink="topic", faults="driver-crash@batch=2"), "no batch trigger"),
     (dict(sink="topic", kafka_reader="labkafka"), "Spark's Kafka connector"),
@@ -48,6 +52,46 @@ def test_real_time_defaults_its_sink_and_a_slot_per_partition(monkeypatch):
 def test_what_real_time_and_the_kafka_sink_cannot_do_is_refused_before_any_process(params, says):
     with pytest.raises(LabError, match=says):
         make_config(**{"pipeline": "structured", **params})
+
+
+def test_real_time_dedupe_gets_the_shuffles_slots_and_the_state_store_real_time_mode_runs(monkeypatch):
+    monkeypatch.delenv("LAB_SPARK_MASTER", raising=False)
+    c = make_config(pipeline="structured", trigger="real-time", query="dedupe", partitions=3)
+    assert (c.sink, c.option("spark_master"), c.option("state_store")) == ("topic", "local[5]", "rocksdb")
+    # the Kafka sink's dedupe keeps every id: no watermark is stated for it
+    assert c.query_settings["watermark_s"] is None
+    assert make_config(pipeline="structured", sink="topic", query="dedupe").option("state_store") == "hdfs"
+
+
+def test_the_state_checkpoint_format_is_read_from_the_commit_log(tmp_path):
+    from lab.spark.state_reader import checkpoint_format
+
+    commits = tmp_path / "commits"
+    commits.mkdir()
+    assert checkpoint_format(tmp_path) == 1  # nothing committed yet
+    (commits / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert checkpoint_format(tmp_path) == 1
+    (commits / "1").write_text('v2\n{"nextBatchWatermarkMs":0,"stateUniqueIds":{"0":[["a"],["b"]]}}')
+    (commits / ".1.crc").write_text("x")
+    assert checkpoint_format(tmp_path) == 2  # the newest entry decides
+
+
+def test_the_dedupe_state_answer_names_what_is_missing_or_foreign():
+    import pandas as pd
+
+    from lab.views.trigger import state_outcome
+
+    def row(missing, foreign):
+        return pd.Series({"state exact": not (missing or foreign), "ledger ids not in the state": missing,
+                          "ids not in the ledger": foreign, "ids in the state": 10 - missing + foreign,
+                          "events acknowledged up to it": 10, "last committed batch": 3}, name="r")
+
+    assert state_outcome(row(0, 0))[0] == "every event once"
+    assert state_outcome(row(2, 0)) == ("some events missing", "8 ids in the state at batch 3, 10 events "
+                                                               "acknowledged up to it; 2 missing, 0 not in the ledger")
+    assert state_outcome(row(0, 1))[0] == "ids of no event"
+    with pytest.raises(LabError, match="committed no batch"):
+        state_outcome(pd.Series({"last committed batch": -1}, name="r"))
 
 
 def test_task_slots_of_each_master_form():

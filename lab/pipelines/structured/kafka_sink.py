@@ -3,7 +3,9 @@
 The query copies every record of the run's topic, key and value as they are,
 to ``<topic>.out`` (:func:`lab.sinks.topic.output_topic`), partition for
 partition, with ``writeStream.format("kafka")``: no ``foreachBatch``, so
-Spark's own sink writes inside the tasks. ``--trigger`` decides the batches
+Spark's own sink writes inside the tasks. With ``--query dedupe`` it copies
+the first record of each event id only (:func:`first_copies`): the query keeps
+state, in micro-batches and in real-time mode alike. ``--trigger`` decides the batches
 (:mod:`lab.spark.trigger`): a processing-time trigger of ``--batch-interval``,
 or real-time mode, whose batch lasts its interval and whose offset-log entry
 is written when it ends.
@@ -22,6 +24,11 @@ documentation: the Kafka sink may write a record again when a batch is run
 again). The producer Spark's tasks use is set, not defaulted:
 :data:`PRODUCER_OPTIONS`. Audited like every output topic (:mod:`lab.sinks.topic`);
 the sink writes no transactions, so both isolation levels read the same.
+With ``dedupe`` the state is exactly once (a batch's state is committed with
+its offsets, and a batch run again starts from the state its predecessor
+committed) while the output stays at-least-once: a batch cut short had sent
+its first copies already, and its re-run sends them again, its state not
+knowing them. :func:`lab.views.trigger.state_table` reads the state.
 
 On failure
 ----------
@@ -88,6 +95,24 @@ def report_commits(ctx: DriverContext, checkpoint, committed: int, first_start: 
     return max(latest, committed)
 
 
+def first_copies(records):
+    """``records`` (key, value, partition) with the first record of each event id only: the lab's ``dedupe`` into
+    the Kafka sink.
+
+    ``dropDuplicates(["event_id"])``, the id read from the value: real-time mode refuses
+    ``dropDuplicatesWithinWatermark`` (:mod:`lab.spark.trigger`), and the same query runs in both triggers so that
+    they compare. No watermark: no id leaves the state during a run, so Spark's state reader finds every id the
+    query has seen (one state row each; a run of 1,000,000 events keeps 1,000,000).
+    """
+    from pyspark.sql import functions as F
+
+    # lesson: structured-dedupe-state
+    return (records.withColumn("event_id", F.get_json_object(F.col("value").cast("string"), "$.id"))
+            .dropDuplicates(["event_id"])
+            .drop("event_id"))
+    # end lesson: structured-dedupe-state
+
+
 def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
     """Run the Kafka-sink query until SIGTERM (module docstring).
 
@@ -116,6 +141,8 @@ def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
     # lesson: structured-kafka-sink
     records = kafka_record_stream(spark, ctx.bootstrap, cfg.topic, cfg.partitions,
                                   None if trigger.real_time else cfg.max_batch_records, cfg.isolation_level)
+    if cfg.query == "dedupe":
+        records = first_copies(records)
     writer = (records.writeStream
               .queryName(f"lab_structured_topic_{trigger.mode.replace('-', '_')}")
               .format("kafka")
