@@ -13,11 +13,14 @@ keys and JSON values the ledgered producer sends, :func:`lab.run.produced_events
   :data:`TUNINGS` on a quarter of the events, the fastest then on all of them (``tuning`` records which);
 * ``confluent_raw``: confluent-kafka's ``Producer`` with the lab's settings
   (:meth:`LedgeredProducer._make_confluent`), no delivery callback, ``poll(0)`` as the ledgered loop polls;
+* ``confluent_reports``: ``confluent_raw`` with a delivery callback that keeps what any ledger needs of a report
+  (the sequence number read from the value, partition, offset, time) in a list, and nothing more: the ceiling of a
+  producer that records each send's outcome, whatever it then does with the records;
 * ``ledgered_kafka_python`` and ``ledgered_confluent``: the ledgered producer (``rate=0``), as a run starts it
   (its thread), timed from its ``producer-start`` to its ``producer-done`` event (``bench/pipelines.py``'s
   ``producer_rate``); the raw ones from making the client to closing it, so both pay for the client's start.
 
-The confluent pair, a second or two each, is measured ``--rounds`` times in turns (raw, ledgered) and
+The confluent clients, a second or two each, are measured ``--rounds`` times in turns (raw, reports, ledgered) and
 reported as medians, and each round's pair as a ratio of its own (``ledgered_over_confluent_raw_per_round``):
 the machine's load from other work moves a single figure by a third. After each measurement the topic's end offsets are
 summed: every figure is of a topic that holds every event (``topic_records``), else the bench fails. Per measurement
@@ -167,6 +170,40 @@ def raw_confluent(bootstrap: str, topic: str, events: int) -> float:
         return time.perf_counter() - t
 
 
+def confluent_reports(bootstrap: str, topic: str, events: int) -> float:
+    """:func:`raw_confluent`, a delivery callback per send keeping ``(seq, partition, offset, time)``; seconds."""
+    from lab.kafka.confluent_producer import POLL_EVERY
+    from lab.run.produced_events import event_value, seq_of
+
+    cfg = _config(bootstrap, topic, events, "confluent")
+    ids, keys = _events(cfg.seed, events)
+    kept: list = []
+    keep, now_s = kept.append, time.time
+
+    def report(err, msg) -> None:
+        keep((seq_of(msg.value()), msg.partition(), msg.offset(), now_s()))
+
+    with tempfile.TemporaryDirectory(prefix="lab-bench-producers-") as tmp:
+        t = time.perf_counter()
+        producer = _maker(cfg, bootstrap, Path(tmp))._make_confluent()
+        produce, poll = producer.produce, producer.poll
+        for seq in range(events):
+            now = time.time()
+            value = event_value(ids[seq], seq, keys[seq], int(now * 1000), now)
+            try:
+                produce(topic, value, keys[seq], on_delivery=report)
+            except BufferError:
+                producer.produce_waiting(topic, value, keys[seq], on_delivery=report)
+            if not seq % POLL_EVERY:
+                poll(0)
+        producer.flush(120)
+        producer.close(5)
+        took = time.perf_counter() - t
+    if len(kept) != events:
+        raise RuntimeError(f"confluent_reports: {len(kept)} delivery reports for {events} sends")
+    return took
+
+
 def ledgered(bootstrap: str, topic: str, events: int, client: str) -> tuple[float, dict]:
     """The ledgered producer as a run starts it; seconds from ``producer-start`` to ``producer-done``, and its
     counts."""
@@ -242,6 +279,7 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
     measure("ledgered_kafka_python", events, lambda t, n: ledgered(bootstrap, t, n, "kafka-python"))
     for _ in range(rounds):  # in turns: a passing load falls on both alike
         measure("confluent_raw", events, lambda t, n: raw_confluent(bootstrap, t, n))
+        measure("confluent_reports", events, lambda t, n: confluent_reports(bootstrap, t, n))
         measure("ledgered_confluent", events, lambda t, n: ledgered(bootstrap, t, n, "confluent"))
 
     def summary(name: str) -> dict:
@@ -250,7 +288,7 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
         return {"per_s": round(median), **({"trials": trials} if len(trials) > 1 else trials[0])}
 
     clients = {name: summary(name) for name in ("kafka_python_lab", "kafka_python_tuned", "confluent_raw",
-                                                "ledgered_kafka_python", "ledgered_confluent")}
+                                                "confluent_reports", "ledgered_kafka_python", "ledgered_confluent")}
     raw = {name: clients[name]["per_s"] for name in ("kafka_python_lab", "kafka_python_tuned", "confluent_raw")}
     fastest = max(raw, key=raw.get)
     led = clients["ledgered_confluent"]["per_s"]
@@ -258,6 +296,9 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
     # Each round's pair, measured one after the other, as a ratio of its own.
     pairs = [round(e["per_s"] / r["per_s"], 3)
              for r, e in zip(measured["confluent_raw"], measured["ledgered_confluent"])]
+    # The ceiling: a producer that only keeps each delivery report, against the raw client, round by round.
+    ceiling = [round(e["per_s"] / r["per_s"], 3)
+               for r, e in zip(measured["confluent_raw"], measured["confluent_reports"])]
     return {
         "bootstrap": "the lab's proxy (BrokerInfo.bootstrap), as runs produce",
         "events": events, "partitions": partitions, "rounds": rounds,
@@ -267,6 +308,9 @@ def producer_comparison(bootstrap: str, events: int = EVENTS, partitions: int = 
         "ledgered_over_fastest_raw": round(ratio, 3),
         "ledgered_over_confluent_raw_per_round": pairs,
         "ledgered_over_confluent_raw_round_median": statistics.median(pairs),
+        "reports_over_confluent_raw_per_round": ceiling,
+        "reports_over_confluent_raw_round_median": statistics.median(ceiling),
+        "ledgered_over_reports": round(led / clients["confluent_reports"]["per_s"], 3),
         "ledgered_kafka_python_over_kafka_python_lab": round(
             clients["ledgered_kafka_python"]["per_s"] / raw["kafka_python_lab"], 3),
         "speedup_vs_7800": round(led / BEFORE_PER_S, 2),
