@@ -60,12 +60,15 @@ class FaultSpec:
         carry it out, or ``None`` when they can (an engine's own setting: that engine's
         ``requirements``, :mod:`lab.engines`).
     button : tuple of str, optional
-        ``(label, tooltip)`` of the panel's button; ``None``: no button.
+        ``(label, tooltip)`` of the panel's button; ``None``: no button. A ``driver`` fault with a button is
+        pressed through its effect (:mod:`lab.run.effects`), which names in the ``fault`` event what the driver
+        acts on (``poison``: an event not yet sent).
     panel_options : dict
         What a button press passes to :meth:`lab.run.supervisor.Run.inject`.
     confirmed_by : str, optional
-        For a ``timeline`` fault the pipeline may find nothing to act on: the event type (with the fault's
-        ``index``) that says it did. Until then the run is not drained; never, and it ends ``fault-not-applied``.
+        For a ``timeline`` fault, or a pressed ``driver`` one, the pipeline may find nothing to act on: the event
+        type (with the fault's ``index``) that says it did. Until then the run is not drained; never, and it ends
+        ``fault-not-applied``.
     """
 
     name: str
@@ -197,7 +200,9 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
     FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
               "processes it, each time it is delivered (SIGKILL before anything of its batch is written)",
-              by="driver", key_trigger=True, options=("count",)),
+              by="driver", key_trigger=True, options=("count",), confirmed_by=ev.POISON_KILLED,
+              button=("Poison a record", "an event the producer has not sent yet kills each share consumer it "
+                                         "reaches, until the group archives it or moves it to its dead-letter topic")),
     FaultSpec("receiver-restart", "the receiver's connection drops",
               by="timeline",
               button=("Drop receiver", "cut the receiver's connection; its consumer forgets uncommitted progress")),

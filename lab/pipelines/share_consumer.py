@@ -21,8 +21,9 @@ for all consumers, ``share/batch``, under a lock):
    releases them (their lock ends, or their session: measured in the report).
 3. ``--commit before-output``: accept every record and ``commit_sync``; point
    ``after-commit-before-output``.
-4. A poison record (:func:`lab.faults.plan.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``) in the
-   batch ends it before its write, as a record that cannot be read ends a consumer that reads its whole batch
+4. A poison record (:func:`lab.faults.plan.poison_seqs`: the first of key ``k<K>`` for ``poison@key=K``; or the
+   ``seq`` of a pressed ``poison`` fault on the timeline, read in step 2 before the check) in the batch ends it
+   before its write, as a record that cannot be read ends a consumer that reads its whole batch
    before writing it (``record_row`` above): ``poison-killed`` (with its delivery count), then a SIGKILL of this
    consumer; nothing of the batch is written, so every record of it comes again and none twice. (Measured before:
    with the rows ahead of the poison written, a busy machine's larger batches put records of other partitions ahead
@@ -54,7 +55,7 @@ import sys
 from pathlib import Path
 
 from lab import events as ev
-from lab.faults.plan import poison_seqs
+from lab.faults.plan import Fault, poison_seqs
 from lab.kafka.read import record_row
 from lab.pipelines.driver import DriverContext
 from lab.sinks.reader import open_sink
@@ -94,20 +95,25 @@ def last_batch(run_dir: Path) -> int:
 
 
 class _Crashes:
-    """The timeline's ``consumer-crash`` faults, each claimed by exactly one consumer."""
+    """The timeline's ``consumer-crash`` faults, each claimed by exactly one consumer; and its pressed ``poison``
+    faults, each naming a record every consumer then treats as poison (:func:`lab.run.effects.poison_next`)."""
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: DriverContext, poison: dict) -> None:
         self.ctx = ctx
         self.tail = ev.EventTail(ctx.run_dir)
         self.due: list[tuple[int, float]] = []
+        self.poison, self.pressed = poison, set()
         self.claims = share_dir(ctx.run_dir) / "claims"
         self.claims.mkdir(exist_ok=True)
 
     def claim(self) -> int | None:
-        """A crash fault this consumer now owns, or None."""
+        """A crash fault this consumer now owns, or None (and the pressed poison records, into ``poison``)."""
         for e in self.tail.read_new():
             if e.get("type") == ev.FAULT and e.get("kind") == "consumer-crash":
                 self.due.append((int(e.get("index", -1)), e["t"]))
+            elif e.get("type") == ev.FAULT and e.get("kind") == "poison" and e.get("seq") is not None:
+                self.poison[int(e["seq"])] = Fault(kind="poison", key=e.get("key"), index=int(e.get("index", -1)))
+                self.pressed.add(int(e["seq"]))
         while self.due:
             index, t = self.due.pop(0)
             if self.first(f"{index}-{t}"):  # the time too: every panel press has index -1
@@ -146,7 +152,7 @@ def run(ctx: DriverContext, index: int) -> None:
     })
     consumer.subscribe([cfg.topic])
     poison = {seq: f for f in cfg.fault_plan if f.kind == "poison" for seq in poison_seqs(f, cfg.seed, cfg.events)}
-    crashes = _Crashes(ctx)
+    crashes = _Crashes(ctx, poison)
     sink = open_sink(ctx.run_dir)
     log = open(share_dir(ctx.run_dir) / f"deliveries-{index}-{os.getpid()}.jsonl", "a")
     ctx.events.write(ev.CONSUMER_START, consumer=index, pid=os.getpid(), attempt=ctx.attempt)
@@ -193,11 +199,12 @@ def run(ctx: DriverContext, index: int) -> None:
                 p, o, n, row = records[bad]
                 fault = poison[row[1]]
                 note(records, ["held"] * bad + ["poison"] + ["held"] * (len(records) - bad - 1))
-                if crashes.first(f"poison-{fault.index}"):  # the plan's fault fires when it kills its first consumer
+                # The plan's fault fires when it kills its first consumer; a pressed one fired at the press.
+                if row[1] not in crashes.pressed and crashes.first(f"poison-{fault.index}"):
                     ctx.events.write(ev.FAULT, index=fault.index, kind="poison", batch=batch, point=None, key=fault.key,
                                      count=fault.count)
-                ctx.events.write(ev.POISON_KILLED, consumer=index, pid=os.getpid(), batch=batch, partition=p, offset=o,
-                                 delivery_count=n, seq=row[1], key=messages[bad].key().decode())
+                ctx.events.write(ev.POISON_KILLED, index=fault.index, consumer=index, pid=os.getpid(), batch=batch,
+                                 partition=p, offset=o, delivery_count=n, seq=row[1], key=messages[bad].key().decode())
                 _die()
             sink.write_batch([r[3] for r in records], f"share-{batch}-{index}",
                              on_midway=lambda batch=batch: ctx.point("mid-output", batch))

@@ -20,7 +20,9 @@ import time
 from lab import events as ev
 from lab.broker import cluster as kafka_cluster, embedded as broker_mod, shared as shared_broker
 from lab.engines.groups import ENGINES
+from lab.errors import LabError
 from lab.events import read_events
+from lab.faults.catalogue import event_keys
 from lab.host import processes
 from lab.sinks.topic import output_topic
 
@@ -100,6 +102,22 @@ class RunControls:
                                                client_prefix=run.config.spec.output_client(run.run_dir.name))
 
     # -- the producer --------------------------------------------------------
+    def next_unsent(self, ahead: int) -> dict:
+        """poison (a panel press): the event ``ahead`` sends past the ledgered producer's count of sends, so that
+        no consumer can have received it yet: ``{"seq": n, "key": <its key's number>}``.
+
+        Raises
+        ------
+        LabError
+            When the producer has no such event left to send (or has stopped).
+        """
+        cfg, producer = self._run.config, self._run.producer
+        seq = producer.stats.sent + ahead
+        if producer.stats.done or seq >= cfg.events:
+            raise LabError(f"poison: the producer has sent {producer.stats.sent} of {cfg.events} events, no event is "
+                           f"left to poison; press it earlier, or run more --events")
+        return {"seq": seq, "key": int(event_keys(cfg.seed, cfg.events)[seq][1:])}
+
     def abort_transactions(self, count: int) -> dict:
         """txn-abort: the ledgered producer aborts its next ``count`` transactions instead of committing them."""
         return self._run.producer.abort_next(count)

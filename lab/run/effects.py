@@ -60,6 +60,18 @@ def proxy_fault(inj, fault: Fault, info: dict) -> None:
     info.update(duration_s=fault.duration_s, count=fault.count, proxy=_proxy_message(inj, fault))
 
 
+#: poison pressed on the panel: how many sends past the producer's count the poisoned event lies. The share consumers
+#: read the press's ``fault`` event when their next poll returns records; the event is in the timeline before the
+#: producer sends the record, so no consumer can get the record before it can know it is poison.
+POISON_AHEAD = 10
+
+
+def poison_next(inj, fault: Fault, info: dict) -> None:
+    """poison (a panel press): an event the producer has not sent yet becomes poison; the ``fault`` event names it
+    (``seq``, ``key``) and the share consumers treat it as a planned ``poison@key`` record."""
+    info.update(inj.controls.next_unsent(POISON_AHEAD))
+
+
 def timeline_fault(inj, fault: Fault, info: dict) -> None:
     """Nothing to do: the ``fault`` event the injector writes is the fault (the driver watches for it)."""
 
@@ -78,6 +90,7 @@ EFFECTS = {
     "leader-unreachable": leader_unreachable,
     "receiver-restart": timeline_fault,
     "consumer-crash": timeline_fault,
+    "poison": poison_next,
 }
 
 

@@ -155,7 +155,7 @@ class FaultInjector:
             raise choices_error("fault kind", kind, FAULTS)
         fault = Fault(kind=kind, at_s=round(self.elapsed(), 3), index=options.pop("index", -1), **options)
         self.config.check_fault(fault)
-        if FAULTS[kind].by == "driver":
+        if FAULTS[kind].by == "driver" and not FAULTS[kind].button:
             raise LabError(f"fault {kind!r} is carried out by the pipeline at a batch; plan it: {kind}@batch=<n>")
         return self.apply(fault, source=source)
 

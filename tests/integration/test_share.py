@@ -74,3 +74,32 @@ def test_with_a_dead_letter_topic_the_poison_record_is_moved_after_exactly_the_d
     said = [e for e in events if e["type"] == "moved-to-dlq"]
     assert [(e["partition"], e["offset"]) for e in said] == [place] and said[0]["t"] > kills[-1]["t"]
     assert_all_gone(run_pids(result.run_dir))
+
+
+def test_the_panels_poison_button_poisons_an_event_not_yet_sent(runs_dir):
+    """A press (``Run.inject("poison")``, as the panel's button calls it) a few seconds into the stream: the event
+    ten sends past the producer's count is poison from the press on, and goes the way of a planned one."""
+    import threading
+
+    from lab.run.supervisor import Run
+
+    started = threading.Event()
+
+    def on_event(event):
+        if event["type"] == "batch-done":
+            started.set()
+
+    with Run(make_config(**STREAM, dlq="on"), on_event=on_event) as run:
+        assert started.wait(120), "no batch written within 120 s"
+        pressed = run.inject("poison")
+        result = run.wait(240)
+    r, events = result.report, read_events(result.run_dir)
+    assert pressed["type"] == "fault" and pressed["by"] == "ui" and pressed["seq"] < 3000, pressed
+    kills = [e for e in events if e["type"] == "poison-killed"]
+    # the pressed event, delivered up to the limit, each delivery killing its consumer; no second fault event
+    assert {e["seq"] for e in kills} == {pressed["seq"]} and {e["key"] for e in kills} == {f"k{pressed['key']:02d}"}
+    assert [e["delivery_count"] for e in kills] == list(range(1, DELIVERY_LIMIT + 1))
+    assert len([e for e in events if e["type"] == "fault"]) == 1
+    assert result.drained and r["faults_fired"][0]["kind"] == "poison", r
+    assert (r["dead_lettered"], r["archived"], r["lost"], r["acked"]) == (1, 0, 0, 3000), r
+    assert_all_gone(run_pids(result.run_dir))

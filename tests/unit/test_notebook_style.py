@@ -87,7 +87,7 @@ def test_every_scenario_cell_takes_a_prediction(path):
 #: Cells that run scenarios without a prediction, and why: the panels (a run the learner drives with
 #: buttons, its own predict control) and 07's settings picker.
 UNPREDICTED_RUNS = {"03_structured_streaming": ["Panel("], "06_stateful_streaming": ["Panel("],
-                    "07_kafka_guarantees": ["SettingsPicker("]}
+                    "07_kafka_guarantees": ["SettingsPicker("], "09_queues_and_zombies": ["Panel("]}
 
 
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem in PREDICTING], ids=lambda p: p.name)
