@@ -200,7 +200,7 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
               button=("Kill a consumer", "SIGKILL the share consumer that next gets records, before it writes them")),
     FaultSpec("poison", "the first record (count=N: the first N) of event key k<nn> kills the share consumer that "
               "processes it, each time it is delivered (SIGKILL before anything of its batch is written)",
-              by="driver", key_trigger=True, options=("count",), confirmed_by=ev.POISON_KILLED,
+              by="driver", key_trigger=True, options=("count", "nth"), confirmed_by=ev.POISON_KILLED,
               button=("Poison a record", "an event the producer has not sent yet kills each share consumer it "
                                          "reaches, until the group archives it or moves it to its dead-letter topic")),
     FaultSpec("receiver-restart", "the receiver's connection drops",

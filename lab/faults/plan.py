@@ -7,8 +7,8 @@ Syntax, several faults separated by commas::
 ``TRIGGER`` is ``at=<seconds>s`` (time since the run's producer started: the run's start, except for
 the pipelines whose producer waits for their job to run, flink, storm and samza),
 ``batch=<n>`` (when the pipeline reaches batch ``n``), for ``poison`` only ``key=<n>`` (the first
-record of event key ``k<nn>`` is poison; ``count=N``: its first N) or, for ``leader-crash``
-only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
+record of event key ``k<nn>`` is poison; ``count=N``: its first N; ``nth=I``: from its I-th on) or, for
+``leader-crash`` only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
 the run's replication watch sees them: ``isr=1`` is "the leader alone").
 ``POINT`` names the place inside a batch where a driver crash happens; it
 makes a run reproducible because the crash waits for the pipeline to reach
@@ -62,6 +62,9 @@ class Fault:
         For a condition trigger: fire once partition 0's ISR has this many replicas or fewer.
     key : int or None
         For ``poison``: the event key ``k<nn>`` whose records are poison.
+    nth : int or None
+        For ``poison``: the first poison record is the key's ``nth`` event (1, the first, when ``None``); the
+        replay of a press names its record so.
     index : int
         Position in the plan; identifies the fault in the run's events.
     """
@@ -74,6 +77,7 @@ class Fault:
     count: int | None = None
     isr: int | None = None
     key: int | None = None
+    nth: int | None = None
     index: int = 0
 
     def to_text(self) -> str:
@@ -85,6 +89,8 @@ class Fault:
             parts.append(self.point)
         if "for" in FAULTS[self.kind].options:
             parts.append(f"for={self.duration_s:g}s")
+        if self.nth is not None:
+            parts.append(f"nth={self.nth}")
         if self.count is not None:
             parts.append(f"count={self.count}")
         return ":".join(parts)
@@ -174,12 +180,12 @@ def _parse_one(item: str, index: int) -> Fault:
             if not s:
                 raise LabError(f"bad duration {value!r} in fault {item!r}; write for=<seconds>s, e.g. for=3s")
             fault = replace(fault, duration_s=float(s.group(1)))
-        elif key == "count":
+        elif key in ("count", "nth"):
             if not value.isdigit() or int(value) < 1:
-                raise LabError(f"bad count {value!r} in fault {item!r}; write count=<n> with n >= 1")
-            fault = replace(fault, count=int(value))
+                raise LabError(f"bad {key} {value!r} in fault {item!r}; write {key}=<n> with n >= 1")
+            fault = replace(fault, **{key: int(value)})
         else:
-            raise choices_error(f"option in fault {item!r}:", key, ("for", "count"))
+            raise choices_error(f"option in fault {item!r}:", key, ("for", "count", "nth"))
     if fault.point and fault.batch is None:
         raise LabError(f"fault {item!r}: a named point needs a batch trigger, e.g. {kind}@batch=2:{fault.point}")
     if FAULTS[kind].needs_batch and fault.batch is None:
@@ -239,10 +245,11 @@ def check_plan(faults, config, pipeline, pipelines: dict, requirements: dict) ->
 
 
 def poison_seqs(fault: Fault, seed: int, events: int) -> list[int]:
-    """The sequence numbers a ``poison@key=<n>[:count=<c>]`` fault makes poison: the first ``c`` (1) events of key
-    ``k<nn>``."""
+    """The sequence numbers a ``poison@key=<n>[:nth=<i>][:count=<c>]`` fault makes poison: ``c`` (1) events of key
+    ``k<nn>``, from its ``i``-th (the first)."""
     key = f"k{fault.key:02d}"
-    return [seq for seq, k in enumerate(event_keys(seed, events)) if k == key][:fault.count or 1]
+    first = (fault.nth or 1) - 1
+    return [seq for seq, k in enumerate(event_keys(seed, events)) if k == key][first:first + (fault.count or 1)]
 
 
 def format_fault_plan(faults) -> str:
@@ -282,8 +289,8 @@ def plan_from_events(path) -> str:
             f = Fault(e["kind"], batch=int(e["batch"]), point=e["point"], duration_s=float(e.get("duration_s") or 3.0))
         elif e["kind"] == "task-failure":
             f = Fault(e["kind"], batch=int(e["batch"]))
-        elif FAULTS[e["kind"]].key_trigger:  # a poison: the same key again
-            f = Fault(e["kind"], key=int(e["key"]), count=e.get("count"))
+        elif FAULTS[e["kind"]].key_trigger:  # a poison: the same record again (a press's: by its place in its key)
+            f = Fault(e["kind"], key=int(e["key"]), nth=e.get("nth"), count=e.get("count"))
         elif e.get("isr_at_most") is not None:  # fired by an isr=N trigger: the same trigger again
             f = Fault(e["kind"], isr=int(e["isr_at_most"]), duration_s=float(e.get("duration_s") or 3.0))
         else:

@@ -112,7 +112,8 @@ class _Crashes:
             if e.get("type") == ev.FAULT and e.get("kind") == "consumer-crash":
                 self.due.append((int(e.get("index", -1)), e["t"]))
             elif e.get("type") == ev.FAULT and e.get("kind") == "poison" and e.get("seq") is not None:
-                self.poison[int(e["seq"])] = Fault(kind="poison", key=e.get("key"), index=int(e.get("index", -1)))
+                self.poison[int(e["seq"])] = Fault(kind="poison", key=e.get("key"), nth=e.get("nth"),
+                                                   index=int(e.get("index", -1)))
                 self.pressed.add(int(e["seq"]))
         while self.due:
             index, t = self.due.pop(0)

@@ -20,9 +20,7 @@ import time
 from lab import events as ev
 from lab.broker import cluster as kafka_cluster, embedded as broker_mod, shared as shared_broker
 from lab.engines.groups import ENGINES
-from lab.errors import LabError
 from lab.events import read_events
-from lab.faults.catalogue import event_keys
 from lab.host import processes
 from lab.sinks.topic import output_topic
 
@@ -102,21 +100,26 @@ class RunControls:
                                                client_prefix=run.config.spec.output_client(run.run_dir.name))
 
     # -- the producer --------------------------------------------------------
-    def next_unsent(self, ahead: int) -> dict:
-        """poison (a panel press): the event ``ahead`` sends past the ledgered producer's count of sends, so that
-        no consumer can have received it yet: ``{"seq": n, "key": <its key's number>}``.
+    def hold_unsent(self, ahead: int) -> dict:
+        """poison (a panel press): the producer stops before the event ``ahead`` sends on and names it:
+        ``{"seq": n, "key": <its key's number>, "nth": <its place among its key's events, from 1>}``; the caller
+        writes the fault event, then :meth:`release_producer` (:meth:`lab.run.producer.LedgeredProducer.hold_unsent`).
 
         Raises
         ------
         LabError
             When the producer has no such event left to send (or has stopped).
         """
-        cfg, producer = self._run.config, self._run.producer
-        seq = producer.stats.sent + ahead
-        if producer.stats.done or seq >= cfg.events:
-            raise LabError(f"poison: the producer has sent {producer.stats.sent} of {cfg.events} events, no event is "
-                           f"left to poison; press it earlier, or run more --events")
-        return {"seq": seq, "key": int(event_keys(cfg.seed, cfg.events)[seq][1:])}
+        seq, key = self._run.producer.hold_unsent(ahead)
+        try:
+            nth = self._run.producer._keys[:seq + 1].count(key)
+        except BaseException:
+            self.release_producer()
+            raise
+        return {"seq": seq, "key": int(key[1:]), "nth": nth}
+
+    def release_producer(self) -> None:
+        self._run.producer.release()
 
     def abort_transactions(self, count: int) -> dict:
         """txn-abort: the ledgered producer aborts its next ``count`` transactions instead of committing them."""

@@ -1,7 +1,8 @@
 """What each fault does: one effect per fault kind, for :class:`lab.run.injector.FaultInjector`.
 
 An effect carries a fault out now and adds what it hit to the fault's event (``info``): a PID, the proxy's
-reply, the producer's answer, or a ``reason`` it could not. When a fault is due is the injector's business;
+reply, the producer's answer, or a ``reason`` it could not. An effect may return a function the injector calls
+once that event is written (``poison``: the producer waits for it). When a fault is due is the injector's business;
 the processes an effect acts on are found where they live (:mod:`lab.spark.executors`, :mod:`lab.broker.cluster`,
 the proxy's control port). A new fault kind is its catalogue entry (:mod:`lab.faults.catalogue`) and an effect here.
 Effects of the pipeline's own faults (``task-failure``) are the driver's; ``timeline`` faults are the event.
@@ -60,16 +61,19 @@ def proxy_fault(inj, fault: Fault, info: dict) -> None:
     info.update(duration_s=fault.duration_s, count=fault.count, proxy=_proxy_message(inj, fault))
 
 
-#: poison pressed on the panel: how many sends past the producer's count the poisoned event lies. The share consumers
-#: read the press's ``fault`` event when their next poll returns records; the event is in the timeline before the
-#: producer sends the record, so no consumer can get the record before it can know it is poison.
+#: poison pressed on the panel: how many sends past the producer's next one the poisoned event lies (the producer
+#: stops before it until the press's ``fault`` event is written). The share consumers read the timeline when a poll
+#: returns records, so no consumer can get the record before it can know it is poison.
 POISON_AHEAD = 10
 
 
-def poison_next(inj, fault: Fault, info: dict) -> None:
+def poison_next(inj, fault: Fault, info: dict):
     """poison (a panel press): an event the producer has not sent yet becomes poison; the ``fault`` event names it
-    (``seq``, ``key``) and the share consumers treat it as a planned ``poison@key`` record."""
-    info.update(inj.controls.next_unsent(POISON_AHEAD))
+    (``seq``, ``key``, ``nth``: ``poison@key=<key>:nth=<nth>`` replays it) and the share consumers treat it as a
+    planned poison record. Returns what lets the producer go on, for the injector to call once the event is written.
+    """
+    info.update(inj.controls.hold_unsent(POISON_AHEAD))
+    return inj.controls.release_producer
 
 
 def timeline_fault(inj, fault: Fault, info: dict) -> None:

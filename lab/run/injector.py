@@ -91,6 +91,7 @@ class FaultInjector:
         self.deferred: list[tuple[Fault, str, dict]] = []
         # Fired, not yet carried out by the pipeline: a consumer-crash waits for a consumer with records.
         self.awaiting: list[Fault] = []
+        self._awaited_seq: dict[int, int | None] = {}  # id(fault) -> the record a pressed poison made poison
         self.fired: list[dict] = []
 
     @property
@@ -140,10 +141,13 @@ class FaultInjector:
             for fault, source, context in due:
                 self.apply(fault, source=source, **context)
         elif kind in {FAULTS[f.kind].confirmed_by for f in self.awaiting}:
+            # Every press has index -1: a pressed poison is told from another by the event it made poison.
             done = next((f for f in self.awaiting if f.index == event.get("index")
-                         and FAULTS[f.kind].confirmed_by == kind), None)
+                         and FAULTS[f.kind].confirmed_by == kind
+                         and self._awaited_seq.get(id(f)) in (None, event.get("seq"))), None)
             if done is not None:
                 self.awaiting.remove(done)
+                self._awaited_seq.pop(id(done), None)
         elif kind == ev.FAULT and event.get("source") == "driver":
             # A fault the pipeline carries out itself (task-failure) is no longer pending once
             # it reports it; left in the plan, it would keep the run from ever draining.
@@ -176,13 +180,18 @@ class FaultInjector:
         effect = EFFECTS.get(fault.kind)
         if effect is None:
             raise LabError(f"fault {fault.kind!r} is carried out by the pipeline itself, not the supervisor")
-        effect(self, fault, info)
-        if "deferred_at" in context:
-            info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
-        self.fired.append({**info, "source": source})
-        if FAULTS[fault.kind].confirmed_by:
-            self.awaiting.append(fault)
-        return self.events.write(ev.FAULT, **info, by=source)
+        then = effect(self, fault, info)
+        try:
+            if "deferred_at" in context:
+                info["deferred_s"] = round(time.monotonic() - context["deferred_at"], 3)
+            self.fired.append({**info, "source": source})
+            if FAULTS[fault.kind].confirmed_by:
+                self.awaiting.append(fault)
+                self._awaited_seq[id(fault)] = info.get("seq")
+            return self.events.write(ev.FAULT, **info, by=source)
+        finally:
+            if then is not None:  # once the event is written (or could not be): the effect's second half
+                then()
 
     def restart_broker_in(self, seconds: float) -> None:
         """Have :meth:`tick` restart the killed broker ``seconds`` from now."""

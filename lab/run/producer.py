@@ -51,6 +51,8 @@ from lab.run.produced_events import EVENT_JSON, LateEvents, event_ids, seq_of
 TXN_CALL_S = 30.0
 #: How often the producer thread writes what completed to the ledger (seconds).
 DRAIN_S = 0.2
+#: The longest a poison press holds the send loop (seconds): the press writes one event meanwhile.
+HOLD_S = 5.0
 
 #: A JSON encoder made once (``json.dumps`` with separators makes a new one per call): for dict values.
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
@@ -135,6 +137,11 @@ class LedgeredProducer:
         self._held: list[tuple] | None = [] if config.producer.transactional else None
         self._abort_left = 0  # transactions still to abort (the txn-abort fault)
         self._txn_first = 0  # the open transaction's first send
+        # A poison press (hold_unsent): the send loop's next sequence number, and the one it waits at until the
+        # press's fault event is written (release).
+        self._next_seq = 0
+        self._hold_at = self._last_held = -1
+        self._released = threading.Event()
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> LedgeredProducer:
@@ -168,6 +175,39 @@ class LedgeredProducer:
         with self._lock:
             self._abort_left += count
             return {"aborting": self._abort_left}
+
+    def hold_unsent(self, ahead: int) -> tuple[int, str]:
+        """Stop the send loop before sequence number ``next + ahead`` (``next``: the send it is at) until
+        :meth:`release`, or :data:`HOLD_S`; return that number and its key.
+
+        For a press that poisons an event not yet sent: the event naming it is written while the loop waits, so
+        the record reaches no consumer before the event does. One hold at a time (the run serializes presses).
+
+        Raises
+        ------
+        LabError
+            When no event is left to send past ``ahead``, or the producer has stopped.
+        """
+        from lab.errors import LabError
+
+        for _ in range(3):
+            # Past an earlier press's event too: a producer stalled between two presses names a new one.
+            seq = max(self._next_seq + ahead, self._last_held + 1)
+            if self.stats.done or not self.running or seq >= self.config.events:
+                raise LabError(f"poison: the producer has sent {self.stats.sent} of {self.config.events} events, "
+                               "no event is left to poison; press it earlier, or run more --events")
+            self._released.clear()
+            self._hold_at = seq
+            if self._next_seq < seq:  # the loop sets _next_seq before it compares: it will stop at seq
+                self._last_held = seq
+                return seq, self._keys[seq]
+        self.release()
+        raise LabError("poison: the producer ran past every event chosen; press again")
+
+    def release(self) -> None:
+        """Let the send loop go on past a :meth:`hold_unsent` hold."""
+        self._hold_at = -1
+        self._released.set()
 
     @property
     def running(self) -> bool:
@@ -462,6 +502,9 @@ class LedgeredProducer:
         for seq in range(cfg.events):
             if stop.is_set():
                 break
+            self._next_seq = seq
+            if seq == self._hold_at:  # a poison press names this event now (hold_unsent)
+                self._released.wait(HOLD_S)
             if paced:
                 self._paced(seq, t0, producer, txn)
             key = keys[seq]

@@ -173,9 +173,11 @@ def check(cfg, spec, pipelines) -> None:
         if slots is not None and slots < needed:
             shuffle = f" and {SHUFFLE_PARTITIONS} for the query's shuffle" if cfg.query != "passthrough" else ""
             master = real_time_master(cfg.partitions, cfg.query)
+            fits = slots - (needed - cfg.partitions)  # the partitions this master's slots leave room for
+            fewer = f"--partitions {fits} or fewer, or " if fits >= 1 else ""
             raise LabError(f"real-time mode runs every task of a batch at once: --partitions {cfg.partitions}"
                            f"{shuffle} needs {needed} task slots, Spark master {cfg.spark.spark_master} has {slots}; "
-                           f"valid: fewer --partitions, or LAB_SPARK_MASTER={master}")
+                           f"valid: {fewer}LAB_SPARK_MASTER={master}")
     if cfg.sink == "topic":
         if cfg.spark.kafka_reader == "labkafka":
             raise LabError("the structured pipeline's Kafka sink reads with Spark's Kafka connector: it needs "

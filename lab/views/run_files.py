@@ -152,9 +152,9 @@ def spark_state(run_dir: Path | str, batches):
         (its ``batch-start`` events), and for ``session-count`` ``sessions as in the ledger``: the state's keys
         whose open session is the ledger's last session of the key up to that batch
         (:func:`lab.audit.window.session_state_check`), for a deduplication by event id (``dedupe`` into the Kafka
-        sink) ``ids not in the ledger`` and ``ledger ids not in the state`` (the acknowledged events up to the
-        batch's end offsets; both 0: the state is exact); the change feed per batch and change type;
-        ``state-metadata``'s operators.
+        sink) ``ids not in the ledger`` (ids of no send of the ledger, whatever its status) and ``ledger ids not in
+        the state`` (the acknowledged events up to the batch's end offsets; both 0: the state is exact); the change
+        feed per batch and change type; ``state-metadata``'s operators.
 
     Raises
     ------
@@ -206,12 +206,13 @@ def spark_state(run_dir: Path | str, batches):
                 from lab.audit.ledger import sends_frame
 
                 sends = sends_frame(run_dir / LEDGER_FILE)
-                sends = sends[sends["status"] == "acked"]
-            ledger_ids = {eid for eid, p, o in zip(sends["event_id"], sends["partition"], sends["kafka_offset"])
-                          if o is not None and o == o and int(o) < ends.get(int(p), 0)}
+            acked = sends[sends["status"] == "acked"]
+            owed = {eid for eid, p, o in zip(acked["event_id"], acked["partition"], acked["kafka_offset"])
+                    if o is not None and o == o and int(o) < ends.get(int(p), 0)}
             state_ids = set(s["ids"])
-            row["ids not in the ledger"] = len(state_ids - ledger_ids)
-            row["ledger ids not in the state"] = len(ledger_ids - state_ids)
+            # Foreign: an id the producer never sent. An unknown send that landed, or a retry's copy, is no stranger.
+            row["ids not in the ledger"] = len(state_ids - set(sends["event_id"]))
+            row["ledger ids not in the state"] = len(owed - state_ids)
         rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]

@@ -110,7 +110,8 @@ def state_table(results: dict):
     batch left it, and compared id by id with the ledger's acknowledged events up to that batch's end offsets:
     ``ids not in the ledger`` and ``ledger ids not in the state`` both 0 is a state that holds every event once.
     ``duplicated`` is the audit's count of the output topic; ``of them written before the kill``
-    (:func:`crash_window`) is what the run's own files say the crash wrote twice.
+    (:func:`crash_window`) is what the run's own files say the crash wrote twice. ``could not show`` says when the
+    kill found nothing written past the last commit, so that the run could not show a duplicate.
 
     Raises
     ------
@@ -126,7 +127,9 @@ def state_table(results: dict):
         row = {"run": label, "trigger": parse_trigger(r.config.spark.trigger).to_text(),
                "duplicated (output)": r.audit.duplicated,
                "of them written before the kill": window.get("written_before_kill"), "lost": r.audit.lost,
-               "last committed batch": last}
+               "last committed batch": last,
+               "could not show": ("the kill found nothing written past the last commit: nothing to write twice; "
+                                  "run the cell again" if window and not window["written_before_kill"] else "")}
         if last >= 0:
             state = spark_state(r.run_dir, [last])[0].loc[last]
             row.update({"ids in the state": int(state["state rows"]),

@@ -135,8 +135,9 @@ def test_dedupe_keeps_its_state_exact_while_its_output_writes_again_what_the_cra
     assert result.config.query == "dedupe" and result.report["settings"]["sink"] == "topic"
     assert result.drained and (a.lost, a.unseen) == (0, 0) and a.acked == 9000, a.counts()
     window = crash_window(result)
-    assert a.duplicated == window["written_before_kill"] <= window["past_commit"], (window, a.counts())
+    assert a.duplicated == window["written_before_kill"], (window, a.counts())
+    if trigger == "real-time":  # killed with output past the last commit (the fixture waits for it): shown
+        assert a.duplicated > 0, (window, a.counts())
     row = state_table({trigger: result}).loc[trigger]
     assert row["events acknowledged up to it"] == row["ids in the state"] == a.acked, row.to_dict()
     assert (row["ids not in the ledger"], row["ledger ids not in the state"]) == (0, 0), row.to_dict()
-    assert row["state exact"]

@@ -28,11 +28,13 @@ def test_poison_names_the_first_records_of_its_key_as_the_producer_draws_them():
     (one,) = parse_fault_plan("poison@key=7")
     (three,) = parse_fault_plan("poison@key=7:count=3")
     assert poison_seqs(one, 1, 3000) == first[:1] and poison_seqs(three, 1, 3000) == first[:3]
+    (fifth,) = parse_fault_plan("poison@key=7:nth=5:count=2")
+    assert poison_seqs(fifth, 1, 3000) == first[4:6] and fifth.to_text() == "poison@key=7:nth=5:count=2"
 
 
 @pytest.mark.parametrize("plan, must_name", [
     ("poison@at=3s", ["poison@key=<n>"]), ("poison@key=64", ["k63", "0 to 63"]),
-    ("driver-crash@key=3", ["poison", "driver-crash"]),
+    ("driver-crash@key=3", ["poison", "driver-crash"]), ("poison@key=3:nth=0", ["bad nth", "n >= 1"]),
 ])
 def test_a_bad_poison_plan_names_the_value_and_the_choices(plan, must_name):
     with pytest.raises(LabError) as e:
@@ -96,6 +98,36 @@ def test_a_poison_fault_replays_from_its_event(tmp_path):
     log.write_text(json.dumps({"type": "fault", "kind": "poison", "index": 0, "batch": 0, "key": 7, "count": 3}) + "\n"
                    + json.dumps({"type": "fault", "kind": "consumer-crash", "index": 1, "elapsed_s": 3.04}) + "\n")
     assert plan_from_events(log) == "poison@key=7:count=3,consumer-crash@at=3s"
+    # a press names its record by its place among its key's events
+    log.write_text(json.dumps({"type": "fault", "kind": "poison", "index": -1, "seq": 812, "key": 7, "nth": 14}))
+    assert plan_from_events(log) == "poison@key=7:nth=14"
+
+
+def test_a_poison_press_holds_the_producer_before_the_record_it_names_until_released():
+    """LedgeredProducer.hold_unsent against its send loop's protocol, without a broker: the loop sets ``_next_seq``
+    before it compares it with ``_hold_at``."""
+    import threading
+
+    from lab.run.producer import LedgeredProducer
+
+    class Stub(LedgeredProducer):
+        def __init__(self):
+            self.config = make_config(pipeline="share", events=100)
+            self.stats = type("S", (), {"done": False, "sent": 40})()
+            self._keys = event_keys(1, 100)
+            self._next_seq, self._hold_at, self._last_held, self._released = 40, -1, -1, threading.Event()
+
+        running = True
+
+    p = Stub()
+    assert p.hold_unsent(10) == (50, p._keys[50]) and p._hold_at == 50 and not p._released.is_set()
+    p.release()
+    assert p._hold_at == -1 and p._released.is_set()
+    assert p.hold_unsent(10)[0] == 51  # the loop has not moved: a second press names the next event
+    p.release()
+    p._next_seq = 95
+    with pytest.raises(LabError, match="no event is left to poison"):
+        p.hold_unsent(10)
 
 
 #: A dead-letter record's headers as Kafka 4.4.0 wrote them (measured: a record released three times, limit 3).
