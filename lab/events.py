@@ -218,24 +218,53 @@ def read_events(run_dir: Path | str) -> list[dict]:
     return EventTail(run_dir).read_new()
 
 
-def write_progress(run_dir: Path | str, positions: dict[int, int], batch: int, **extra) -> None:
+def attempt_progress_file(attempt: int) -> str:
+    """The copy of ``progress.json`` that driver attempt ``attempt`` alone writes."""
+    return f"progress-{attempt}.json"
+
+
+def write_progress(run_dir: Path | str, positions: dict[int, int], batch: int, attempt: int | None = None,
+                   **extra) -> None:
     """Record how far the pipeline has durably processed the topic.
 
     ``positions`` maps partition to the next offset the pipeline will read
     after a restart. Written atomically (rename) so readers never see half a file.
+    A driver names its ``attempt``: the record then also goes to that attempt's own file
+    (:func:`attempt_progress_file`), which a zombie's later write of ``progress.json`` cannot hide.
     """
-    path = Path(run_dir) / PROGRESS_FILE
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"t": time.time(), "batch": batch, "positions": {str(k): v for k, v in positions.items()},
-                               **extra}))
-    os.replace(tmp, path)
+    record = json.dumps({"t": time.time(), "batch": batch, "positions": {str(k): v for k, v in positions.items()},
+                         **({} if attempt is None else {"attempt": attempt}), **extra})
+    names = [PROGRESS_FILE] if attempt is None else [attempt_progress_file(attempt), PROGRESS_FILE]
+    for name in names:
+        path = Path(run_dir) / name
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(record)
+        os.replace(tmp, path)
 
 
-def read_progress(run_dir: Path | str) -> dict:
-    """The last progress record: ``{"batch": n, "positions": {partition: offset}}`` (empty when none)."""
+def read_progress(run_dir: Path | str, attempt: int | None = None) -> dict:
+    """The last progress record: ``{"batch": n, "positions": {partition: offset}}`` (empty when none).
+
+    With ``attempt``: the last one that driver attempt wrote.
+    """
+    name = PROGRESS_FILE if attempt is None else attempt_progress_file(attempt)
     try:
-        data = json.loads((Path(run_dir) / PROGRESS_FILE).read_text())
+        data = json.loads((Path(run_dir) / name).read_text())
     except (OSError, ValueError):
         return {"batch": -1, "positions": {}}
     data["positions"] = {int(k): int(v) for k, v in data.get("positions", {}).items()}
     return data
+
+
+def progress_not_from(run_dir: Path | str, set_aside: set[int], last_attempt: int) -> dict:
+    """``progress.json``, unless an attempt in ``set_aside`` (a zombie) wrote it last: then the newest record a
+    driver attempt not set aside wrote, from the attempts' own files.
+
+    A zombie waking just after its replacement's last write would otherwise hide that write for good,
+    and a drained run would wait for progress that never comes.
+    """
+    progress = read_progress(run_dir)
+    if progress.get("attempt") not in set_aside:
+        return progress
+    own = [read_progress(run_dir, attempt) for attempt in range(1, last_attempt + 1) if attempt not in set_aside]
+    return max(own, key=lambda p: p.get("t", 0.0), default={"batch": -1, "positions": {}})

@@ -5,6 +5,7 @@
     config.json   broker.json   sink.json      the run's inputs
     events.jsonl                                timeline (supervisor, producer, driver)
     progress.json                               the pipeline's durable position
+    progress-N.json                             the same, as driver attempt N last wrote it
     ledger.sqlite sink.sqlite                   what was acknowledged / stored
     checkpoint/                                 Spark checkpoints and WAL
     driver.log                                  the output of each driver started when needed

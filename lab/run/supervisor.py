@@ -33,7 +33,7 @@ from lab.broker import embedded as broker_mod, shared as shared_broker
 from lab.config import RunConfig
 from lab.engines.groups import ENGINES
 from lab.errors import DRIVER_CONFIG_EXIT, LabError
-from lab.events import EventLog, EventTail, read_events, read_progress
+from lab.events import EventLog, EventTail, progress_not_from, read_events, read_progress
 from lab.faults.catalogue import on_pause_mode
 from lab.host import processes
 from lab.host.start_tuning import StartTuning
@@ -113,7 +113,6 @@ class Run:
         self._end: EndWatch | None = None  # when the run may end (lab.run.end)
         self._restart_at: float | None = None
         self._pause: DriverPause | None = None  # a driver-pause's stop, replacement and zombie (lab.run.pause)
-        self._own_progress: dict = {"batch": -1, "positions": {}}  # the last progress.json of a driver not set aside
         self._broker_features: dict | None = None  # as the run's start found (or set) them: the report states them
         self.restarted_broker: broker_mod.BrokerInfo | None = None  # a JVM this run started after a broker-crash
         self._watch: ReplicationWatch | None = None
@@ -353,12 +352,8 @@ class Run:
         return pid
 
     def _progress(self) -> dict:
-        """``progress.json``, unless a zombie wrote it last: then the last one the run's own drivers wrote."""
-        progress = read_progress(self.run_dir)
-        if progress.get("attempt") in self._pause.zombie_attempts:
-            return self._own_progress
-        self._own_progress = progress
-        return progress
+        """The run's progress, whatever a zombie wrote (:func:`lab.events.progress_not_from`)."""
+        return progress_not_from(self.run_dir, self._pause.zombie_attempts, self._driver.attempt)
 
     def _start_replacement(self) -> None:
         """A paused driver's replacement (lab.run.pause): counted as a restart."""

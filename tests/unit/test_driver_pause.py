@@ -187,3 +187,18 @@ def test_a_second_driver_is_never_started_beside_a_live_one(tmp_path):
             d.start()
     finally:
         d.kill_remaining()
+
+
+def test_a_zombie_s_progress_write_never_hides_its_replacement_s_last_one(tmp_path):
+    # As measured: the replacement wrote its last batch, then the woken zombie (reading the same checkpoint)
+    # wrote progress.json before the supervisor looked; the run then waited for progress that never came.
+    from lab.events import progress_not_from, read_progress, write_progress
+
+    write_progress(tmp_path, {0: 5}, 1, attempt=1)
+    write_progress(tmp_path, {0: 9}, 2, attempt=2)
+    write_progress(tmp_path, {0: 7}, 6, attempt=1)  # the zombie, last
+    assert read_progress(tmp_path)["attempt"] == 1
+    own = progress_not_from(tmp_path, {1}, last_attempt=2)
+    assert (own["attempt"], own["batch"], own["positions"]) == (2, 2, {0: 9})
+    assert progress_not_from(tmp_path, set(), last_attempt=2)["batch"] == 6  # nobody set aside: the file as written
+    assert progress_not_from(tmp_path, {1, 2}, last_attempt=2)["positions"] == {}
