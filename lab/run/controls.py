@@ -110,12 +110,7 @@ class RunControls:
         LabError
             When the producer has no such event left to send (or has stopped).
         """
-        seq, key = self._run.producer.hold_unsent(ahead)
-        try:
-            nth = self._run.producer._keys[:seq + 1].count(key)
-        except BaseException:
-            self.release_producer()
-            raise
+        seq, key, nth = self._run.producer.hold_unsent(ahead)
         return {"seq": seq, "key": int(key[1:]), "nth": nth}
 
     def release_producer(self) -> None:

@@ -176,9 +176,10 @@ class LedgeredProducer:
             self._abort_left += count
             return {"aborting": self._abort_left}
 
-    def hold_unsent(self, ahead: int) -> tuple[int, str]:
+    def hold_unsent(self, ahead: int) -> tuple[int, str, int]:
         """Stop the send loop before sequence number ``next + ahead`` (``next``: the send it is at) until
-        :meth:`release`, or :data:`HOLD_S`; return that number and its key.
+        :meth:`release`, or :data:`HOLD_S`; return that number, its key, and its place among its key's events
+        (from 1: the ``nth`` a fault plan names it by).
 
         For a press that poisons an event not yet sent: the event naming it is written while the loop waits, so
         the record reaches no consumer before the event does. One hold at a time (the run serializes presses).
@@ -200,7 +201,8 @@ class LedgeredProducer:
             self._hold_at = seq
             if self._next_seq < seq:  # the loop sets _next_seq before it compares: it will stop at seq
                 self._last_held = seq
-                return seq, self._keys[seq]
+                key = self._keys[seq]
+                return seq, key, self._keys[:seq + 1].count(key)
         self.release()
         raise LabError("poison: the producer ran past every event chosen; press again")
 

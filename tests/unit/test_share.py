@@ -120,7 +120,8 @@ def test_a_poison_press_holds_the_producer_before_the_record_it_names_until_rele
         running = True
 
     p = Stub()
-    assert p.hold_unsent(10) == (50, p._keys[50]) and p._hold_at == 50 and not p._released.is_set()
+    assert p.hold_unsent(10) == (50, p._keys[50], p._keys[:51].count(p._keys[50])) and p._hold_at == 50
+    assert not p._released.is_set()
     p.release()
     assert p._hold_at == -1 and p._released.is_set()
     assert p.hold_unsent(10)[0] == 51  # the loop has not moved: a second press names the next event
