@@ -251,6 +251,14 @@ def _print_table(report: dict) -> None:
     if report.get("aborted_sends"):
         rows.insert(6, ("aborted (txn-abort)", f"{report['aborted_sends']}  ({report.get('aborted_in_topic', '?')} of "
                                                "them in the topic, read uncommitted)"))
+    for topic, producers in (report.get("transactions_in_log") or {}).items():  # the broker's log of each
+        which = "output" if topic.endswith(".out") else "input"
+        for pid, p in producers.items():
+            epochs = ", ".join(map(str, p["data_epochs"]))
+            rows.append((f"{which} transactions", f"producer id {pid}: {p['transactions']} in the log, records under "
+                                                  f"epoch{'s' if len(p['data_epochs']) != 1 else ''} {epochs}; "
+                                                  f"{p['markers_above_data']} of {p['markers']} end markers above "
+                                                  "their records' epoch"))
     # Shown only when they happened: each is a reason to read the counts above with care.
     if report.get("acked_without_offset"):
         rows.insert(6, ("acked, no offset found",

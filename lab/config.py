@@ -406,10 +406,10 @@ class RunConfig(EngineGroups):
         if self.query != "passthrough" and self.query not in spec.stateful_queries:
             runs_it = [n for n, p in PIPELINES.items() if self.query in p.stateful_queries]
             raise LabError(f"--query {self.query} runs on the {', '.join(runs_it)} pipeline, not {self.pipeline!r}")
-        if self.query in COUNT_QUERIES and self.sink == TOPIC_MODE:
-            # Spark's Kafka sink copies events, every copy or the first of each (lab.pipelines.structured.kafka_sink).
-            raise LabError(f"--sink topic runs --query passthrough or dedupe, not {self.query!r}: use --sink append, "
-                           "idempotent or transactional")
+        if self.query == "session-count" and self.sink == TOPIC_MODE:
+            # Spark's Kafka sink gets events, the first of each, or window counts (lab.pipelines.structured.kafka_sink).
+            raise LabError(f"--sink topic runs --query passthrough, dedupe or window-count, not {self.query!r}: use "
+                           "--sink append, idempotent or transactional")
         if self.query in COUNT_QUERIES and self.sink == "files":
             raise LabError(f"--query {self.query} writes counts to a database sink: use --sink append, idempotent "
                            "or transactional, not files")

@@ -221,6 +221,43 @@ def fencing(records: int = 20, successor_records: int = 10):
     return result
 
 
+def txn_epochs(transactions: int = 5, records: int = 20, abort_every: int = 3, partitions: int = 2):
+    """Run :func:`lab.lessons.txn_epochs.compare` against this notebook's broker; display each client's summary, its
+    transactions and the epochs figure.
+
+    The broker is :func:`start_broker`'s; its log is read from its data directory, so it must be the lab's own.
+    The tables go under the runs directory (``txn-epochs-<time>/``, the returned ``work_dir``), where the answers
+    to the notebook's questions are recorded too.
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``results`` (per client, :class:`lab.lessons.txn_epochs.ClientTransactions`), ``work_dir``, and
+        ``outcome(client)``, the answer to the question "txn epochs" for ``python`` or ``java``.
+    """
+    from types import SimpleNamespace
+
+    from IPython.display import display
+
+    from lab.broker.log_files import broker_data_dir
+    from lab.lessons.txn_epochs import compare
+    from lab.views import txn_epochs as view
+
+    info = start_broker()
+    work = Path(make_config().runs_dir) / f"txn-epochs-{time.strftime('%Y%m%d-%H%M%S')}"
+    work.mkdir(parents=True, exist_ok=True)
+    results = compare(info.bootstrap, broker_data_dir(info), transactions, records, abort_every, partitions)
+    summary, table = view.summary_table(results), view.transactions_table(results)
+    summary.to_csv(work / "summary.csv")
+    table.to_csv(work / "transactions.csv")
+    display(summary)
+    view.epochs_figure(results).show()
+    display(table)
+    by_client = {r.client: r for r in results}
+    return SimpleNamespace(results=results, work_dir=work,
+                           outcome=lambda client: view.epochs_outcome(by_client[client]))
+
+
 def show_code(name: str) -> None:
     """Show a lesson region of the lab's code (:mod:`lab.lessons.code`) as the driver runs it, and the guides it
     illustrates.

@@ -69,8 +69,8 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
 
 #: Questions that are not a run's delivery guarantee, and the choices each is answered with. Each is measured by a
 #: function next to what it measures (:func:`uncommitted_reader_outcome`, lab.lessons.fencing, lab.views.flink,
-#: lab.views.run_files, lab.audit.deliveries.poison_outcomes, lab.views.trigger.state_outcome) and judged like a run
-#: (:func:`judge`).
+#: lab.views.run_files, lab.audit.deliveries.poison_outcomes, lab.views.trigger.state_outcome, window_state_outcome,
+#: updates_outcome, lab.views.txn_epochs.epochs_outcome) and judged like a run (:func:`judge`).
 QUESTIONS = {
     "open transaction": ("aborted by its successor", "committed", "still open"),
     "zombie commit": ("refused", "accepted"),
@@ -80,6 +80,9 @@ QUESTIONS = {
     "poison record": ("archived", "dead-lettered", "lost", "written"),
     "poison deliveries": ("fewer than the limit", "the delivery limit's times", "more than the limit"),
     "dedupe state": ("every event once", "some events missing", "ids of no event"),
+    "window state": ("every count exact", "some counts over", "some counts under"),
+    "window updates": ("each update once", "the cut batch's updates twice", "more updates twice"),
+    "txn epochs": ("one epoch", "a new epoch per transaction", "neither"),
 }
 #: Every outcome a notebook may ask to predict (:func:`check_mapping` checks a whole ``PREDICTIONS`` against it).
 ALL_OUTCOMES = tuple(dict.fromkeys(GUARANTEES + TOPIC_OUTCOMES + NAIVE_READER_OUTCOMES

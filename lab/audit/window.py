@@ -10,7 +10,8 @@ per window and per key:
   the key and event time the producer stamped) in the tumbling window of
   their event time, minus the events behind the watermark;
 * **measured**: the sink's count, as a reader of the sink computes it
-  (:meth:`lab.sinks.database.Sink.window_counts`);
+  (:meth:`lab.sinks.database.Sink.window_counts`; for Spark's Kafka sink the
+  last update of each (window, key), :meth:`lab.sinks.topic.TopicSink.window_counts`);
 * a window is **exact**, **over** (``overcount`` events too many) or
   **under** (``undercount`` too few).
 

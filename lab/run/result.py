@@ -199,8 +199,9 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         views = {}
         if isinstance(sink, TopicSink):  # kafka-eos: audited read_committed; both views side by side, and kept
             views = sink.view_counts()
-            first_fault = next((e["t"] for e in events if e["type"] == ev.FAULT), None)
-            views["latency"] = topic_latency(sink, sends_frame(run_dir / LEDGER_FILE), first_fault)
+            if not sink.holds_windows:  # an update of a count is no event's copy: no latency per event
+                first_fault = next((e["t"] for e in events if e["type"] == ev.FAULT), None)
+                views["latency"] = topic_latency(sink, sends_frame(run_dir / LEDGER_FILE), first_fault)
             sink.save()
     audit.table.to_csv(run_dir / "audit.csv", index=False)
     dup = [c[0] for c in copies.values() if c[0] > 1]
@@ -232,7 +233,26 @@ def final_audit(run_dir: Path, config, broker, positions: dict[int, int],
         everything = kafka_tools.topic_copies(
             bootstrap, config.topic, config.partitions, isolation_level="read_uncommitted")
         source["aborted_in_topic"] = sum(1 for eid in aborted_event_ids(run_dir / LEDGER_FILE) if eid in everything)
+    epochs = transactions_in_log(config, broker)
+    if epochs:
+        source["transactions_in_log"] = epochs
     return audit, source
+
+
+def transactions_in_log(config, broker) -> dict:
+    """The run's transactions as the broker's log holds them, per topic written in transactions (the input with
+    ``--transactional on``, a transactional pipeline's output) and producer id: transactions, the epochs their
+    records were written under, and markers written one epoch up (:func:`lab.broker.log_files.log_epochs`).
+    Empty for a run without transactions, or on a broker whose files are not on this machine."""
+    from lab.broker.log_files import broker_data_dirs, log_epochs
+    from lab.sinks.topic import output_topic
+
+    topics = ([config.topic] if config.producer.transactional else []) + (
+        [output_topic(config.topic)] if PIPELINES[config.pipeline].transactional_output else [])
+    if not topics or getattr(broker, "external", True) or not getattr(broker, "log_dir", None):
+        return {}
+    dirs = broker_data_dirs(broker)
+    return {topic: log_epochs(dirs, topic) for topic in topics}
 
 
 def _dead_letters(run_dir: Path, config, bootstrap: str, table: dict) -> list:

@@ -22,6 +22,18 @@ topic gets depends on its isolation level, so the audit reads it twice:
 ``read_uncommitted_duplicated``, ``read_uncommitted_extra_copies``,
 ``aborted_output_records``).
 
+Window counts
+-------------
+The structured pipeline's ``--query window-count`` into Spark's Kafka sink
+writes counts, not events: one record per change of a (window, key)'s running
+count (:func:`lab.pipelines.structured.kafka_sink.window_updates`). The sink
+then reads the topic as a table is read from an ``update`` stream, the last
+count of each (window, key) in the log (:meth:`TopicSink.window_counts`, audited
+per window by :mod:`lab.audit.window`), and counts the updates sent again
+(``resent_updates``: records whose window, key and count an earlier record
+already had; a running count never repeats a value, so only a batch run again
+repeats one).
+
 Where it is
 -----------
 ``sink.json`` holds the run directory only: the supervisor writes it before
@@ -125,6 +137,51 @@ def read_view(bootstrap: str, topic: str, isolation_level: str,
     return np.array(seqs, dtype=np.int64), np.array(ids, dtype=object), np.array(times, dtype=np.int64)
 
 
+def window_record(value: bytes | None) -> tuple[int, int, str, int] | None:
+    """``(window_start, window_end, key, count)`` of a ``window-count`` output record; None for any other record."""
+    try:
+        d = json.loads(value)
+        return int(d["window_start"]), int(d["window_end"]), str(d["key"]), int(d["count"])
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def last_counts(rows) -> list[tuple[int, int, str, int]]:
+    """The last count of each (window, key) among ``rows`` ``(partition, offset, window_start, window_end, key,
+    count)``, in log order: what a reader keeping the newest update of each has at the end."""
+    last: dict[tuple[int, str], tuple[int, int, str, int]] = {}
+    for _, _, start, end, key, count in sorted(rows, key=lambda r: (r[0], r[1])):
+        last[(start, key)] = (start, end, key, count)
+    return [last[k] for k in sorted(last)]
+
+
+def resent_updates(rows) -> int:
+    """Updates among ``rows`` whose (window, key, count) an earlier one already had: sent again."""
+    return len(rows) - len({(r[2], r[4], r[5]) for r in rows})
+
+
+def read_windows(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[tuple]:
+    """Every ``window-count`` record of ``topic``: ``(partition, offset, window_start, window_end, key, count,
+    timestamp)`` (the Kafka timestamp in ms), read to the end offsets (:func:`lab.kafka.tools.read_to_end`).
+
+    Spark's Kafka sink writes no transactions: both isolation levels read the same records.
+    """
+    from kafka import TopicPartition
+
+    c = kafka_tools.bulk_consumer(bootstrap, "read_committed", allow_auto_create_topics=False)
+    out = []
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        if tps:
+            for r in kafka_tools.read_to_end(c, c.end_offsets(tps), timeout_s, f"{topic} (window counts)"):
+                w = window_record(r.value)
+                if w is not None:
+                    out.append((r.partition, r.offset, *w, r.timestamp))
+    finally:
+        c.close()
+    return out
+
+
 class TopicSink:
     """A :class:`lab.sinks.spec.SinkReader` over a run's output topic: stored rows read_committed, attempts
     read_uncommitted.
@@ -139,10 +196,36 @@ class TopicSink:
         self.run_dir = Path(spec.path)
         self.timeout_s = timeout_s
         self._views: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._windows: list[tuple] | None = None
 
     @property
     def topic(self) -> str:
         return output_topic(json.loads((self.run_dir / "config.json").read_text())["topic"])
+
+    @property
+    def holds_windows(self) -> bool:
+        """Whether the run writes window counts (``--query window-count``) rather than events (False before the run
+        has its config)."""
+        path = self.run_dir / "config.json"
+        return path.exists() and json.loads(path.read_text()).get("query") == "window-count"
+
+    def windows(self) -> list[tuple]:
+        """The topic's window-count records (:func:`read_windows`), from the snapshot once the final audit saved
+        it; empty before the broker runs."""
+        if self._windows is None and (self.run_dir / SNAPSHOT_FILE).exists():
+            saved = json.loads((self.run_dir / SNAPSHOT_FILE).read_text())
+            if "windows" in saved:
+                self._windows = [tuple(r) for r in saved["windows"]]
+        if self._windows is None:
+            broker = self.run_dir / "broker.json"
+            if not broker.exists():
+                return []
+            self._windows = read_windows(json.loads(broker.read_text())["bootstrap"], self.topic, self.timeout_s)
+        return self._windows
+
+    def window_counts(self) -> list[tuple[int, int, str, int]]:
+        """The last count of each (window, key) in the topic (:func:`last_counts`)."""
+        return last_counts([r[:6] for r in self.windows()])
 
     def view(self, isolation_level: str) -> tuple[np.ndarray, np.ndarray]:
         """``(seq, event_id)`` arrays of every record a reader at ``isolation_level`` gets.
@@ -158,7 +241,7 @@ class TopicSink:
 
     def _view(self, isolation_level: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if isolation_level not in self._views and (self.run_dir / SNAPSHOT_FILE).exists():
-            saved = json.loads((self.run_dir / SNAPSHOT_FILE).read_text())["views"]
+            saved = json.loads((self.run_dir / SNAPSHOT_FILE).read_text()).get("views", {})
             self._views = {level: (np.array(v["seq"], dtype=np.int64), np.array(v["event_id"], dtype=object),
                                    np.array(v.get("timestamp", []), dtype=np.int64))
                            for level, v in saved.items()}
@@ -181,11 +264,18 @@ class TopicSink:
         return sorted(Counter(self.view("read_committed")[1]).items())
 
     def totals(self) -> dict[str, int]:
+        if self.holds_windows:
+            rows = len(self.windows())
+            return {"stored_rows": rows, "write_attempts": rows, "window_rows": rows}
         return {"stored_rows": len(self.view("read_committed")[0]),
                 "write_attempts": len(self.view("read_uncommitted")[0]), "window_rows": 0}
 
     def view_counts(self) -> dict:
-        """The report's counts of both views, side by side, and the output topic's name."""
+        """The report's counts of both views, side by side, and the output topic's name; for window counts, the
+        updates and those sent again (:func:`resent_updates`)."""
+        if self.holds_windows:
+            rows = self.windows()
+            return {"output_topic": self.topic, "window_updates": len(rows), "resent_updates": resent_updates(rows)}
         committed, everything = self.view("read_committed")[1], self.view("read_uncommitted")[1]
         out = {"output_topic": self.topic, "read_committed_records": len(committed),
                **view_counts(everything, "read_uncommitted")}
@@ -194,18 +284,25 @@ class TopicSink:
         return out
 
     def save(self) -> Path:
-        """Write both views to :data:`SNAPSHOT_FILE`: what later reads of the finished run's sink get."""
+        """Write both views (or the window counts) to :data:`SNAPSHOT_FILE`: what later reads of the finished run's
+        sink get."""
+        if self.holds_windows:
+            return self._write_snapshot({"topic": self.topic, "windows": [list(r) for r in self.windows()]})
         views = {level: {"seq": self.view(level)[0].tolist(), "event_id": self.view(level)[1].tolist(),
                          "timestamp": self.timestamps(level).tolist()}
                  for level in ISOLATION_LEVELS}
+        return self._write_snapshot({"topic": self.topic, "views": views})
+
+    def _write_snapshot(self, content: dict) -> Path:
         path = self.run_dir / SNAPSHOT_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"topic": self.topic, "views": views}))
+        tmp.write_text(json.dumps(content))
         tmp.replace(path)
         return path
 
     def close(self) -> None:
         self._views.clear()
+        self._windows = None
 
     def __enter__(self) -> TopicSink:
         return self

@@ -9,7 +9,8 @@ and writes one JSON file:
 
 ``operators``  ``state-metadata``'s rows: each stateful operator, its partitions, and the batches it has state for.
 ``batches``    per batch asked for, the state as that batch committed it (``batchId``): its rows
-               (window, key) and the sum of their counts (``window-count``; ``null`` for another query).
+               (window, key) and the sum of their counts (``window-count``; ``null`` for another query), and for
+               ``window-count`` ``windows``, each ``[window_start_ms, key, count]``.
                ``session-count`` (``transformWithStateInPandas``): the state variable ``session`` (Spark's
                reader needs its name, ``stateVarName``, taken from ``state-metadata``), its rows, and
                ``sessions``, each key's open session ``[key, start, last, count]``. A deduplication keyed by
@@ -87,6 +88,10 @@ def read_state(spark, checkpoint: str, batches: list[int]) -> dict:
         row = state.agg(F.count("*").alias("rows"),
                         (F.sum("value.count") if counted else F.lit(None)).alias("counted")).collect()[0]
         entry = {"rows": int(row["rows"]), "counted": None if row["counted"] is None else int(row["counted"])}
+        if {"window", "key"} <= set(state.schema["key"].dataType.fieldNames()) and counted:
+            entry["windows"] = [[int(r["s"]), r["k"], int(r["c"])] for r in state.select(
+                F.unix_millis("key.window.start").alias("s"), F.col("key.key").alias("k"),
+                F.col("value.count").alias("c")).orderBy("s", "k").collect()]
         if state.schema["key"].dataType.fieldNames() == ["event_id"]:
             entry["ids"] = sorted(r[0] for r in state.select("key.event_id").collect())
         if var:

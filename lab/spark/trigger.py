@@ -35,7 +35,8 @@ Stateful queries in real-time mode (Spark 4.3.0, measured on the lab's broker)
   ``StreamingDeduplicateWithinWatermarkExec``); ``dropDuplicates`` runs. The lab's ``--query dedupe`` into the
   Kafka sink is ``dropDuplicates(["event_id"])`` in both triggers (:mod:`lab.pipelines.structured.kafka_sink`).
 - A windowed ``groupBy().count()`` runs (operator ``StatefulStreamlineAggregate``), one output row per input
-  record; the lab's Kafka sink copies events, not counts, so ``--query window-count`` stays on the database sinks.
+  record: the lab's ``--query window-count`` into the Kafka sink writes each (window, key)'s running count as it
+  changes (:func:`lab.pipelines.structured.kafka_sink.window_updates`), without a watermark.
 - A stateful query's stage group needs the source's tasks and the shuffle's at once: 2 partitions and 2 shuffle
   partitions failed on 3 slots (``CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT``: "needs 4 concurrent task slots").
 - A state store provider set for the session is refused (``SQL_CONFIGURATION_NOT_SUPPORTED``): Spark's default
@@ -72,7 +73,7 @@ TOPIC_SINK_FAULTS = ("driver-crash", "driver-pause", "broker-outage", "ack-loss"
                      "follower-lag")
 
 #: The queries the lab runs in real-time mode (Spark's Kafka sink, update mode; see the module docstring).
-REAL_TIME_QUERIES = ("passthrough", "dedupe")
+REAL_TIME_QUERIES = ("passthrough", "dedupe", "window-count")
 #: Shuffle partitions of the lab's Spark sessions (``spark.sql.shuffle.partitions``, set by :mod:`lab.spark.session`).
 SHUFFLE_PARTITIONS = 2
 
@@ -164,7 +165,7 @@ def check(cfg, spec, pipelines) -> None:
             raise LabError(f"real-time mode writes Spark's Kafka sink, not foreachBatch: use --sink topic with "
                            f"--trigger {cfg.spark.trigger} (this run: --sink {cfg.sink})")
         if cfg.query not in REAL_TIME_QUERIES:
-            raise LabError(f"--trigger {cfg.spark.trigger} runs --query {' or '.join(REAL_TIME_QUERIES)} in the lab, "
+            raise LabError(f"--trigger {cfg.spark.trigger} runs --query {', '.join(REAL_TIME_QUERIES)} in the lab, "
                            f"not {cfg.query!r}")
         if cfg.query != "passthrough" and cfg.spark.state_store != "rocksdb":
             raise LabError(f"real-time mode keeps a query's state in the rocksdb state store, not "

@@ -151,7 +151,10 @@ def spark_state(run_dir: Path | str, batches):
         Per batch: ``state rows``, ``counts in the state``, ``events up to its end offsets``, ``runs of the batch``
         (its ``batch-start`` events), and for ``session-count`` ``sessions as in the ledger``: the state's keys
         whose open session is the ledger's last session of the key up to that batch
-        (:func:`lab.audit.window.session_state_check`), for a deduplication by event id (``dedupe`` into the Kafka
+        (:func:`lab.audit.window.session_state_check`), for ``window-count`` ``windows over the ledger`` and
+        ``windows under the ledger`` (the (window, key)s whose count in the state is above or below the ledger's,
+        either side missing counting as 0), for a
+        deduplication by event id (``dedupe`` into the Kafka
         sink) ``ids not in the ledger`` (ids of no send of the ledger, whatever its status) and ``ledger ids not in
         the state`` (the acknowledged events up to the batch's end offsets; both 0: the state is exact); the change
         feed per batch and change type; ``state-metadata``'s operators.
@@ -186,7 +189,9 @@ def spark_state(run_dir: Path | str, batches):
         state = json.loads(out.read_text())
     checkpoint = Checkpoint(run_dir / "checkpoint")
     events = read_event_times(run_dir / LEDGER_FILE)
-    gap_ms = int(round(float(read_json(run_dir / "config.json").get("session_gap_s", 0)) * 1000))
+    config = read_json(run_dir / "config.json")
+    gap_ms = int(round(float(config.get("session_gap_s") or 0) * 1000))
+    window_ms = int(round(float(config.get("window_s") or 0) * 1000))
     starts = [e for e in read_events(run_dir) if e["type"] == ev.BATCH_START]
     sends = None
     rows = []
@@ -201,6 +206,9 @@ def spark_state(run_dir: Path | str, batches):
         if "sessions" in s:
             row["sessions as in the ledger"] = int(
                 session_state_check(s["sessions"], events, upto, gap_ms)["exact"].sum())
+        if "windows" in s:
+            row["windows over the ledger"], row["windows under the ledger"] = windows_unlike(
+                s["windows"], events, upto, window_ms)
         if "ids" in s:
             if sends is None:
                 from lab.audit.ledger import sends_frame
@@ -216,6 +224,20 @@ def spark_state(run_dir: Path | str, batches):
         rows.append(row)
     changes = pd.DataFrame(state["changes"], columns=["batch", "change_type", "rows"])
     return pd.DataFrame(rows).set_index("batch"), changes, state["operators"]
+
+
+def windows_unlike(state_windows: list, events, upto, window_ms: int) -> tuple[int, int]:
+    """How many (window, key)s of a ``window-count`` state (``[window_start_ms, key, count]`` rows) count more, and
+    how many fewer, than the ledger's acknowledged ``events`` among ``upto`` in tumbling windows of ``window_ms``
+    (a window on one side only counts 0 on the other)."""
+    from collections import Counter
+
+    starts = events.event_time_ms[upto] - events.event_time_ms[upto] % window_ms
+    ledger = Counter(zip(starts.tolist(), events.key[upto].tolist()))
+    state = {(int(s), k): int(c) for s, k, c in state_windows}
+    both = ledger.keys() | state.keys()
+    over = sum(state.get(w, 0) > ledger.get(w, 0) for w in both)
+    return over, sum(state.get(w, 0) < ledger.get(w, 0) for w in both)
 
 
 def same_counts(results) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from lab.pipelines.structured.checkpoint import Checkpoint
 from lab.sinks.spec import SinkSpec
 from lab.sinks.topic import TopicSink
 from lab.spark.trigger import parse_trigger
-from lab.views.run_files import spark_state
+from lab.views.run_files import read_json, spark_state
 
 
 def crash_window(result) -> dict | None:
@@ -29,6 +29,8 @@ def crash_window(result) -> dict | None:
     them whose first copy in the output topic is older than the kill (its Kafka timestamp; the ``fault``
     event is written after the kill): what the replay writes a second time. A query that keeps up writes
     nearly all of ``past_commit`` before the kill; one still catching up after its start writes fewer.
+    For ``window-count`` ``written_before_kill`` counts updates: those older than the kill whose count is above
+    what the ledger's events up to that commit's end offsets give their (window, key), i.e. the cut batch's.
     """
     events = read_events(result.run_dir)
     kill = next((e for e in events if e["type"] == ev.FAULT and e.get("kind") == "driver-crash"), None)
@@ -47,10 +49,33 @@ def crash_window(result) -> dict | None:
     past_ids = {eid for eid, p, o in zip(sent["event_id"], sent["partition"], sent["kafka_offset"])
                 if int(o) >= ends.get(int(p), 0)}
     with TopicSink(SinkSpec.load(result.run_dir)) as sink:
-        ids, times = sink.view("read_committed")[1], sink.timestamps("read_committed")
-    written = {eid for eid, ts in zip(ids, times) if ts < kill["t"] * 1000 and eid in past_ids}
+        if sink.holds_windows:
+            window_ms = int(round(float(read_json(result.run_dir / "config.json")["window_s"]) * 1000))
+            written_before = len(cut_batch_updates(result.run_dir, sink.windows(), ends, kill["t"], window_ms))
+        else:
+            ids, times = sink.view("read_committed")[1], sink.timestamps("read_committed")
+            written_before = len({eid for eid, ts in zip(ids, times) if ts < kill["t"] * 1000 and eid in past_ids})
     return {"since_commit_s": round(kill["t"] - (before[-1][0] if before else query), 2),
-            "commits_before": len(before), "past_commit": len(past_ids), "written_before_kill": len(written)}
+            "commits_before": len(before), "past_commit": len(past_ids), "written_before_kill": written_before}
+
+
+def cut_batch_updates(run_dir, windows: list[tuple], ends: dict[int, int], kill_t: float,
+                      window_ms: int) -> list[tuple]:
+    """The ``window-count`` updates (:func:`lab.sinks.topic.read_windows` rows) a batch cut by a kill at ``kill_t``
+    had sent: older than the kill, with a count above what the ledger's acknowledged events below ``ends`` (the last
+    commit's end offsets) give their (window, key)."""
+    from collections import Counter
+
+    import numpy as np
+
+    from lab.audit.window import read_event_times
+
+    events = read_event_times(run_dir / "ledger.sqlite")
+    limit = np.array([ends.get(int(p), 0) for p in events.partition], dtype=np.int64)
+    upto = (events.kafka_offset >= 0) & (events.kafka_offset < limit)
+    starts = events.event_time_ms[upto] - events.event_time_ms[upto] % window_ms
+    committed = Counter(zip(starts.tolist(), events.key[upto].tolist()))
+    return [r for r in windows if r[6] < kill_t * 1000 and r[5] > committed.get((r[2], r[4]), 0)]
 
 
 def sweep_table(results: dict):
@@ -104,12 +129,17 @@ def sweep_figure(table, rate: float,
 
 
 def state_table(results: dict):
-    """One row per ``dedupe`` run into the Kafka sink: what its output holds twice, and its state read back.
+    """One row per ``dedupe`` or ``window-count`` run into the Kafka sink: what its output holds twice, and its state
+    read back.
 
     The state is read by Spark's own reader (:func:`lab.views.run_files.spark_state`) as the run's last committed
-    batch left it, and compared id by id with the ledger's acknowledged events up to that batch's end offsets:
-    ``ids not in the ledger`` and ``ledger ids not in the state`` both 0 is a state that holds every event once.
-    ``duplicated`` is the audit's count of the output topic; ``of them written before the kill``
+    batch left it, and compared with the ledger's acknowledged events up to that batch's end offsets. ``dedupe``:
+    id by id, ``ids not in the ledger`` and ``ledger ids not in the state`` both 0 is a state that holds every event
+    once; ``duplicated (output)`` is the audit's count of the output topic. ``window-count``: count by count,
+    ``windows over the ledger`` and ``windows under the ledger`` both 0 is a state whose every count is the ledger's;
+    ``updates (output)`` are the topic's records, ``re-sent updates (output)`` the
+    topic's updates sent again (:func:`lab.sinks.topic.resent_updates`), and ``windows exact (output)`` the audit's
+    windows whose last count in the topic is the ledger's. ``of them written before the kill``
     (:func:`crash_window`) is what the run's own files say the crash wrote twice. ``could not show`` says when the
     kill found nothing written past the last commit, so that the run could not show a duplicate.
 
@@ -124,19 +154,34 @@ def state_table(results: dict):
     for label, r in results.items():
         last = Checkpoint(r.run_dir / "checkpoint").last_committed()
         window = crash_window(r) or {}
-        row = {"run": label, "trigger": parse_trigger(r.config.spark.trigger).to_text(),
-               "duplicated (output)": r.audit.duplicated,
-               "of them written before the kill": window.get("written_before_kill"), "lost": r.audit.lost,
-               "last committed batch": last,
-               "could not show": ("the kill found nothing written past the last commit: nothing to write twice; "
-                                  "run the cell again" if window and not window["written_before_kill"] else "")}
+        windows = r.config.query == "window-count"
+        row = {"run": label, "trigger": parse_trigger(r.config.spark.trigger).to_text()}
+        if windows:
+            row.update({"updates (output)": r.report.get("window_updates"),
+                        "re-sent updates (output)": r.report.get("resent_updates"),
+                        "windows exact (output)": f"{r.report.get('windows_exact')} / {r.report.get('windows')}"})
+        else:
+            row["duplicated (output)"] = r.audit.duplicated
+        row.update({"of them written before the kill": window.get("written_before_kill"), "lost": r.audit.lost,
+                    "last committed batch": last,
+                    "could not show": ("the kill found nothing written past the last commit: nothing to write "
+                                       "twice; run the cell again" if window and not window["written_before_kill"]
+                                       else "")})
         if last >= 0:
             state = spark_state(r.run_dir, [last])[0].loc[last]
-            row.update({"ids in the state": int(state["state rows"]),
-                        "events acknowledged up to it": int(state["events up to its end offsets"]),
-                        "ids not in the ledger": int(state["ids not in the ledger"]),
-                        "ledger ids not in the state": int(state["ledger ids not in the state"])})
-            row["state exact"] = row["ids not in the ledger"] == row["ledger ids not in the state"] == 0
+            acked = int(state["events up to its end offsets"])
+            if windows:
+                row.update({"windows in the state": int(state["state rows"]),
+                            "counts in the state": int(state["counts in the state"]),
+                            "events acknowledged up to it": acked,
+                            "windows over the ledger": int(state["windows over the ledger"]),
+                            "windows under the ledger": int(state["windows under the ledger"])})
+                row["state exact"] = row["windows over the ledger"] == row["windows under the ledger"] == 0
+            else:
+                row.update({"ids in the state": int(state["state rows"]), "events acknowledged up to it": acked,
+                            "ids not in the ledger": int(state["ids not in the ledger"]),
+                            "ledger ids not in the state": int(state["ledger ids not in the state"])})
+                row["state exact"] = row["ids not in the ledger"] == row["ledger ids not in the state"] == 0
         rows.append(row)
     return pd.DataFrame(rows).set_index("run")
 
@@ -153,3 +198,30 @@ def state_outcome(row) -> tuple[str, str]:
     return outcome, (f"{int(row['ids in the state'])} ids in the state at batch {int(row['last committed batch'])}, "
                      f"{int(row['events acknowledged up to it'])} events acknowledged up to it; {missing} missing, "
                      f"{foreign} not in the ledger")
+
+
+def window_state_outcome(row) -> tuple[str, str]:
+    """The answer to the question "window state" (:data:`lab.audit.predictions.QUESTIONS`) from a ``window-count``
+    :func:`state_table` row: ``every count exact``, ``some counts over`` or ``some counts under``, and the counts."""
+    from lab.errors import LabError
+
+    if "state exact" not in row or row["state exact"] != row["state exact"]:
+        raise LabError(f"run {row.name!r} committed no batch: its state could not be read")
+    over, under = int(row["windows over the ledger"]), int(row["windows under the ledger"])
+    outcome = "some counts over" if over else "some counts under" if under else "every count exact"
+    return outcome, (f"{int(row['windows in the state'])} (window, key) counts in the state at batch "
+                     f"{int(row['last committed batch'])}, summing to {int(row['counts in the state'])}; "
+                     f"{int(row['events acknowledged up to it'])} events acknowledged up to it; {over} over, "
+                     f"{under} under the ledger")
+
+
+def updates_outcome(row) -> tuple[str, str]:
+    """The answer to the question "window updates" from a ``window-count`` :func:`state_table` row: ``each update
+    once`` (none sent again), ``the cut batch's updates twice`` (those sent again are exactly the updates the run's own
+    files say the cut batch had sent, :func:`crash_window`) or ``more updates twice``, and the counts."""
+    resent, before = int(row["re-sent updates (output)"]), row["of them written before the kill"]
+    before = None if before is None or before != before else int(before)
+    outcome = ("each update once" if resent == 0 else "the cut batch's updates twice" if resent == before
+               else "more updates twice")
+    return outcome, (f"{int(row['updates (output)'])} updates in the output topic, {resent} of them sent again; "
+                     f"the cut batch had sent {before} before the kill")

@@ -45,7 +45,17 @@ def dedupe_crashes(lab_env):
             "micro-batch": _crash_mid_batch(trigger="micro-batch", query="dedupe", sink="topic", batch_interval_s=1.0)}
 
 
+@pytest.fixture(scope="module")
+def window_crashes(lab_env):
+    """``--query window-count`` into the Kafka sink, the same kill, in real-time mode and in micro-batches."""
+    return {"real-time": _crash_mid_batch(trigger="real-time", query="window-count"),
+            "micro-batch": _crash_mid_batch(trigger="micro-batch", query="window-count", sink="topic",
+                                            batch_interval_s=1.0)}
+
+
 def _crash_mid_batch(**settings):
+    """Kill the driver once the output topic holds more than it did at the first commit: records of events past
+    that commit, or (window counts, whose updates are no events) updates written after it."""
     first_commit = threading.Event()
 
     def on_event(event):
@@ -55,8 +65,11 @@ def _crash_mid_batch(**settings):
     cfg = make_config(**{**COMMON, "events": 9000, "rate": 300}, **settings)
     with Run(cfg, on_event=on_event) as run:
         assert first_commit.wait(120), "no batch committed within 120 s"
-        committed = sum(committed_ends(run.run_dir, attempt=1).values())
         out = output_topic(run.config.topic)  # the run's own topic, named at its start
+        if cfg.query == "window-count":
+            committed = sum(kafka_tools.end_offsets(_bootstrap(run.run_dir), out, cfg.partitions).values())
+        else:
+            committed = sum(committed_ends(run.run_dir, attempt=1).values())
         deadline = time.monotonic() + 30
         while sum(kafka_tools.end_offsets(_bootstrap(run.run_dir), out, cfg.partitions).values()) <= committed:
             assert time.monotonic() < deadline, "nothing written past the first commit within 30 s"
@@ -141,3 +154,51 @@ def test_dedupe_keeps_its_state_exact_while_its_output_writes_again_what_the_cra
     row = state_table({trigger: result}).loc[trigger]
     assert row["events acknowledged up to it"] == row["ids in the state"] == a.acked, row.to_dict()
     assert (row["ids not in the ledger"], row["ledger ids not in the state"]) == (0, 0), row.to_dict()
+
+
+@pytest.mark.parametrize("trigger", ["real-time", "micro-batch"])
+def test_window_counts_keep_their_state_exact_while_the_output_sends_the_cut_batch_s_updates_again(window_crashes,
+                                                                                                  trigger):
+    """Spark 4.3 runs a windowed count in real-time mode. After the crash, Spark's state reader finds every (window,
+    key) with the ledger's count; the topic holds again exactly the updates the cut batch had sent before the kill,
+    and the last update of each (window, key), read straight from the topic, is the ledger's count."""
+    import json
+    from collections import Counter
+
+    from lab.views.trigger import crash_window, state_table
+    from tests.integration.test_stateful import ledger_events, owed
+
+    result = window_crashes[trigger]
+    a, report = result.audit, result.report
+    assert result.config.query == "window-count" and report["settings"]["sink"] == "topic"
+    assert result.drained and a.unseen == 0 and a.acked == 9000, a.counts()
+    assert report["windows"] == report["windows_exact"] > 0 and report["guarantee"] == "exactly-once", report
+    window = crash_window(result)
+    assert report["resent_updates"] == window["written_before_kill"], (window, report["resent_updates"])
+    if trigger == "real-time":  # killed with output past the first commit (the fixture waits for it): shown
+        assert report["resent_updates"] > 0, window
+    # The topic read here, apart from the sink's reader: each (window, key)'s updates in partition order.
+    cfg = result.config
+    bootstrap = _bootstrap(result.run_dir)
+    out = output_topic(cfg.topic)
+    ends = kafka_tools.end_offsets(bootstrap, out, cfg.partitions)
+    consumer = kafka_tools.bulk_consumer(bootstrap, "read_uncommitted")
+    from kafka import TopicPartition
+
+    try:
+        records = list(kafka_tools.read_to_end(consumer, {TopicPartition(out, p): e for p, e in ends.items()}, 60,
+                                               out))
+    finally:
+        consumer.close()
+    updates = [json.loads(r.value) for r in sorted(records, key=lambda r: (r.partition, r.offset))]
+    last = {(u["window_start"], u["key"]): u["count"] for u in updates}
+    assert last == dict(owed(ledger_events(result.run_dir), 10_000))
+    repeated = Counter((u["window_start"], u["key"], u["count"]) for u in updates)
+    assert len(updates) == report["window_updates"]
+    assert sum(n - 1 for n in repeated.values()) == report["resent_updates"]
+    if trigger == "real-time":  # an update per event: the distinct updates are the events
+        assert len(repeated) == a.acked
+    row = state_table({trigger: result}).loc[trigger]
+    assert row["counts in the state"] == row["events acknowledged up to it"] == a.acked, row.to_dict()
+    assert (row["windows over the ledger"], row["windows under the ledger"]) == (0, 0), row.to_dict()
+    assert row["windows in the state"] == report["windows"], row.to_dict()

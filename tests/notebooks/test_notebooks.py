@@ -41,7 +41,7 @@ SMALL = {
     "04_semantics_matrix": dict(INTERACTIVE=False, RESULTS=str(ROOT / "docs" / "reference" / "matrix.csv"),
                                 PREDICTIONS={q.name: q.choices[0] for q in grid_questions(load_grid(None))}),
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
-                                       LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20),
+                                       LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20, TXN_COUNT=5),
     "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"],
                                   RT_EVENTS=7500, RT_RATE=300, RT_CRASH_AT=16),
     # the faults as tests/integration/test_replication.py measured them; two cells of the grid
@@ -484,6 +484,17 @@ def check_05(reports):
     assert (f["zombie_read_uncommitted"], f["zombie_read_committed"]) == (n, 0), f
     assert f["killed_successor_read_committed"] == f["zombie_successor_read_committed"] == m, f
     assert f["zombie_error"] == "ProducerFencedError", f
+    # Section 7: transactions v1 and v2, the epochs in the broker's log per client; the answers recorded beside them
+    import pandas as pd
+
+    (work,) = Path(reports[0]["run_dir"]).parent.glob("txn-epochs-*")
+    summary = pd.read_csv(work / "summary.csv").set_index("client")
+    assert list(summary["committed"] + summary["aborted"]) == [p["TXN_COUNT"]] * 2, summary
+    assert summary.loc["python", "one epoch"] and summary.loc["java", "a new epoch per transaction"], summary
+    questions = [json.loads(f.read_text()) for f in work.glob("question-*.json")]
+    answers = {q["scenario"]: q["measured"] for q in questions}
+    assert answers == {"kafka-python's transactions": "one epoch",
+                       "the Java client's transactions": "a new epoch per transaction"}, answers
 
 
 def check_06(reports):
@@ -577,6 +588,21 @@ def check_06(reports):
         state = spark_state(run_dir, [last])[0].loc[last]
         assert state["state rows"] == state["events up to its end offsets"] == r["acked"], state.to_dict()
         assert state["ids not in the ledger"] == state["ledger ids not in the state"] == 0, state.to_dict()
+    # Section 5c: window counts into the Kafka sink. Spark's reader finds every (window, key) with the ledger's count;
+    # the updates sent again are those the cut batch had sent before the kill, and the last count of each (window,
+    # key) in the topic is the ledger's.
+    for trigger in ("real-time:5s", "micro-batch"):
+        r = _pick(reports, query="window-count", sink="topic", trigger=trigger)
+        run_dir = Path(r["run_dir"])
+        window = crash_window(SimpleNamespace(run_dir=run_dir))
+        assert r["drained"] and r["unseen"] == 0 and r["acked"] == _asked(r), _counts(r)
+        assert r["windows"] == r["windows_exact"] > 0 and r["guarantee"] == "exactly-once", _counts(r)
+        assert r["resent_updates"] == window["written_before_kill"], (window, r["resent_updates"])
+        last = Checkpoint(run_dir / "checkpoint").last_committed()
+        state = spark_state(run_dir, [last])[0].loc[last]
+        assert state["counts in the state"] == state["events up to its end offsets"] == r["acked"], state.to_dict()
+        assert state["windows over the ledger"] == state["windows under the ledger"] == 0, state.to_dict()
+        assert state["state rows"] == r["windows"], state.to_dict()
 
 
 def check_07(reports):

@@ -39,11 +39,11 @@ def test_real_time_defaults_its_sink_and_a_slot_per_partition(monkeypatch):
 @pytest.mark.parametrize("params, says", [
     (dict(trigger="real-time", sink="append"), "use --sink topic"),
     (dict(trigger="real-time", spark_master="local[2]", partitions=3), "needs 3 task slots"),
-    (dict(trigger="real-time", query="window-count"), "passthrough or dedupe"),
+    (dict(trigger="real-time", query="session-count"), "passthrough, dedupe, window-count in the lab, not"),
     (dict(trigger="real-time", query="dedupe", spark_master="local[4]", partitions=3),
      "and 2 for the query's shuffle needs 5 task slots"),
     (dict(trigger="real-time", query="dedupe", state_store="hdfs"), "rocksdb state store, not 'hdfs'"),
-    (dict(sink="topic", query="window-count"), "--sink topic runs --query passthrough or dedupe"),
+    (dict(sink="topic", query="session-count"), "--sink topic runs --query passthrough, dedupe or window-count"),
     (dict(sink="topic", faults="driver-crash@batch=2:mid-output"), "no named point"),
     (dict(sink="topic", faults="driver-crash@batch=2"), "no batch trigger"),
     (dict(sink="topic", kafka_reader="labkafka"), "Spark's Kafka connector"),
@@ -92,6 +92,61 @@ def test_the_dedupe_state_answer_names_what_is_missing_or_foreign():
     assert state_outcome(row(0, 1))[0] == "ids of no event"
     with pytest.raises(LabError, match="committed no batch"):
         state_outcome(pd.Series({"last committed batch": -1}, name="r"))
+
+
+def test_window_counts_in_a_topic_are_read_as_a_table_of_last_updates():
+    from lab.sinks.topic import last_counts, resent_updates, window_record
+
+    value = b'{"window_start":10000,"window_end":20000,"key":"k01","count":3}'
+    assert window_record(value) == (10000, 20000, "k01", 3)
+    assert window_record(b'{"id":"x","seq":1}') is None and window_record(None) is None
+    # (partition, offset, start, end, key, count): k01's updates 1, 2, then a cut batch's 3 sent again, then 4
+    rows = [(0, 0, 0, 10, "k01", 1), (0, 1, 0, 10, "k01", 2), (0, 2, 0, 10, "k01", 3), (1, 0, 0, 10, "k02", 1),
+            (0, 3, 0, 10, "k01", 3), (0, 4, 0, 10, "k01", 4), (1, 1, 10, 20, "k02", 1)]
+    assert last_counts(rows) == [(0, 10, "k01", 4), (0, 10, "k02", 1), (10, 20, "k02", 1)]
+    assert last_counts(list(reversed(rows)))[0] == (0, 10, "k01", 4)  # log order, not read order
+    assert resent_updates(rows) == 1 and resent_updates([]) == 0
+
+
+def test_a_window_state_is_compared_count_by_count_with_the_ledger():
+    import numpy as np
+
+    from lab.audit.window import EventTimes
+    from lab.views.run_files import windows_unlike
+
+    times = np.array([1_000, 2_000, 12_000, 3_000], dtype=np.int64)
+    events = EventTimes(seq=np.arange(4), key=np.array(["a", "a", "a", "b"], dtype=object),
+                        partition=np.zeros(4, dtype=np.int64), kafka_offset=np.arange(4), event_time_ms=times)
+    upto = np.array([True, True, True, False])  # b's event lies past the batch's end offsets
+    assert windows_unlike([[0, "a", 2], [10_000, "a", 1]], events, upto, 10_000) == (0, 0)
+    assert windows_unlike([[0, "a", 3], [10_000, "a", 1], [0, "b", 1]], events, upto, 10_000) == (2, 0)
+    assert windows_unlike([[0, "a", 2]], events, upto, 10_000) == (0, 1)
+
+
+def test_the_window_answers_name_the_counts_and_the_updates_sent_again():
+    import pandas as pd
+
+    from lab.views.trigger import updates_outcome, window_state_outcome
+
+    def row(over, under, resent, before):
+        return pd.Series({"state exact": not (over or under), "windows over the ledger": over,
+                          "windows under the ledger": under, "windows in the state": 12, "counts in the state": 90,
+                          "events acknowledged up to it": 90, "last committed batch": 4, "updates (output)": 120,
+                          "re-sent updates (output)": resent, "of them written before the kill": before}, name="r")
+
+    assert window_state_outcome(row(0, 0, 0, 0)) == (
+        "every count exact", "12 (window, key) counts in the state at batch 4, summing to 90; 90 events "
+                             "acknowledged up to it; 0 over, 0 under the ledger")
+    assert window_state_outcome(row(1, 2, 0, 0))[0] == "some counts over"
+    assert window_state_outcome(row(0, 2, 0, 0))[0] == "some counts under"
+    assert updates_outcome(row(0, 0, 30, 30)) == ("the cut batch's updates twice", "120 updates in the output "
+                                                  "topic, 30 of them sent again; the cut batch had sent 30 before "
+                                                  "the kill")
+    assert updates_outcome(row(0, 0, 0, 0))[0] == "each update once"
+    assert updates_outcome(row(0, 0, 31, 30))[0] == "more updates twice"
+    assert updates_outcome(row(0, 0, 3, None))[0] == "more updates twice"  # no crash: nothing the run could decide
+    with pytest.raises(LabError, match="committed no batch"):
+        window_state_outcome(pd.Series({"last committed batch": -1}, name="r"))
 
 
 def test_task_slots_of_each_master_form():

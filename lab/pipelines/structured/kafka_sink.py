@@ -4,9 +4,10 @@ The query copies every record of the run's topic, key and value as they are,
 to ``<topic>.out`` (:func:`lab.sinks.topic.output_topic`), partition for
 partition, with ``writeStream.format("kafka")``: no ``foreachBatch``, so
 Spark's own sink writes inside the tasks. With ``--query dedupe`` it copies
-the first record of each event id only (:func:`first_copies`): the query keeps
-state, in micro-batches and in real-time mode alike. ``--trigger`` decides the batches
-(:mod:`lab.spark.trigger`): a processing-time trigger of ``--batch-interval``,
+the first record of each event id only (:func:`first_copies`); with
+``--query window-count`` it writes each (window, key)'s running count as it changes
+(:func:`window_updates`). Both keep state, in micro-batches and in real-time mode
+alike. ``--trigger`` decides the batches (:mod:`lab.spark.trigger`): a processing-time trigger of ``--batch-interval``,
 or real-time mode, whose batch lasts its interval and whose offset-log entry
 is written when it ends.
 
@@ -28,7 +29,10 @@ With ``dedupe`` the state is exactly once (a batch's state is committed with
 its offsets, and a batch run again starts from the state its predecessor
 committed) while the output stays at-least-once: a batch cut short had sent
 its first copies already, and its re-run sends them again, its state not
-knowing them. :func:`lab.views.trigger.state_table` reads the state.
+knowing them. ``window-count`` likewise: the state's counts are exact, and the
+updates the cut batch had sent are sent again, the same counts; a reader that
+keeps the last count of each (window, key), as an ``update`` stream is read,
+gets the exact counts. :func:`lab.views.trigger.state_table` reads the state.
 
 On failure
 ----------
@@ -113,6 +117,35 @@ def first_copies(records):
     # end lesson: structured-dedupe-state
 
 
+#: The fields of a ``window-count`` record's value in the output topic (its key: ``<window_start>/<key>``).
+WINDOW_FIELDS = ("window_start", "window_end", "key", "count")
+
+
+def window_updates(records, window_s: float):
+    """``records`` (key, value, partition) counted per event-time tumbling window of ``window_s`` and key: the lab's
+    ``window-count`` into the Kafka sink, one record per change of a count.
+
+    ``groupBy(window(event_ts), key).count()`` in update mode, the event time and key read from the value. No
+    watermark: no window leaves the state during a run, so Spark's state reader finds every (window, key) the query
+    has counted, and no event is late. Each output record's key is ``<window_start>/<key>``: every update of one
+    count goes to one partition of the output topic, in the order it was sent. Its value is the JSON object of
+    :data:`WINDOW_FIELDS` (window bounds in epoch ms).
+    """
+    from pyspark.sql import functions as F
+
+    value = F.col("value").cast("string")
+    # lesson: structured-window-updates
+    timed = records.select(F.get_json_object(value, "$.key").alias("key"),
+                           F.timestamp_millis(F.get_json_object(value, "$.event_time_ms").cast("long"))
+                           .alias("event_ts"))
+    counts = timed.groupBy(F.window("event_ts", f"{int(round(window_s * 1000))} milliseconds"), "key").count()
+    # end lesson: structured-window-updates
+    start, end = F.unix_millis("window.start"), F.unix_millis("window.end")
+    return counts.select(F.concat_ws("/", start.cast("string"), "key").alias("key"),
+                         F.to_json(F.struct(start.alias("window_start"), end.alias("window_end"), "key", "count"))
+                         .alias("value"))
+
+
 def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
     """Run the Kafka-sink query until SIGTERM (module docstring).
 
@@ -143,6 +176,8 @@ def run_query(ctx: DriverContext, spark, checkpoint, reader: str) -> None:
                                   None if trigger.real_time else cfg.max_batch_records, cfg.isolation_level)
     if cfg.query == "dedupe":
         records = first_copies(records)
+    elif cfg.query == "window-count":
+        records = window_updates(records, cfg.event_time.window_s)
     writer = (records.writeStream
               .queryName(f"lab_structured_topic_{trigger.mode.replace('-', '_')}")
               .format("kafka")
