@@ -53,6 +53,8 @@ class FaultSpec:
         The plan options it takes (``for``, ``count``).
     isr_trigger : bool
         Whether an ``isr=<n>`` trigger (partition 0's ISR shrunk to ``n``) applies.
+    output_trigger : bool
+        Whether an ``output=<n>`` trigger (the run's output topic holds ``n`` records) applies.
     key_trigger : bool
         Whether its trigger is ``key=<n>`` (records of event key ``k<nn>``), and only that.
     requires : callable, optional
@@ -78,6 +80,7 @@ class FaultSpec:
     needs_batch: bool = False
     options: tuple[str, ...] = ()
     isr_trigger: bool = False
+    output_trigger: bool = False
     key_trigger: bool = False
     requires: Callable | None = None
     button: tuple[str, str] | None = None
@@ -177,12 +180,12 @@ def on_pause_mode(cfg, spec) -> str:
 FAULTS: dict[str, FaultSpec] = {f.name: f for f in (
     FaultSpec("driver-crash", "SIGKILL to the pipeline driver's process group (Python and JVM); the supervisor "
                               "restarts it",
-              by="supervisor", points=True,
+              by="supervisor", points=True, output_trigger=True,
               button=("Crash driver", "SIGKILL the driver's process group (Python and JVM); it restarts from its "
                                       "checkpoint")),
     FaultSpec("driver-pause", "SIGSTOP to the driver's process group, SIGCONT after for=Ns; with --on-pause replace "
               "a new driver takes over meanwhile and the paused one comes back as a zombie",
-              by="supervisor", options=("for",),
+              by="supervisor", options=("for",), output_trigger=True,
               button=("Pause driver 15 s", "SIGSTOP the driver's process group for 15 s; with --on-pause replace a new "
                       "driver takes over and the paused one comes back as a zombie"),
               panel_options=(("duration_s", 15.0),)),

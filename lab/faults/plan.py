@@ -6,7 +6,9 @@ Syntax, several faults separated by commas::
 
 ``TRIGGER`` is ``at=<seconds>s`` (time since the run's producer started: the run's start, except for
 the pipelines whose producer waits for their job to run, flink, storm and samza),
-``batch=<n>`` (when the pipeline reaches batch ``n``), for ``poison`` only ``key=<n>`` (the first
+``batch=<n>`` (when the pipeline reaches batch ``n``), for ``driver-crash`` and ``driver-pause`` of a run that writes
+an output topic ``output=<n>`` (once that topic's log holds ``n`` records: where the output stands, whenever the
+driver's query got there), for ``poison`` only ``key=<n>`` (the first
 record of event key ``k<nn>`` is poison; ``count=N``: its first N; ``nth=I``: from its I-th on) or, for
 ``leader-crash`` only, ``isr=<n>`` (once partition 0's in-sync replicas are ``n`` or fewer, as
 the run's replication watch sees them: ``isr=1`` is "the leader alone").
@@ -35,7 +37,7 @@ from lab import events as ev
 from lab.errors import LabError, choices_error
 from lab.faults.catalogue import FAULT_KINDS, FAULTS, KEYS, PAUSE_REPLACE_AFTER_S, POINTS, event_keys, on_pause_mode
 
-_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$|^(key)=(\d+)$")
+_TRIGGER = re.compile(r"^(at)=(\d+(?:\.\d+)?)s$|^(batch)=(\d+)$|^(isr)=(\d+)$|^(key)=(\d+)$|^(output)=(\d+)$")
 _SECONDS = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -60,6 +62,8 @@ class Fault:
         txn-abort aborts, or tuples a bolt-fail fails (``None``: the whole batch).
     isr : int or None
         For a condition trigger: fire once partition 0's ISR has this many replicas or fewer.
+    output : int or None
+        For a condition trigger: fire once the run's output topic holds this many records.
     key : int or None
         For ``poison``: the event key ``k<nn>`` whose records are poison.
     nth : int or None
@@ -76,6 +80,7 @@ class Fault:
     duration_s: float = 3.0
     count: int | None = None
     isr: int | None = None
+    output: int | None = None
     key: int | None = None
     nth: int | None = None
     index: int = 0
@@ -83,6 +88,7 @@ class Fault:
     def to_text(self) -> str:
         """Render the fault in plan syntax (parsing it gives the same fault)."""
         trigger = (f"at={self.at_s:g}s" if self.at_s is not None else f"isr={self.isr}" if self.isr is not None
+                   else f"output={self.output}" if self.output is not None
                    else f"key={self.key}" if self.key is not None else f"batch={self.batch}")
         parts = [f"{self.kind}@{trigger}"]
         if self.point:
@@ -137,6 +143,7 @@ def _parse_one(item: str, index: int) -> Fault:
         raise LabError(
             f"bad trigger {trigger!r} in fault {item!r}; valid: at=<seconds>s (e.g. at=5s), batch=<n> (e.g. batch=3)"
             f", for {', '.join(k for k, s in FAULTS.items() if s.isr_trigger)}, isr=<n> (e.g. isr=1)"
+            f", for {', '.join(k for k, s in FAULTS.items() if s.output_trigger)}, output=<n> (e.g. output=1500)"
             f" or, for {', '.join(k for k, s in FAULTS.items() if s.key_trigger)}, key=<n> (e.g. key=7)"
         )
     fault = Fault(kind=kind, index=index)
@@ -162,6 +169,14 @@ def _parse_one(item: str, index: int) -> Fault:
             raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write isr=<n> with n >= 1 (an ISR always "
                            "holds its leader)")
         fault = replace(fault, isr=int(m.group(6)))
+    elif m.group(9):
+        if not FAULTS[kind].output_trigger:
+            output_ok = ", ".join(k for k, s in FAULTS.items() if s.output_trigger)
+            raise LabError(f"fault {item!r}: the output=<n> trigger applies to {output_ok}, not {kind}; "
+                           f"write {kind}@at=<seconds>s or {kind}@batch=<n>")
+        if int(m.group(10)) < 1:
+            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write output=<n> with n >= 1")
+        fault = replace(fault, output=int(m.group(10)))
     else:
         fault = replace(fault, batch=int(m.group(4)))
     for extra in extras:
@@ -231,6 +246,13 @@ def check_fault(fault: Fault, config, pipeline, pipelines: dict, requirements: d
         raise LabError(f"fault {fault.to_text()!r}: with --on-pause replace the pause must outlast the "
                        f"{PAUSE_REPLACE_AFTER_S:g} s after which its replacement starts; valid: for=<n>s with n > "
                        f"{PAUSE_REPLACE_AFTER_S:g}")
+    if fault.output is not None:
+        if config.sink != "topic":
+            raise LabError(f"fault {fault.to_text()!r}: output=<n> counts the records of the run's output topic, and "
+                           f"--sink {config.sink} writes none; valid: --sink topic")
+        if fault.output >= config.events:
+            raise LabError(f"fault {fault.to_text()!r}: the output topic would hold {fault.output} records only after "
+                           f"every one of the {config.events} events; valid: output=<n> with n < --events")
     nodes = config.cluster.nodes
     if fault.isr is not None and fault.isr >= nodes:
         # Every replica is in sync when the topic is created: the trigger would fire at once.
@@ -263,7 +285,9 @@ def plan_from_events(path) -> str:
     Presses and time triggers replay at the same second of the run; faults
     fired at a named point replay at the same point of the same batch; task
     failures at the same batch; a fault an ISR fired (``isr=N``) once the ISR
-    is that small again; a poison record's key poisons the same record again. ``lab run --faults-from`` uses this.
+    is that small again; one the output fired (``output=N``) once the output
+    holds as much again; a poison record's key poisons the same record again.
+    ``lab run --faults-from`` uses this.
 
     Raises
     ------
@@ -293,6 +317,8 @@ def plan_from_events(path) -> str:
             f = Fault(e["kind"], key=int(e["key"]), nth=e.get("nth"), count=e.get("count"))
         elif e.get("isr_at_most") is not None:  # fired by an isr=N trigger: the same trigger again
             f = Fault(e["kind"], isr=int(e["isr_at_most"]), duration_s=float(e.get("duration_s") or 3.0))
+        elif e.get("output_at_least") is not None:  # fired by an output=N trigger: the same trigger again
+            f = Fault(e["kind"], output=int(e["output_at_least"]), duration_s=float(e.get("duration_s") or 3.0))
         else:
             f = Fault(e["kind"], at_s=round(float(e.get("elapsed_s", 0.0)), 1),
                       duration_s=float(e.get("duration_s") or 3.0), count=e.get("count"))

@@ -41,11 +41,40 @@ class RunControls:
 
     def __init__(self, run) -> None:
         self._run = run
+        self._output_reader = None  # a consumer kept for output_records(), made on first use
         broker = run.broker
         self.control_host = broker.control_host
         ports = broker.control_ports
         self.client_controls = tuple(ports) or ((broker.control_port,) if broker.control_port is not None else ())
         self.replication_controls = tuple(n.replication_control_port for n in broker.nodes)
+
+    # -- the output --------------------------------------------------------------
+    def output_records(self) -> int:
+        """Records in the run's output topic's log now (the sum of its end offsets; 0 before the driver made it).
+
+        One consumer, kept for the run (:meth:`close`): an ``output=N`` trigger looks every 0.2 s.
+        """
+        from kafka import TopicPartition
+
+        from lab.kafka import tools as kafka_tools
+
+        topic = output_topic(self._run.config.topic)
+        try:
+            if self._output_reader is None:
+                self._output_reader = kafka_tools.bulk_consumer(self._run.broker.bootstrap, "read_uncommitted",
+                                                                allow_auto_create_topics=False)
+            parts = self._output_reader.partitions_for_topic(topic)
+            if not parts:
+                return 0
+            return sum(self._output_reader.end_offsets([TopicPartition(topic, p) for p in parts]).values())
+        except Exception:  # the broker restarting, the topic being made: looked at again next time
+            return 0
+
+    def close(self) -> None:
+        """Close what :meth:`output_records` opened."""
+        if self._output_reader is not None:
+            self._output_reader.close()
+            self._output_reader = None
 
     # -- the driver ----------------------------------------------------------
     def driver_up(self) -> bool:

@@ -18,6 +18,8 @@ restart brokers, abort the producer's transactions. A fault fires on its trigger
 ``isr=N``          a ``partition-state`` event of partition 0 with a leader and at most ``N``
                    replicas in sync (the run's :class:`lab.kafka.replication.ReplicationWatch`
                    polls every 0.5 s): the ISR has shrunk, whenever that happens.
+``output=N``       :meth:`tick` once the run's output topic holds ``N`` records (its end offsets, looked at every
+                   :data:`OUTPUT_POLL_S`): the output has got that far, however long the driver's start took.
 
 Who carries a fault out is the catalogue's ``by`` (:mod:`lab.faults.catalogue`):
 ``supervisor`` faults are kills (the driver's group through the callback, an
@@ -56,6 +58,9 @@ from lab.faults.catalogue import FAULTS
 from lab.faults.plan import Fault
 from lab.run.effects import EFFECTS
 
+#: Seconds between looks at the output topic's end offsets while an ``output=N`` trigger is pending.
+OUTPUT_POLL_S = 0.2
+
 
 class FaultInjector:
     """Fires a run's faults at their triggers.
@@ -93,6 +98,7 @@ class FaultInjector:
         self.awaiting: list[Fault] = []
         self._awaited_seq: dict[int, int | None] = {}  # id(fault) -> the record a pressed poison made poison
         self.fired: list[dict] = []
+        self._next_output_look = 0.0
 
     @property
     def busy(self) -> bool:
@@ -113,6 +119,13 @@ class FaultInjector:
         for fault in [f for f in self.pending if f.at_s is not None and now is not None and now >= f.at_s]:
             self.pending.remove(fault)
             self.apply(fault, source="plan")
+        waiting = [f for f in self.pending if f.output is not None]
+        if waiting and time.monotonic() >= self._next_output_look:
+            self._next_output_look = time.monotonic() + OUTPUT_POLL_S
+            records = self.controls.output_records()
+            for fault in [f for f in waiting if records >= f.output]:
+                self.pending.remove(fault)
+                self.apply(fault, source="plan", output_records=records)
 
     def on_event(self, event: dict) -> None:
         """React to one timeline event (batch and point triggers, a driver ready, a driver's own fault)."""
@@ -172,6 +185,8 @@ class FaultInjector:
                 "batch": context.get("batch", fault.batch), "point": fault.point}
         if "isr" in context:  # the ISR that fired an isr=N trigger, and N (what a replay plans again)
             info.update(isr=context["isr"], isr_at_most=fault.isr)
+        if "output_records" in context:  # the records that fired an output=N trigger, and N
+            info.update(output_records=context["output_records"], output_at_least=fault.output)
         if fault.kind in ("driver-crash", "driver-pause", "executor-crash") and not self.controls.driver_up():
             self.deferred.append((fault, source, {**context, "deferred_at": time.monotonic()}))
             return self.events.write(ev.FAULT_DEFERRED, **info, by=source,

@@ -526,6 +526,7 @@ class Run:
             # A proxy this run does not stop (LAB_KAFKA_PROXY's, `lab broker start`'s) would carry
             # a cut or an unused ack-loss count into the next run.
             self.faults.heal_proxy()
+            self.faults.controls.close()
         self._stack.close()
 
 def run_scenario(config: RunConfig, on_event=None) -> RunResult:

@@ -189,4 +189,5 @@ def check(cfg, spec, pipelines) -> None:
         for fault in cfg.fault_plan:
             if fault.kind not in TOPIC_SINK_FAULTS or fault.point or fault.batch is not None:
                 raise LabError(f"fault {fault.to_text()!r}: Spark's Kafka sink has no foreachBatch, so no named "
-                               f"point and no batch trigger; valid: {', '.join(TOPIC_SINK_FAULTS)} with at=<n>s")
+                               f"point and no batch trigger; valid: {', '.join(TOPIC_SINK_FAULTS)} with at=<n>s "
+                               "(or, for a driver crash or pause, output=<n>)")

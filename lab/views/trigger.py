@@ -19,13 +19,22 @@ from lab.sinks.topic import TopicSink
 from lab.spark.trigger import parse_trigger
 from lab.views.run_files import read_json, spark_state
 
+#: What a run's ``could not show`` column says when its kill found nothing written past the last commit.
+NOTHING_TO_SHOW = ("the kill found nothing written past the last commit: nothing to write twice; run the cell "
+                   "again, or crash later")
+
+
+def _could_not_show(window: dict | None) -> str:
+    return NOTHING_TO_SHOW if window and not window["written_before_kill"] else ""
+
 
 def crash_window(result) -> dict | None:
     """Where a run's first driver crash fell against the checkpoint: ``None`` without a crash.
 
     ``since_commit_s``: seconds from the last commit-log entry Spark wrote before the kill (or from the
-    query's start when none) to the kill. ``past_commit``: events the producer had sent by then at offsets
-    past that commit's end offsets: what the restarted query reads again. ``written_before_kill``: those of
+    query's start when none) to the kill; None when the kill came before the query started. ``past_commit``:
+    events the producer had sent by then at offsets past that commit's end offsets: what the restarted query
+    reads again. ``written_before_kill``: those of
     them whose first copy in the output topic is older than the kill (its Kafka timestamp; the ``fault``
     event is written after the kill): what the replay writes a second time. A query that keeps up writes
     nearly all of ``past_commit`` before the kill; one still catching up after its start writes fewer.
@@ -43,7 +52,9 @@ def crash_window(result) -> dict | None:
     ends: dict[int, int] = {}
     if before:
         ends = Checkpoint(result.run_dir / "checkpoint").end_offsets(before[-1][1]) or {}
-    query = next((e["t"] for e in events if e["type"] == ev.DRIVER_PHASE and e.get("phase") == "query"), kill["t"])
+    # The killed driver's query start: none when the kill came before it (the next driver's is after the kill).
+    query = next((e["t"] for e in events if e["type"] == ev.DRIVER_PHASE and e.get("phase") == "query"
+                  and e["t"] < kill["t"]), None)
     sends = sends_frame(result.run_dir / "ledger.sqlite")
     sent = sends[(sends["status"] == "acked") & (sends["sent_at"] < kill["t"])]
     past_ids = {eid for eid, p, o in zip(sent["event_id"], sent["partition"], sent["kafka_offset"])
@@ -55,7 +66,8 @@ def crash_window(result) -> dict | None:
         else:
             ids, times = sink.view("read_committed")[1], sink.timestamps("read_committed")
             written_before = len({eid for eid, ts in zip(ids, times) if ts < kill["t"] * 1000 and eid in past_ids})
-    return {"since_commit_s": round(kill["t"] - (before[-1][0] if before else query), 2),
+    since = before[-1][0] if before else query
+    return {"since_commit_s": None if since is None else round(kill["t"] - since, 2),
             "commits_before": len(before), "past_commit": len(past_ids), "written_before_kill": written_before}
 
 
@@ -79,7 +91,8 @@ def cut_batch_updates(run_dir, windows: list[tuple], ends: dict[int, int], kill_
 
 
 def sweep_table(results: dict):
-    """One row per run: its trigger, what the crash wrote twice and what lay past the last commit, the latency."""
+    """One row per run: its trigger, what the crash wrote twice and what lay past the last commit, the latency;
+    ``could not show`` says when the kill found nothing written past the last commit (:data:`NOTHING_TO_SHOW`)."""
     import pandas as pd
 
     rows = []
@@ -93,7 +106,7 @@ def sweep_table(results: dict):
                      "of them written before the kill": window.get("written_before_kill"),
                      "seconds since that commit": window.get("since_commit_s"),
                      "latency p50 (ms)": lat.get("steady_p50_ms"), "latency p95 (ms)": lat.get("steady_p95_ms"),
-                     "lost": r.audit.lost})
+                     "lost": r.audit.lost, "could not show": _could_not_show(window)})
     return pd.DataFrame(rows).set_index("run")
 
 
@@ -164,9 +177,7 @@ def state_table(results: dict):
             row["duplicated (output)"] = r.audit.duplicated
         row.update({"of them written before the kill": window.get("written_before_kill"), "lost": r.audit.lost,
                     "last committed batch": last,
-                    "could not show": ("the kill found nothing written past the last commit: nothing to write "
-                                       "twice; run the cell again" if window and not window["written_before_kill"]
-                                       else "")})
+                    "could not show": _could_not_show(window)})
         if last >= 0:
             state = spark_state(r.run_dir, [last])[0].loc[last]
             acked = int(state["events up to its end offsets"])
@@ -186,13 +197,18 @@ def state_table(results: dict):
     return pd.DataFrame(rows).set_index("run")
 
 
-def state_outcome(row) -> tuple[str, str]:
-    """The answer to the question "dedupe state" (:data:`lab.audit.predictions.QUESTIONS`) from a
-    :func:`state_table` row: ``every event once``, ``some events missing`` or ``ids of no event``, and the counts."""
+def _require_state(row) -> None:
+    """Raise :class:`lab.errors.LabError` for a :func:`state_table` row whose run committed no batch (no state)."""
     from lab.errors import LabError
 
     if "state exact" not in row or row["state exact"] != row["state exact"]:
         raise LabError(f"run {row.name!r} committed no batch: its state could not be read")
+
+
+def state_outcome(row) -> tuple[str, str]:
+    """The answer to the question "dedupe state" (:data:`lab.audit.predictions.QUESTIONS`) from a
+    :func:`state_table` row: ``every event once``, ``some events missing`` or ``ids of no event``, and the counts."""
+    _require_state(row)
     missing, foreign = int(row["ledger ids not in the state"]), int(row["ids not in the ledger"])
     outcome = "some events missing" if missing else "ids of no event" if foreign else "every event once"
     return outcome, (f"{int(row['ids in the state'])} ids in the state at batch {int(row['last committed batch'])}, "
@@ -203,10 +219,7 @@ def state_outcome(row) -> tuple[str, str]:
 def window_state_outcome(row) -> tuple[str, str]:
     """The answer to the question "window state" (:data:`lab.audit.predictions.QUESTIONS`) from a ``window-count``
     :func:`state_table` row: ``every count exact``, ``some counts over`` or ``some counts under``, and the counts."""
-    from lab.errors import LabError
-
-    if "state exact" not in row or row["state exact"] != row["state exact"]:
-        raise LabError(f"run {row.name!r} committed no batch: its state could not be read")
+    _require_state(row)
     over, under = int(row["windows over the ledger"]), int(row["windows under the ledger"])
     outcome = "some counts over" if over else "some counts under" if under else "every count exact"
     return outcome, (f"{int(row['windows in the state'])} (window, key) counts in the state at batch "

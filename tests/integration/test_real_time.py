@@ -98,6 +98,20 @@ def test_the_readme_command_drains_with_no_loss_and_reports_latency(lab_env):
     assert_all_gone(run_pids(result.run_dir))
 
 
+def test_an_output_trigger_crashes_the_driver_with_output_written_whatever_its_start_took(lab_env):
+    """``driver-crash@output=N`` fires on the output topic's records, not the clock: the kill finds the query
+    writing, so the crash writes something twice (a time trigger found a loaded machine's query not started)."""
+    from lab.views.trigger import crash_window
+
+    result = run_scenario(make_config(**COMMON, trigger="real-time", faults="driver-crash@output=2000"))
+    a = result.audit
+    fault = next(e for e in read_events(result.run_dir) if e["type"] == "fault")
+    assert fault["output_at_least"] == 2000 and fault["output_records"] >= 2000, fault
+    window = crash_window(result)
+    assert result.drained and (a.acked, a.lost) == (6000, 0), a.counts()
+    assert a.duplicated == window["written_before_kill"] > 0, (window, a.counts())
+
+
 def test_a_crash_mid_batch_writes_again_exactly_what_lay_past_the_last_commit(crash_mid_batch):
     result = crash_mid_batch
     a = result.audit

@@ -33,7 +33,7 @@ SMALL = {
     "02_direct_kafka": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=100),
     # the transactional sink under crashes is measured by tests/integration/test_structured.py
     "03_structured_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=1000, MAX_BATCH=200, SINKS=["files"],
-                                    RT_INTERVALS=[2, 5, 10], RT_EVENTS=6000, RT_RATE=500, RT_CRASH_AT=10,
+                                    RT_INTERVALS=[2, 5, 10], RT_EVENTS=6000, RT_RATE=500, RT_CRASH_OUTPUT=3000,
                                     PREDICTIONS={"append": "at-least-once", "files": "exactly-once",
                                                  "real-time 10s": "at-least-once"}),
     # the committed default matrix, the page learners compare with (a wrong row's marking: test_a_wrong_row_is_flagged);
@@ -43,7 +43,7 @@ SMALL = {
     "05_exactly_once_production": dict(INTERACTIVE=False, PIPELINE="plain", EVENTS=1500, RATE=1000, LOST_ACKS=3,
                                        LOSS_AT=0.5, ABORTED_TXNS=3, ABORT_AT=0.5, FENCED_RECORDS=20, TXN_COUNT=5),
     "06_stateful_streaming": dict(INTERACTIVE=False, EVENTS=1500, RATE=300, MAX_BATCH=250, PROVIDERS=["hdfs"],
-                                  RT_EVENTS=7500, RT_RATE=300, RT_CRASH_AT=16),
+                                  RT_EVENTS=7500, RT_RATE=300, RT_CRASH_OUTPUT=3000, WC_CRASH_OUTPUT=500),
     # the faults as tests/integration/test_replication.py measured them; two cells of the grid
     # the unclean row, and eligible leader replicas off and on with min.insync 2 and unclean off
     "07_kafka_guarantees": dict(INTERACTIVE=False, EVENTS=3000, RATE=500,

@@ -101,6 +101,34 @@ def test_an_isr_trigger_fires_on_partition_0_once_its_isr_has_shrunk(monkeypatch
     assert kills == [2]  # once
 
 
+def test_an_output_trigger_fires_once_the_output_topic_holds_its_records(monkeypatch):
+    monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.setattr("lab.run.injector.OUTPUT_POLL_S", 0.0)
+    cfg = make_config(pipeline="structured", sink="topic", events=3000, faults="driver-crash@output=1200")
+    timeline, driver, records = Timeline(), Driver(), [0]
+    inj = FaultInjector(cfg, timeline, controls(kill_driver=driver.kill, output_records=lambda: records[0]),
+                        elapsed=lambda: 9.5)
+    for n in (0, 400, 1199):  # a slow start: no output for long, then some
+        records[0] = n
+        inj.tick()
+    assert driver.kills == [] and inj.busy
+    records[0] = 1250
+    inj.tick()
+    fired = timeline.of("fault")
+    assert driver.kills == [100] and not inj.busy
+    assert (fired[0]["output_records"], fired[0]["output_at_least"]) == (1250, 1200)
+
+
+@pytest.mark.parametrize("params, says", [
+    (dict(pipeline="structured", sink="append", faults="driver-crash@output=100"), "--sink append writes none"),
+    (dict(pipeline="structured", sink="topic", events=3000, faults="driver-crash@output=3000"), "n < --events"),
+    (dict(pipeline="structured", sink="topic", faults="broker-outage@output=10"), "applies to driver-crash"),
+])
+def test_an_output_trigger_the_run_cannot_reach_is_refused_before_it_starts(params, says):
+    with pytest.raises(LabError, match=says):
+        make_config(**params)
+
+
 def test_a_fault_the_driver_carries_out_stops_being_pending(monkeypatch):
     monkeypatch.delenv("LAB_KAFKA_BOOTSTRAP", raising=False)
     inj, timeline, driver = make("task-failure@batch=2", pipeline="structured")
@@ -130,3 +158,15 @@ def test_a_consumer_crash_keeps_the_run_busy_until_a_consumer_carries_it_out(mon
     assert inj.busy
     inj.on_event({"type": "consumer-killed", "index": 0, "held": [[0, 1, 1]]})
     assert not inj.awaiting and not inj.busy and driver.kills == []
+
+
+def test_a_fault_the_output_fired_replays_as_the_same_trigger(tmp_path):
+    import json
+
+    from lab.faults.plan import parse_fault_plan, plan_from_events
+
+    log = tmp_path / "events.jsonl"
+    log.write_text(json.dumps({"type": "fault", "kind": "driver-crash", "elapsed_s": 21.7, "output_records": 1250,
+                               "output_at_least": 1200}) + "\n")
+    assert plan_from_events(log) == "driver-crash@output=1200"
+    assert parse_fault_plan("driver-crash@output=1200")[0].to_text() == "driver-crash@output=1200"
