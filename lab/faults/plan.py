@@ -161,22 +161,10 @@ def _parse_one(item: str, index: int) -> Fault:
     elif m.group(1):
         fault = replace(fault, at_s=float(m.group(2)))
     elif m.group(5):
-        if not FAULTS[kind].isr_trigger:
-            isr_ok = ", ".join(k for k, s in FAULTS.items() if s.isr_trigger)
-            raise LabError(f"fault {item!r}: the isr=<n> trigger applies to {isr_ok}, not {kind}; "
-                           f"write {kind}@at=<seconds>s or {kind}@batch=<n>")
-        if int(m.group(6)) < 1:
-            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write isr=<n> with n >= 1 (an ISR always "
-                           "holds its leader)")
-        fault = replace(fault, isr=int(m.group(6)))
+        fault = replace(fault, isr=_condition(kind, item, trigger, "isr", int(m.group(6)), " (an ISR always holds "
+                                                                                         "its leader)"))
     elif m.group(9):
-        if not FAULTS[kind].output_trigger:
-            output_ok = ", ".join(k for k, s in FAULTS.items() if s.output_trigger)
-            raise LabError(f"fault {item!r}: the output=<n> trigger applies to {output_ok}, not {kind}; "
-                           f"write {kind}@at=<seconds>s or {kind}@batch=<n>")
-        if int(m.group(10)) < 1:
-            raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write output=<n> with n >= 1")
-        fault = replace(fault, output=int(m.group(10)))
+        fault = replace(fault, output=_condition(kind, item, trigger, "output", int(m.group(10))))
     else:
         fault = replace(fault, batch=int(m.group(4)))
     for extra in extras:
@@ -206,6 +194,18 @@ def _parse_one(item: str, index: int) -> Fault:
     if FAULTS[kind].needs_batch and fault.batch is None:
         raise LabError(f"fault {item!r}: {kind} needs a batch trigger, e.g. {kind}@batch=2")
     return fault
+
+
+def _condition(kind: str, item: str, trigger: str, name: str, n: int, why_one: str = "") -> int:
+    """``n`` of a condition trigger ``<name>=<n>`` (``isr``, ``output``), checked: one the fault kind takes
+    (its catalogue entry's ``<name>_trigger``), with n >= 1."""
+    if not getattr(FAULTS[kind], f"{name}_trigger"):
+        ok = ", ".join(k for k, s in FAULTS.items() if getattr(s, f"{name}_trigger"))
+        raise LabError(f"fault {item!r}: the {name}=<n> trigger applies to {ok}, not {kind}; "
+                       f"write {kind}@at=<seconds>s or {kind}@batch=<n>")
+    if n < 1:
+        raise LabError(f"bad trigger {trigger!r} in fault {item!r}; write {name}=<n> with n >= 1{why_one}")
+    return n
 
 
 def unmet(name: str, config, requirements: dict) -> str | None:
