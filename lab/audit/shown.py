@@ -15,6 +15,8 @@ an exercise's solution says so instead of passing or failing):
   nothing was written yet, so the restart replays nothing;
 * **a crash after the stream had ended**: carried out after the producer was done, with no batch writing
   anything after it: nothing was left to replay;
+* **a flink crash with nothing past its checkpoint** (:func:`nothing_replayed`): the restart restored a
+  checkpoint that covered everything the job had written, so it wrote nothing again;
 
 A fault that never fired is the third such state; it has its own report field (``faults_not_applied``), which
 the same readers already say and judge by.
@@ -65,6 +67,20 @@ def could_not_show(events: list[dict], *, batches_mark_output: bool = True) -> l
                          f"replay: this run shows no replay; run it again earlier, or use {f['kind']}@batch=N")
             break
     return lines
+
+
+def nothing_replayed(replays: dict, events: list[dict]) -> list[str]:
+    """A flink run's line when a crash's restart wrote nothing again: ``replays`` is its report's
+    ``flink_replays`` (:func:`lab.audit.flink_replay.replay_report`), each restart's ``replayed`` the records
+    written after the checkpoint it restored. Measured: a kill at ``batch=2:mid-output`` came once when the job's
+    output was all behind checkpoint 5, and the run showed no replay."""
+    crashes = [f for f in events if f["type"] == ev.FAULT and f.get("kind") in OUTPUT_CRASHES]
+    restarts = replays.get("restarts") or []
+    if not crashes or not restarts or any(r.get("replayed") for r in restarts):
+        return []
+    first = restarts[0]
+    return [f"the {crashes[0]['kind']} came when checkpoint {first.get('checkpoint')}, which the restart restored, "
+            f"covered everything the job had written: this run shows no replay; run it again"]
 
 
 def cautions(events: list[dict], rate: float, faults: str) -> list[str]:

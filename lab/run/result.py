@@ -36,7 +36,7 @@ from lab.audit.auditor import Audit, audit_run
 from lab.audit.latency import topic_latency
 from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, acked_per_key, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
-from lab.audit.shown import cautions, could_not_show
+from lab.audit.shown import cautions, could_not_show, nothing_replayed
 from lab.audit.topic import audit_topic
 from lab.events import read_events
 from lab.kafka import tools as kafka_tools
@@ -336,6 +336,8 @@ def audited_result(run_dir: Path, config, broker, positions: dict[int, int], top
     result = RunResult(config=config, run_dir=run_dir, audit=audit, timings={k: round(v, 3) for k, v in times.items()},
                        faults_fired=faults_fired, restarts=restarts, drained=drained, batches=batches)
     result.report = {**build_report(result, timeline), **source, "broker_features": broker_features}
+    if "flink_replays" in source:  # lab.audit.shown: a restart that wrote nothing again shows no replay
+        result.report["could_not_show"] += nothing_replayed(source["flink_replays"], timeline)
     (run_dir / "report.json").write_text(json.dumps(result.report, indent=2))
     return result
 

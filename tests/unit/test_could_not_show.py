@@ -73,3 +73,16 @@ def test_a_caution_is_judged_with_it_beside_the_counts():
               "cautions": ["the producer sent 300 events/s of the 1000/s asked (a busy machine): ..."]}
     v = judge(Prediction("crash", "at-least-once", "buttons", 1.0), report, measure=lambda r: (r["guarantee"], "5 dup"))
     assert v.right is True and v.detail == "5 dup; caution: " + report["cautions"][0]
+
+
+def test_a_flink_restart_that_wrote_nothing_again_shows_no_replay():
+    from lab.audit.shown import nothing_replayed
+
+    crash = [{"type": "fault", "kind": "driver-crash", "batch": 2, "point": "mid-output", "t": 5.0}]
+    empty = {"restarts": [{"attempt": 2, "checkpoint": 5, "written_before": 2759, "replayed": 0}]}
+    assert nothing_replayed(empty, crash) == [
+        "the driver-crash came when checkpoint 5, which the restart restored, covered everything the job had "
+        "written: this run shows no replay; run it again"]
+    replayed = {"restarts": [{"attempt": 2, "checkpoint": 4, "written_before": 2759, "replayed": 120}]}
+    assert nothing_replayed(replayed, crash) == []
+    assert nothing_replayed(empty, []) == [] and nothing_replayed({"restarts": []}, crash) == []
