@@ -386,11 +386,13 @@ def cmd_fetch(a) -> int:
         else:
             print(f"{name}: {len(js.jars)} jars cached and verified at {r.directory}")
     if not a.jar_set:
+        from lab.broker.java_clients import TXN_PRODUCER
         from lab.samza.build import JOB
         from lab.share.build import STATE
         from lab.storm.build import TOPOLOGY
 
-        for sources in (TOPOLOGY, JOB, STATE):  # compiled from the cached jars, so a bundle's copy works offline
+        # compiled from the cached jars, so a bundle's copy works offline
+        for sources in (TOPOLOGY, JOB, STATE, TXN_PRODUCER):
             fresh = not sources.problems()
             classpath = sources.ensure(progress=print)
             print(f"{sources.name} classes: {'present' if fresh else 'compiled'} at {classpath.split(':')[0]}")

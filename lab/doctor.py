@@ -173,17 +173,18 @@ def check_flink() -> Check:
 
 
 def check_java_classes() -> list[Check]:
-    """The storm, samza and share pipelines' compiled classes (:mod:`lab.host.java_build`); their jars are in
-    :func:`check_jars`.
+    """The storm, samza and share pipelines' compiled classes, and the Java transactional producer's
+    (:mod:`lab.host.java_build`); their jars are in :func:`check_jars`.
 
     A run compiles them when missing (about 2 s, from the cached jars), so neither fails anything.
     """
+    from lab.broker.java_clients import TXN_PRODUCER
     from lab.samza.build import JOB
     from lab.share.build import STATE
     from lab.storm.build import TOPOLOGY
 
     checks = []
-    for sources in (TOPOLOGY, JOB, STATE):
+    for sources in (TOPOLOGY, JOB, STATE, TXN_PRODUCER):
         found = sources.problems()
         if found:
             checks.append(Check(sources.name, False, "; ".join(found) + f" (a {sources.name} run compiles them "

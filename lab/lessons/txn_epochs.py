@@ -6,10 +6,10 @@ aborted) into a topic each, on one broker:
 ``python``  kafka-python, the lab's transactional client (the kafka-eos driver, the ledgered producer). Measured
             with 3.0.12: it ends a transaction with ``EndTxn`` version 3 at most, the older protocol, so the broker
             keeps the producer's epoch.
-``java``    Kafka's own Java client (``kafka-clients`` 4.4.0: ``LabTxnProducer`` in ``lab/lessons/java``, compiled
-            once into the cache, :data:`TXN_PRODUCER`): ``EndTxn`` version 5 on a broker that finalizes
-            ``transaction.version`` 2 (KIP-890 part 2), whose coordinator bumps the producer's epoch at each
-            transaction's end.
+``java``    Kafka's own Java client (``kafka-clients`` 4.4.0: ``LabTxnProducer``,
+            :data:`lab.broker.java_clients.TXN_PRODUCER`, compiled once into the cache): ``EndTxn`` version 5
+            on a broker that finalizes ``transaction.version`` 2 (KIP-890 part 2), whose coordinator bumps the
+            producer's epoch at each transaction's end.
 
 Each topic's log is then read from the broker's data directory (:mod:`lab.kafka.log_segments`): per transaction,
 the epoch its records were written under and the epoch of its end marker. Expected from KIP-890: v2, a new epoch per
@@ -28,14 +28,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.broker.java_clients import TXN_PRODUCER
 from lab.errors import LabError
-from lab.host.jar_sets import KAFKA_JARS
-from lab.host.java_build import JavaSources
 
-#: Kafka's Java transactional producer (:mod:`lab.host.java_build`), against the broker's jar set (its
-#: ``kafka-clients`` 4.4.0); a first run compiles it from the cached jars (about 2 s).
-TXN_PRODUCER = JavaSources("txn-producer", Path(__file__).resolve().parent / "java", KAFKA_JARS,
-                           "lab.lessons.LabTxnProducer")
 #: The clients compared, by ``client``.
 CLIENTS = ("python", "java")
 #: Seconds a client's whole run may take (measured: the Java client's 5 transactions in about 2 s with its JVM).

@@ -272,7 +272,7 @@ NOT_MODULE_NAMES = {"lab.fetch": "the Maven groupId of the pom that fetches jars
                     "lab.storm.LabTopology": "the Storm topology's Java class (lab/storm/java)",
                     "lab.samza.LabSamza": "the Samza job's Java class (lab/samza/java)",
                     "lab.share.LabShareState": "the share group's state reader, a Java class (lab/share/java)",
-                    "lab.lessons.LabTxnProducer": "the Java transactional producer's class (lab/lessons/java)",
+                    "lab.broker.LabTxnProducer": "the Java transactional producer's class (lab/broker/java)",
                     **{key: "a key of the Samza job's configuration (lab/samza/settings.py)"
                        for key in ("lab.input.topic", "lab.output.topic", "lab.attempt")}}
 

@@ -1,4 +1,4 @@
-package lab.lessons;
+package lab.broker;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.PrintStream;
