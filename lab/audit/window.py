@@ -99,6 +99,20 @@ def read_event_times(ledger_path) -> EventTimes:
                       event_time_ms=np.array(cols[4], dtype=np.int64))
 
 
+def below(events: EventTimes, ends: dict[int, int]) -> np.ndarray:
+    """The acknowledged events at offsets below ``ends`` (``{partition: offset}``, e.g. a batch's end offsets)."""
+    limit = np.array([ends.get(int(p), 0) for p in events.partition], dtype=np.int64)
+    return (events.kafka_offset >= 0) & (events.kafka_offset < limit)
+
+
+def ledger_window_counts(events: EventTimes, owed: np.ndarray, window_ms: int) -> dict[tuple[int, str], int]:
+    """``{(window_start_ms, key): events}`` of the ``owed`` events in tumbling windows of ``window_ms``."""
+    from collections import Counter
+
+    times = events.event_time_ms[owed]
+    return Counter(zip((times - times % window_ms).tolist(), events.key[owed].tolist()))
+
+
 def batch_of(partition: np.ndarray, offset: np.ndarray, ranges: dict[int, dict[int, tuple[int, int]]]) -> np.ndarray:
     """The micro-batch whose offset range holds each event (``-1``: in none yet)."""
     out = np.full(len(partition), -1, dtype=np.int64)

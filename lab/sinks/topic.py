@@ -197,6 +197,7 @@ class TopicSink:
         self.timeout_s = timeout_s
         self._views: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._windows: list[tuple] | None = None
+        self._holds_windows: bool | None = None  # read from config.json once it exists
 
     @property
     def topic(self) -> str:
@@ -206,8 +207,12 @@ class TopicSink:
     def holds_windows(self) -> bool:
         """Whether the run writes window counts (``--query window-count``) rather than events (False before the run
         has its config)."""
-        path = self.run_dir / "config.json"
-        return path.exists() and json.loads(path.read_text()).get("query") == "window-count"
+        if self._holds_windows is None:
+            path = self.run_dir / "config.json"
+            if not path.exists():
+                return False
+            self._holds_windows = json.loads(path.read_text()).get("query") == "window-count"
+        return self._holds_windows
 
     def windows(self) -> list[tuple]:
         """The topic's window-count records (:func:`read_windows`), from the snapshot once the final audit saved

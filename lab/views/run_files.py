@@ -168,11 +168,10 @@ def spark_state(run_dir: Path | str, batches):
     import sys
     import tempfile
 
-    import numpy as np
     import pandas as pd
 
     from lab.audit.ledger import LEDGER_FILE
-    from lab.audit.window import read_event_times, session_state_check
+    from lab.audit.window import below, read_event_times, session_state_check
     from lab.events import read_events
     from lab.pipelines.structured.checkpoint import Checkpoint
 
@@ -197,8 +196,7 @@ def spark_state(run_dir: Path | str, batches):
     rows = []
     for b in batches:
         ends = checkpoint.end_offsets(b) or {}
-        limit = np.array([ends.get(int(p), 0) for p in events.partition], dtype=np.int64)
-        upto = (events.kafka_offset >= 0) & (events.kafka_offset < limit)
+        upto = below(events, ends)
         s = state["batches"][str(b)]
         row = {"batch": b, "state rows": s["rows"], "counts in the state": s["counted"],
                "events up to its end offsets": int(upto.sum()),
@@ -230,10 +228,9 @@ def windows_unlike(state_windows: list, events, upto, window_ms: int) -> tuple[i
     """How many (window, key)s of a ``window-count`` state (``[window_start_ms, key, count]`` rows) count more, and
     how many fewer, than the ledger's acknowledged ``events`` among ``upto`` in tumbling windows of ``window_ms``
     (a window on one side only counts 0 on the other)."""
-    from collections import Counter
+    from lab.audit.window import ledger_window_counts
 
-    starts = events.event_time_ms[upto] - events.event_time_ms[upto] % window_ms
-    ledger = Counter(zip(starts.tolist(), events.key[upto].tolist()))
+    ledger = ledger_window_counts(events, upto, window_ms)
     state = {(int(s), k): int(c) for s, k, c in state_windows}
     both = ledger.keys() | state.keys()
     over = sum(state.get(w, 0) > ledger.get(w, 0) for w in both)

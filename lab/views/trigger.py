@@ -76,17 +76,10 @@ def cut_batch_updates(run_dir, windows: list[tuple], ends: dict[int, int], kill_
     """The ``window-count`` updates (:func:`lab.sinks.topic.read_windows` rows) a batch cut by a kill at ``kill_t``
     had sent: older than the kill, with a count above what the ledger's acknowledged events below ``ends`` (the last
     commit's end offsets) give their (window, key)."""
-    from collections import Counter
-
-    import numpy as np
-
-    from lab.audit.window import read_event_times
+    from lab.audit.window import below, ledger_window_counts, read_event_times
 
     events = read_event_times(run_dir / "ledger.sqlite")
-    limit = np.array([ends.get(int(p), 0) for p in events.partition], dtype=np.int64)
-    upto = (events.kafka_offset >= 0) & (events.kafka_offset < limit)
-    starts = events.event_time_ms[upto] - events.event_time_ms[upto] % window_ms
-    committed = Counter(zip(starts.tolist(), events.key[upto].tolist()))
+    committed = ledger_window_counts(events, below(events, ends), window_ms)
     return [r for r in windows if r[6] < kill_t * 1000 and r[5] > committed.get((r[2], r[4]), 0)]
 
 

@@ -185,3 +185,16 @@ def test_steady_latency_stops_at_the_first_fault():
     assert latency_core(ids, ts, sent).steady_p95_ms > 1000
     lat = latency_core(ids, ts, sent, until_s=12.5)
     assert (lat.steady_events, lat.steady_p95_ms, lat.max_ms) == (2, 20.0, 3000.0)
+
+
+def test_the_ledger_counts_a_window_of_the_acked_events_below_a_batch_s_ends():
+    import numpy as np
+
+    from lab.audit.window import EventTimes, below, ledger_window_counts
+
+    events = EventTimes(seq=np.arange(4), key=np.array(["a", "a", "b", "a"], dtype=object),
+                        partition=np.array([0, 0, 1, 1]), kafka_offset=np.array([0, 1, 0, -1]),
+                        event_time_ms=np.array([1_000, 12_000, 3_000, 4_000]))
+    owed = below(events, {0: 2, 1: 1})
+    assert owed.tolist() == [True, True, True, False]  # offset -1: acked without a place in the topic
+    assert ledger_window_counts(events, owed, 10_000) == {(0, "a"): 1, (10_000, "a"): 1, (0, "b"): 1}
