@@ -42,6 +42,9 @@ class Restart:
         Records the previous attempt left in the output topic (``read_committed``).
     replayed : int
         Of those, the ones from at or past ``start_offsets``: the restart writes each again.
+    reread : int
+        Acknowledged input records at or past ``start_offsets``: what the restart reads again (0: the restored
+        checkpoint held the whole input, and the restart had nothing to process again).
     """
 
     attempt: int
@@ -49,6 +52,7 @@ class Restart:
     start_offsets: dict
     written_before: int
     replayed: int
+    reread: int = 0
 
 
 def predict(starts: list[dict], out_records, input_of: dict[str, tuple[int, int]]) -> list[Restart]:
@@ -75,9 +79,10 @@ def predict(starts: list[dict], out_records, input_of: dict[str, tuple[int, int]
             source = input_of.get(eid)
             if source is not None and source[1] >= begin.get(source[0], 0):
                 replayed += 1
+        reread = sum(1 for part, offset in input_of.values() if offset >= begin.get(part, 0))
         out.append(Restart(attempt=int(start.get("attempt", 0)), checkpoint=start.get("restore_checkpoint"),
                            start_offsets={str(p): o for p, o in sorted(begin.items())},
-                           written_before=written, replayed=replayed))
+                           written_before=written, replayed=replayed, reread=reread))
     return out
 
 

@@ -69,18 +69,22 @@ def could_not_show(events: list[dict], *, batches_mark_output: bool = True) -> l
     return lines
 
 
-def nothing_replayed(replays: dict, events: list[dict]) -> list[str]:
-    """A flink run's line when a crash's restart wrote nothing again: ``replays`` is its report's
-    ``flink_replays`` (:func:`lab.audit.flink_replay.replay_report`), each restart's ``replayed`` the records
-    written after the checkpoint it restored. Measured: a kill at ``batch=2:mid-output`` came once when the job's
-    output was all behind checkpoint 5, and the run showed no replay."""
+def nothing_replayed(replays: dict, events: list[dict], delivery: str) -> list[str]:
+    """A flink run's line when a crash's restart had nothing to write again.
+
+    ``replays`` is its report's ``flink_replays`` (:func:`lab.audit.flink_replay.replay_report`): per restart,
+    ``replayed`` the records written after the checkpoint it restored; ``delivery`` its sink's guarantee
+    (``flink_delivery``). With the at-least-once sink the lesson is the records written again: none, and the run
+    shows no replay (measured: a kill at ``batch=2:mid-output`` came once when the job's output was all behind
+    checkpoint 5). The exactly-once sink writes nothing again by design (its ``replayed`` is always 0), so no line:
+    its runs' lessons are the checkpoint restored and the aborted transaction, which their checks read.
+    """
     crashes = [f for f in events if f["type"] == ev.FAULT and f.get("kind") in OUTPUT_CRASHES]
     restarts = replays.get("restarts") or []
-    if not crashes or not restarts or any(r.get("replayed") for r in restarts):
+    if delivery == "exactly-once" or not crashes or not restarts or any(r.get("replayed") for r in restarts):
         return []
-    first = restarts[0]
-    return [f"the {crashes[0]['kind']} came when checkpoint {first.get('checkpoint')}, which the restart restored, "
-            f"covered everything the job had written: this run shows no replay; run it again"]
+    return [f"the {crashes[0]['kind']} came when checkpoint {restarts[0].get('checkpoint')}, which the restart "
+            "restored, covered everything the job had written: this run shows no replay; run it again"]
 
 
 def cautions(events: list[dict], rate: float, faults: str) -> list[str]:

@@ -337,7 +337,8 @@ def audited_result(run_dir: Path, config, broker, positions: dict[int, int], top
                        faults_fired=faults_fired, restarts=restarts, drained=drained, batches=batches)
     result.report = {**build_report(result, timeline), **source, "broker_features": broker_features}
     if "flink_replays" in source:  # lab.audit.shown: a restart that wrote nothing again shows no replay
-        result.report["could_not_show"] += nothing_replayed(source["flink_replays"], timeline)
+        result.report["could_not_show"] += nothing_replayed(
+            source["flink_replays"], timeline, result.report["settings"].get("flink_delivery", ""))
     (run_dir / "report.json").write_text(json.dumps(result.report, indent=2))
     return result
 

@@ -75,6 +75,7 @@ def restarts(result) -> pandas.DataFrame:  # noqa: F821
     report = result.report
     rows = [{"driver": r["attempt"], "restored checkpoint": r["checkpoint"],
              "reads from (partition: offset)": ", ".join(f"{p}: {o}" for p, o in r["start_offsets"].items()),
+             "input it reads again": r.get("reread", 0),
              "dead job's records in the output": r["written_before"],
              "of them past the checkpoint (written again)": r["replayed"]}
             for r in (report.get("flink_replays") or {}).get("restarts", [])]

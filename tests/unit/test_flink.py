@@ -91,6 +91,7 @@ def test_a_restart_replays_what_the_dead_attempt_wrote_past_its_restore_offsets(
     [r] = predict(starts, out, input_of)
     assert r.attempt == 2 and r.checkpoint == 4 and r.written_before == 17
     assert r.replayed == 2  # e10 and e11 (partition 0 from 10); f0..f4 are before partition 1's offset 5
+    assert r.reread == 2 + 3  # what the restart reads again: e10, e11 and f5..f7, written or not
     assert predict(starts[:1], out, input_of) == []
 
 
