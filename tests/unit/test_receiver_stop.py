@@ -27,6 +27,22 @@ def test_a_batch_with_records_still_running_holds_the_stop_until_it_completes():
     assert 0.05 < time.monotonic() - t0 < 2
 
 
+def test_the_wait_goes_on_while_batches_complete_and_ends_once_they_stop_completing():
+    times = BatchTimes()
+    times.hold_through(5_000)
+    for i, batch in enumerate(range(1_000, 5_001, 1_000)):  # one batch every 0.1 s: 0.5 s in all
+        threading.Timer(0.1 * (i + 1), times.completed, args=(batch,)).start()
+    t0 = time.monotonic()
+    assert times.wait_done(None, timeout_s=0.15, renew_s=0.3), "each completion leaves 0.3 s more"
+    assert time.monotonic() - t0 >= 0.45
+    stuck = BatchTimes()
+    stuck.hold_through(5_000)
+    threading.Timer(0.05, stuck.completed, args=(1_000,)).start()
+    t0 = time.monotonic()
+    assert not stuck.wait_done(None, timeout_s=0.1, renew_s=0.2)
+    assert 0.2 <= time.monotonic() - t0 < 1
+
+
 class _Feeder:
     def __init__(self, finished: bool, exact: bool = True) -> None:
         self.finished, self.finished_exact = finished, exact

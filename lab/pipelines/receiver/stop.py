@@ -40,7 +40,12 @@ have their output to write (a window-count run's last running counts).
    (``stopGraceFully=False``): nothing handed over is left in a block, a
    batch or a job.
 
-Both waits share :data:`FINISH_WAIT_S`. When it runs out, the stop is Spark's
+Both waits share :data:`FINISH_WAIT_S`, and the second goes on while batches
+complete: each completion gives it :data:`FINISH_WAIT_S` again (measured: a
+recovered driver on a loaded machine was still completing its pending batches,
+4.5 s each, when the shared wait ran out; Spark's graceful stop then ran its
+empty down-time batches past the supervisor's grace and it was killed). When
+it runs out, the stop is Spark's
 graceful one, as before: the receiver is stopped, every block it stored is
 given a batch, and those batches run for up to ``gracefulStopTimeout`` (10 s
 at 0.5 s batches), and then every job already queued (Spark's job executor
@@ -100,16 +105,30 @@ class BatchTimes:
             self._completed = max(self._completed, int(batch_ms))
             self._cond.notify_all()
 
-    def wait_done(self, after_ms: int | None, timeout_s: float) -> bool:
+    def wait_done(self, after_ms: int | None, timeout_s: float, renew_s: float = 0.0) -> bool:
         """Wait until every batch submitted with records so far, and one timed after ``after_ms``, has completed.
 
         ``after_ms`` None: the batches submitted with records, and those held (:meth:`hold_through`), only.
-        Returns whether they did within ``timeout_s``.
+        Returns whether they did within ``timeout_s``; each batch completed meanwhile leaves at least ``renew_s``
+        more (a context running its batches behind the clock is progressing, not stuck).
         """
         with self._cond:
             target = max(self._submitted, self._held)
-            return self._cond.wait_for(
-                lambda: self._completed >= target and (after_ms is None or self._completed > after_ms), timeout_s)
+
+            def done() -> bool:
+                return self._completed >= target and (after_ms is None or self._completed > after_ms)
+
+            deadline = time.monotonic() + timeout_s
+            seen = self._completed
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+                if self._completed > seen:
+                    seen = self._completed
+                    deadline = max(deadline, time.monotonic() + renew_s)
+            return True
 
 
 def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -> bool:
@@ -126,7 +145,7 @@ def stop(ssc, feeder, times: BatchTimes, events=None, quick_stop: bool = True) -
     finished = feeder.finish(FINISH_WAIT_S)
     left = FINISH_WAIT_S - (time.monotonic() - t0)
     after = None if feeder.finished_exact else int(time.time() * 1000) + PUSH_MARGIN_MS
-    quick = quick_stop and finished and left > 0 and times.wait_done(after, left)
+    quick = quick_stop and finished and left > 0 and times.wait_done(after, left, renew_s=FINISH_WAIT_S)
     ssc.stop(stopSparkContext=True, stopGraceFully=not quick)
     if events is not None:
         events.write(ev.RECEIVER_STOP, quick=quick, stop_s=round(time.monotonic() - t0, 3))
