@@ -258,6 +258,47 @@ def txn_epochs(transactions: int = 5, records: int = 20, abort_every: int = 3, p
                            outcome=lambda client: view.epochs_outcome(by_client[client]))
 
 
+def late_write(records: int = 10):
+    """Run :func:`lab.lessons.late_write.run` for each client on this notebook's three-broker cluster
+    (:func:`start_cluster`); display each client's summary, the written partition's log and the epochs figure.
+
+    The tables go under the cluster's runs directory (``late-write-<time>/``, the returned ``work_dir``).
+
+    Returns
+    -------
+    types.SimpleNamespace
+        ``results`` (per client, :class:`lab.lessons.late_write.LateWrite`), ``work_dir``, and
+        ``outcome(client)``, the answer to the question "late write" for ``python`` or ``java``.
+    """
+    from types import SimpleNamespace
+
+    from IPython.display import display
+
+    from lab.broker import shared as shared_broker
+    from lab.lessons.late_write import CLIENTS, run as late_run
+    from lab.views import txn_epochs as view
+
+    runs = start_cluster()
+    info = shared_broker.load_running(runs)
+    work = Path(runs) / f"late-write-{time.strftime('%Y%m%d-%H%M%S')}"
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for client in CLIENTS:
+        print(f"{client}: writing its transactions; one produce request kept by the leader's proxy ...", flush=True)
+        results.append(late_run(info, client, records))
+        for line in results[-1].could_not_show:
+            print(f"  could not show: {line}")
+    summary, table = view.late_summary_table(results), view.late_log_table(results)
+    summary.to_csv(work / "summary.csv")
+    table.to_csv(work / "log.csv")
+    display(summary)
+    view.late_epochs_figure(results).show()
+    display(table)
+    by_client = {r.client: r for r in results}
+    return SimpleNamespace(results=results, work_dir=work,
+                           outcome=lambda client: view.late_write_outcome(by_client[client]))
+
+
 def show_code(name: str) -> None:
     """Show a lesson region of the lab's code (:mod:`lab.lessons.code`) as the driver runs it, and the guides it
     illustrates.

@@ -70,7 +70,8 @@ def topic_outcome_of(report: Mapping) -> tuple[str, str]:
 #: Questions that are not a run's delivery guarantee, and the choices each is answered with. Each is measured by a
 #: function next to what it measures (:func:`uncommitted_reader_outcome`, lab.lessons.fencing, lab.views.flink,
 #: lab.views.run_files, lab.audit.deliveries.poison_outcomes, lab.views.trigger.state_outcome, window_state_outcome,
-#: updates_outcome, lab.views.txn_epochs.epochs_outcome) and judged like a run (:func:`judge`).
+#: updates_outcome, lab.views.txn_epochs.epochs_outcome, lab.views.txn_epochs.late_write_outcome) and judged like a
+#: run (:func:`judge`).
 QUESTIONS = {
     "open transaction": ("aborted by its successor", "committed", "still open"),
     "zombie commit": ("refused", "accepted"),
@@ -83,6 +84,7 @@ QUESTIONS = {
     "window state": ("every count exact", "some counts over", "some counts under"),
     "window updates": ("each update once", "the cut batch's updates twice", "more updates twice"),
     "txn epochs": ("one epoch", "a new epoch per transaction", "neither"),
+    "late write": ("fenced", "recognised as a duplicate", "refused another way", "let through"),
 }
 #: Every outcome a notebook may ask to predict (:func:`check_mapping` checks a whole ``PREDICTIONS`` against it).
 ALL_OUTCOMES = tuple(dict.fromkeys(GUARANTEES + TOPIC_OUTCOMES + NAIVE_READER_OUTCOMES

@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from lab.broker import apache as kafka_broker, proxy as proxy_mod
+from lab.broker import apache as kafka_broker, proxy as proxy_mod, proxy_start
 from lab.errors import LabError
 from lab.host import processes
 from lab.kafka import replication as replication_watch
@@ -239,7 +239,7 @@ def start(log_dir: Path, nodes: int = 3, detach: bool = False) -> tuple[dict, li
         proxies = {}
         for node in range(1, nodes + 1):
             for kind in ("proxy", "replication-proxy"):
-                proxies[(node, kind)] = proxy_mod.start(node_dir(log_dir, node), None, detach, kind)
+                proxies[(node, kind)] = proxy_start.start(node_dir(log_dir, node), None, detach, kind)
                 started.append(proxies[(node, kind)][0])
         spawned = {}
         for node in range(1, nodes + 1):
@@ -251,8 +251,8 @@ def start(log_dir: Path, nodes: int = 3, detach: bool = False) -> tuple[dict, li
         for node in range(1, nodes + 1):
             proc, ports = brokers[node]
             client, repl = proxies[(node, "proxy")], proxies[(node, "replication-proxy")]
-            proxy_mod.set_upstream(client[2], ports["PLAINTEXT"], node_dir(log_dir, node) / "proxy.log")
-            proxy_mod.set_upstream(repl[2], ports["BROKER"], node_dir(log_dir, node) / "replication-proxy.log")
+            proxy_start.set_upstream(client[2], ports["PLAINTEXT"], node_dir(log_dir, node) / "proxy.log")
+            proxy_start.set_upstream(repl[2], ports["BROKER"], node_dir(log_dir, node) / "replication-proxy.log")
             infos.append(NodeInfo(node=node, broker_pid=proc.pid, broker_port=ports["PLAINTEXT"],
                                   replication_port=ports["BROKER"], proxy_pid=client[0].pid, proxy_port=client[1],
                                   control_port=client[2], replication_proxy_pid=repl[0].pid,
@@ -277,8 +277,8 @@ def restart_node(log_dir: Path, node: NodeInfo, nodes: int, controller_port: int
     ports = _await_broker(proc, offset, Path(log_dir), node.node)
     try:
         d = node_dir(log_dir, node.node)
-        proxy_mod.set_upstream(node.control_port, ports["PLAINTEXT"], d / "proxy.log")
-        proxy_mod.set_upstream(node.replication_control_port, ports["BROKER"], d / "replication-proxy.log")
+        proxy_start.set_upstream(node.control_port, ports["PLAINTEXT"], d / "proxy.log")
+        proxy_start.set_upstream(node.replication_control_port, ports["BROKER"], d / "replication-proxy.log")
     except BaseException:
         processes.stop_process(proc, 2)
         raise

@@ -23,7 +23,12 @@ import signal
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from lab.broker import apache as kafka_broker, archive as broker_archive, cluster as kafka_cluster, proxy as proxy_mod
+from lab.broker import (
+    apache as kafka_broker,
+    archive as broker_archive,
+    cluster as kafka_cluster,
+    proxy_start,
+)
 from lab.errors import LabError, choices_error
 from lab.host import processes
 
@@ -172,11 +177,11 @@ def start_embedded(log_dir: Path, port: int | None = None, detach: bool = False,
     java, classpath, version = kafka_broker.prerequisites()
     if archive_at_exit is None:
         broker_archive.ensure()
-    proxy, proxy_port, control_port = proxy_mod.start(log_dir, port, detach)
+    proxy, proxy_port, control_port = proxy_start.start(log_dir, port, detach)
     broker = None
     try:
         broker, broker_port = kafka_broker.start(java, classpath, log_dir, proxy_port, detach, archive_at_exit)
-        proxy_mod.set_upstream(control_port, broker_port, log_dir / "proxy.log")
+        proxy_start.set_upstream(control_port, broker_port, log_dir / "proxy.log")
     except BaseException:
         for p in (proxy, broker):
             if p is not None:
@@ -202,7 +207,7 @@ def _refuse_taken_port(port: int) -> None:
         try:
             s.bind(("127.0.0.1", int(port)))
         except OSError as e:
-            raise proxy_mod.port_error(port, e.strerror or str(e)) from None
+            raise proxy_start.port_error(port, e.strerror or str(e)) from None
 
 
 def check_nodes(nodes, port: int | None = None) -> int:
@@ -301,7 +306,7 @@ def restart_embedded_broker(info: BrokerInfo, detach: bool | None = None) -> Bro
     log_dir = Path(info.log_dir)
     broker, broker_port = kafka_broker.start(java, classpath, log_dir, info.proxy_port, detach)
     try:
-        proxy_mod.set_upstream(info.control_port, broker_port, log_dir / "proxy.log")
+        proxy_start.set_upstream(info.control_port, broker_port, log_dir / "proxy.log")
     except BaseException:
         processes.stop_process(broker, 2)
         raise

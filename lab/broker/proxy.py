@@ -19,6 +19,11 @@ Faults it carries out for real:
               stay open). In front of a broker's inter-broker listener this holds
               back its followers' fetches: the ``follower-lag`` fault of a cluster
               (:mod:`lab.broker.cluster`).
+``hold_produce``  keep one produce request, the first whose bytes contain a given
+              text, unsent: its client times out and sends the batch again on a new
+              connection. ``release`` then sends the kept request to the broker on a
+              connection of the proxy's own, as a request that arrives late would, and
+              keeps the broker's answer (the late write: :mod:`lab.lessons.late_write`).
 
 Start
 -----
@@ -60,14 +65,24 @@ One JSON object per line on the control port; each gets one JSON line back,
     Drop the next ``count`` produce responses, or all for ``seconds`` (default 3).
 ``{"cmd": "hold", "seconds": 5}``
     Forward no request for that long; held requests go on, in order, when it ends.
+``{"cmd": "hold_produce", "contains": "\"late\":true"}``
+    Keep the next produce request whose bytes contain that text (records are sent
+    uncompressed, so a record value's text is in them): not forwarded, never answered.
+``{"cmd": "release"}``
+    Send the kept request to the upstream on a new connection; its response frame
+    (hex) comes in the status once the broker answers.
 ``{"cmd": "heal"}``
-    End any cut, ack loss or hold now.
+    End any cut, ack loss or hold now (an armed ``hold_produce`` that kept nothing yet
+    included; a kept request waits for ``release``).
 ``{"cmd": "status"}``
     Nothing changes; the reply carries the status only.
 
 The status fields: ``upstream`` (``"host:port"`` or null), ``cut_for_s``,
 ``ack_loss_for_s``, ``ack_loss_left``, ``hold_for_s``, ``held_requests``, ``open_connections``, ``accepted``,
-``refused``, ``produce_requests``, ``dropped_responses``, ``client_cut_for_s``, ``client_cut_prefix``.
+``refused``, ``produce_requests``, ``dropped_responses``, ``client_cut_for_s``, ``client_cut_prefix``,
+``held_produce`` (null, or ``{"state": "armed" | "held" | "released" | "answered" | "failed", "contains",
+"version", "client_id", "held_at", "released_at", "answered_at", "request", "response", "error"}``; times are
+wall-clock seconds, ``request`` and ``response`` the hex of each whole frame).
 """
 
 from __future__ import annotations
@@ -81,11 +96,10 @@ import socket
 import struct
 import sys
 import time
-from pathlib import Path
-
-from lab.errors import LabError
 
 PRODUCE_API_KEY = 0
+#: Seconds a released request's connection and answer may take before its record says ``failed``.
+LATE_ANSWER_S = 30.0
 
 #: Exit status when a port cannot be bound (EX_UNAVAILABLE of sysexits.h), so whoever
 #: started the proxy can tell a taken port from a crash (Python's status 1).
@@ -110,6 +124,8 @@ class ProxyState:
         self.refused = 0
         self.dropped_responses = 0
         self.produce_requests = 0
+        self.held_produce: dict | None = None  # hold_produce's record (see the status fields)
+        self.held_frame: bytes | None = None
 
     def cutting(self) -> bool:
         return time.monotonic() < self.cut_until
@@ -142,7 +158,18 @@ class ProxyState:
             "dropped_responses": self.dropped_responses,
             "client_cut_for_s": round(max(0.0, self.client_cut_until - now), 3),
             "client_cut_prefix": self.client_cut_prefix or None,
+            "held_produce": dict(self.held_produce) if self.held_produce else None,
         }
+
+    def keeps(self, frame: bytes) -> bool:
+        """True if this produce request frame is the one an armed ``hold_produce`` keeps (it is then kept)."""
+        held = self.held_produce
+        if not held or held["state"] != "armed" or held["contains"].encode() not in frame:
+            return False
+        self.held_frame = frame
+        held.update(state="held", held_at=time.time(), version=struct.unpack(">h", frame[6:8])[0],
+                    client_id=request_client_id(frame), request=frame.hex())
+        return True
 
 
 def request_client_id(frame: bytes) -> str | None:
@@ -182,6 +209,8 @@ async def _pipe_requests(reader, writer, pending: dict, state: ProxyState, clien
             pending[correlation] = api_key
             if api_key == PRODUCE_API_KEY:
                 state.produce_requests += 1
+                if state.keeps(frame):
+                    continue  # never forwarded on this connection: its client times out and sends it again
         if time.monotonic() < state.hold_until:
             state.held_requests += 1
             # Re-read each time: a heal ends the hold early, a new hold extends it.
@@ -203,6 +232,26 @@ async def _pipe_responses(reader, writer, pending: dict, state: ProxyState) -> N
             continue
         writer.write(frame)
         await writer.drain()
+
+
+async def _send_late(state: ProxyState) -> None:
+    """Send the kept produce request on a connection of its own and keep the broker's answer."""
+    held, frame = state.held_produce, state.held_frame
+    try:
+        if state.upstream is None:
+            raise ConnectionError("no upstream")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*state.upstream), LATE_ANSWER_S)
+        try:
+            writer.write(frame)
+            await writer.drain()
+            response = await asyncio.wait_for(_read_frame(reader), LATE_ANSWER_S)
+        finally:
+            writer.transport.abort()
+        if response is None:
+            raise ConnectionError("the broker closed the connection without an answer")
+        held.update(state="answered", answered_at=time.time(), response=response.hex())
+    except (TimeoutError, OSError) as e:
+        held.update(state="failed", answered_at=time.time(), error=f"{type(e).__name__}: {e}")
 
 
 async def _serve_client(client_reader, client_writer, state: ProxyState) -> None:
@@ -261,14 +310,34 @@ async def _serve_control(reader, writer, state: ProxyState) -> None:
                         state.ack_loss_until = time.monotonic() + float(msg.get("seconds") or 3)
                 elif cmd == "hold":
                     state.hold_until = time.monotonic() + float(msg["seconds"])
+                elif cmd == "hold_produce":
+                    contains = msg.get("contains")
+                    if not isinstance(contains, str) or not contains:
+                        raise ValueError(f"bad contains {contains!r}; valid: a non-empty text the request's bytes hold")
+                    if state.held_produce and state.held_produce["state"] in ("held", "released"):
+                        raise ValueError("a produce request is kept already; release it first")
+                    state.held_produce = {"state": "armed", "contains": contains, "version": None, "client_id": None,
+                                          "held_at": None, "released_at": None, "answered_at": None,
+                                          "request": None, "response": None, "error": None}
+                    state.held_frame = None
+                elif cmd == "release":
+                    if not state.held_produce or state.held_produce["state"] != "held":
+                        now = state.held_produce["state"] if state.held_produce else "nothing armed"
+                        raise ValueError(f"no produce request is kept to release ({now}); valid after hold_produce "
+                                         "once its request came")
+                    state.held_produce.update(state="released", released_at=time.time())
+                    asyncio.ensure_future(_send_late(state))
                 elif cmd == "heal":
                     state.client_cut_until = 0.0
                     state.hold_until = 0.0
                     state.cut_until = 0.0
                     state.ack_loss_until = 0.0
                     state.ack_loss_left = 0
+                    if state.held_produce and state.held_produce["state"] == "armed":
+                        state.held_produce = None
                 elif cmd != "status":
-                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, hold, heal, status")
+                    raise ValueError(f"unknown command {cmd!r}; valid: upstream, cut, ack_loss, hold, hold_produce, "
+                                     "release, heal, status")
                 reply = {"ok": True, **state.status()}
             except (ValueError, KeyError, TypeError) as e:
                 reply = {"ok": False, "error": str(e)}
@@ -357,107 +426,6 @@ def control(port: int, message: dict, timeout_s: float = 5.0, *, host: str = "12
                 raise ConnectionError("proxy closed the control connection")
             buf += chunk
     return json.loads(buf)
-
-
-# -- starting the proxy (the lab's side) --------------------------------------------
-# lab.host.processes (psutil) is imported inside start(): the proxy process itself does not need it.
-
-
-def _read_ready_file(path: Path, proc, log: Path, timeout_s: float) -> dict:
-    """The ports in the ready file (see :mod:`lab.broker.proxy`) that the proxy ``proc`` wrote, waited for.
-
-    The file's ``pid`` must be ``proc``'s, so a file some other proxy wrote at
-    that path is never taken for this one's.
-
-    Raises
-    ------
-    LabError
-        When the proxy exits first or does not report within ``timeout_s``; the
-        message names its log.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            info = json.loads(path.read_text())
-            if info["pid"] == proc.pid:
-                return {"listen": int(info["listen"]), "control": int(info["control"])}
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # not written yet: the proxy replaces it atomically, so it is never half-written
-        if proc.poll() is not None:
-            raise LabError(f"lab proxy exited with status {proc.returncode} before reporting its ports; see {log}")
-        if time.monotonic() >= deadline:
-            raise LabError(f"lab proxy did not report its ports within {timeout_s:g} s; see {log}")
-        time.sleep(0.02)
-
-
-def log_tail(log: Path, offset: int) -> str:
-    """The last non-empty line ``log`` got after byte ``offset`` (logs are appended across starts)."""
-    from lab.host import processes
-
-    lines = processes.read_log(log, offset).strip().splitlines()
-    return lines[-1].strip() if lines else ""
-
-
-def start(log_dir: Path, port: int | None, detach: bool, name: str = "proxy"):
-    """Start the proxy and wait for its ready file: ``(Popen, client port, control port)``.
-
-    Its output goes to ``<log_dir>/<name>.log`` (a cluster runs one proxy per listener and node).
-
-    The client side of the protocol above; the proxy refuses clients until
-    :func:`set_upstream` names the broker.
-
-    Raises
-    ------
-    LabError
-        When ``port`` is taken, or the proxy does not report within 10 s (its log is named);
-        the proxy is then already stopped.
-    """
-    import uuid
-
-    from lab.host import processes
-
-    proxy_log = log_dir / f"{name}.log"
-    # One ready file per start: two starts sharing ``log_dir`` (two kernels using runs/broker-logs)
-    # must not read, replace or delete each other's.
-    ready = log_dir / f"{name}-ready-{uuid.uuid4().hex}.json"
-    proxy_log_start = proxy_log.stat().st_size if proxy_log.exists() else 0
-    proxy = processes.spawn(
-        [sys.executable, "-m", "lab.broker.proxy", "--listen", port or 0, "--control", 0, "--ready-file", ready],
-        log_path=proxy_log, die_with_parent=not detach,
-    )
-    try:
-        try:
-            ports = _read_ready_file(ready, proxy, proxy_log, 10)
-        except LabError as e:
-            ready.unlink(missing_ok=True)
-            last = log_tail(proxy_log, proxy_log_start)
-            # The proxy's own bind is the check that holds for an asked-for port (broker.start_embedded's
-            # early one only answers sooner): checking first and binding later would leave a gap.
-            if port is not None and proxy.returncode == EXIT_CANNOT_BIND and "(clients)" in last:
-                raise port_error(port, last.rpartition(": ")[2]) from None
-            raise LabError(f"{e}; its last line: {last}" if last else str(e)) from None
-        ready.unlink(missing_ok=True)  # read: the ports live on in BrokerInfo
-    except BaseException:
-        processes.stop_process(proxy, 2)
-        raise
-    return proxy, ports["listen"], ports["control"]
-
-
-def port_error(port: int, reason: str) -> LabError:
-    """The one-line error for an asked-for client ``port`` that cannot be bound, for ``reason`` (the OS's words)."""
-    problem = "is already in use" if "in use" in reason.lower() else f"cannot be bound ({reason})"
-    return LabError(f"port {port} on 127.0.0.1 {problem}; choose another port or omit it to let the OS choose one")
-
-
-def set_upstream(control_port: int, broker_port: int, proxy_log: Path) -> None:
-    """Tell the proxy on ``control_port`` to forward new client connections to ``127.0.0.1:broker_port``."""
-    try:
-        reply = control(control_port, {"cmd": "upstream", "host": "127.0.0.1", "port": broker_port})
-    except (OSError, ValueError) as e:
-        raise LabError(f"lab proxy control on 127.0.0.1:{control_port} did not answer ({e}); see {proxy_log}") from None
-    if not reply.get("ok"):
-        raise LabError(f"lab proxy refused upstream 127.0.0.1:{broker_port}: {reply.get('error')}; see {proxy_log}")
-
 
 
 def parse_args(argv=None) -> argparse.Namespace:

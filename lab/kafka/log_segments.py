@@ -45,6 +45,7 @@ class Batch:
     control: bool
     records: int
     marker: str | None = None
+    base_sequence: int = -1
 
 
 @dataclass(frozen=True)
@@ -95,13 +96,14 @@ def read_batches(buf: bytes) -> list[Batch]:
     out = []
     at = 0
     while at + _HEADER.size <= len(buf):
-        (base, length, _, magic, _, attrs, last_delta, _, _, pid, epoch, _, count) = _HEADER.unpack_from(buf, at)
+        (base, length, _, magic, _, attrs, last_delta, _, _, pid, epoch, sequence, count) = _HEADER.unpack_from(buf,
+                                                                                                              at)
         end = at + 12 + length  # the length counts the bytes after itself
         if length <= 0 or end > len(buf) or magic != 2:
             break
         control = bool(attrs & CONTROL_BIT)
         out.append(Batch(base, base + last_delta, pid, epoch, bool(attrs & TRANSACTIONAL_BIT), control, count,
-                         _marker(buf, at + _HEADER.size) if control else None))
+                         _marker(buf, at + _HEADER.size) if control else None, sequence))
         at = end
     return out
 

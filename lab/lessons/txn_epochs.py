@@ -69,69 +69,105 @@ class ClientTransactions:
 
 
 def python_transactions(bootstrap: str, topic: str, transactional_id: str, transactions: int, records: int,
-                        abort_every: int = 0) -> list[dict]:
-    """kafka-python's transactions, one dict each as ``LabTxnProducer`` prints them."""
+                        abort_every: int = 0, *, partition: int | None = None, late_index: int = -1,
+                        open_index: int = -1, on_open=None, linger_ms: int = 0,
+                        request_timeout_ms: int | None = None) -> list[dict]:
+    """kafka-python's transactions, one dict each as ``LabTxnProducer`` prints them (its options likewise:
+    ``partition``, ``late_index``, ``open_index`` with ``on_open`` called once that transaction's sends succeeded
+    and before it is committed, ``linger_ms``, ``request_timeout_ms``). A transaction whose send check or end
+    raises is reported ``FAILED`` with its ``error``, and the producer stops."""
     from kafka import KafkaProducer
 
     from lab.kafka.transactions import SendFailed, Sends, bounded
 
+    timeouts = {"request_timeout_ms": request_timeout_ms} if request_timeout_ms else {}
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
-                             client_id="lab-txn-producer-python", acks="all", enable_idempotence=True, linger_ms=0)
+                             client_id="lab-txn-producer-python", acks="all", enable_idempotence=True,
+                             linger_ms=linger_ms, **timeouts)
     out = []
     try:
         bounded(producer.init_transactions, CALL_TIMEOUT_S, "init_transactions()")
         for i in range(transactions):
-            producer.begin_transaction()
-            sends = Sends()
-            for j in range(records):
-                sends.add(producer.send(topic, key=f"k{j % 8:02d}".encode(),
-                                        value=json.dumps({"transaction": i, "record": j}).encode()))
-            producer.flush(timeout=CALL_TIMEOUT_S)
+            line: dict = {"op": "transaction", "index": i, "records": records}
+            offsets: dict[str, list[int]] = {}
             failed = None
             try:
-                sends.check()
-            except SendFailed as e:
-                failed = str(e)
-            offsets: dict[str, list[int]] = {}
-            for f in sends.futures:
-                if f.is_done and f.succeeded():
-                    m = f.value
-                    lo, hi = offsets.get(str(m.partition), [m.offset, m.offset])
-                    offsets[str(m.partition)] = [min(lo, m.offset), max(hi, m.offset)]
-            abort = failed is not None or (abort_every > 0 and (i + 1) % abort_every == 0)
-            end = producer.abort_transaction if abort else producer.commit_transaction
-            bounded(end, CALL_TIMEOUT_S, "abort_transaction()" if abort else "commit_transaction()")
-            out.append({"op": "transaction", "index": i, "outcome": "ABORT" if abort else "COMMIT",
-                        "records": records, "offsets": dict(sorted(offsets.items())),
-                        **({"failed_send": failed} if failed else {})})
+                producer.begin_transaction()
+                sends = Sends()
+                for j in range(records):
+                    value = json.dumps({"transaction": i, "record": j, "late": i == late_index}, separators=(",", ":"))
+                    sends.add(producer.send(topic, key=f"k{j % 8:02d}".encode(), value=value.encode(),
+                                            partition=partition))
+                producer.flush(timeout=CALL_TIMEOUT_S)
+                try:
+                    sends.check()
+                except SendFailed as e:
+                    failed = str(e)
+                for f in sends.futures:
+                    if f.is_done and f.succeeded():
+                        m = f.value
+                        lo, hi = offsets.get(str(m.partition), [m.offset, m.offset])
+                        offsets[str(m.partition)] = [min(lo, m.offset), max(hi, m.offset)]
+                abort = failed is not None or (abort_every > 0 and (i + 1) % abort_every == 0)
+                if i == open_index and not abort and on_open is not None:
+                    on_open()
+                end = producer.abort_transaction if abort else producer.commit_transaction
+                bounded(end, CALL_TIMEOUT_S, "abort_transaction()" if abort else "commit_transaction()")
+                line["outcome"] = "ABORT" if abort else "COMMIT"
+            except Exception as e:  # the client's own error, reported as the Java client's is
+                line.update(outcome="FAILED", error=f"{type(e).__name__}: {e}")
+            line["offsets"] = dict(sorted(offsets.items()))
+            out.append({**line, **({"failed_send": failed} if failed else {})})
+            if line["outcome"] == "FAILED":
+                break
     finally:
         producer.close(timeout=5)
     return out
 
 
 def java_transactions(bootstrap: str, topic: str, transactional_id: str, transactions: int, records: int,
-                      abort_every: int = 0) -> tuple[list[dict], str]:
+                      abort_every: int = 0, *, options: dict | None = None, on_open=None) -> tuple[list[dict], str]:
     """``LabTxnProducer``'s transactions and the client's version.
+
+    ``options``: its options by name without the dashes (``{"partition": 1, "release-file": path}``); ``on_open``
+    is called when it reports its ``--open-index`` transaction open (it commits once the release file exists).
 
     Raises
     ------
     LabError
         When the JVM fails or takes longer than :data:`CLIENT_TIMEOUT_S` (its last line of error output).
     """
+    import tempfile
+    import threading
+
     from lab.host.java import find_java
 
     args = [find_java().executable, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", TXN_PRODUCER.ensure(),
             TXN_PRODUCER.main_class, bootstrap, topic, transactional_id, str(transactions), str(records),
-            str(abort_every)]
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise LabError(f"the Java transactional producer did not finish within {CLIENT_TIMEOUT_S:g} s") from None
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines or lines[-1].get("op") != "done":
-        errors = [line for line in done.stderr.splitlines() if line.strip()]
-        raise LabError(f"the Java transactional producer exited {done.returncode}: "
-                       f"{errors[-1] if errors else 'no output'}")
+            str(abort_every), *[str(a) for k, v in (options or {}).items() for a in (f"--{k}", v)]]
+    lines: list[dict] = []
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+        timer = threading.Timer(CLIENT_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                if raw.startswith("{"):
+                    lines.append(json.loads(raw))
+                    if lines[-1]["op"] == "open" and on_open is not None:
+                        on_open()
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        errors = [line for line in err.read().splitlines() if line.strip()]
+    if code != 0 or not lines or lines[-1].get("op") != "done":
+        if code == -9:
+            raise LabError(f"the Java transactional producer did not finish within {CLIENT_TIMEOUT_S:g} s")
+        raise LabError(f"the Java transactional producer exited {code}: {errors[-1] if errors else 'no output'}")
     return [m for m in lines if m["op"] == "transaction"], lines[-1]["client"]
 
 

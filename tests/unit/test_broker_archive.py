@@ -114,8 +114,8 @@ def test_the_training_broker_does_not_wait_for_its_own_archive(tmp_path, monkeyp
     monkeypatch.setattr(kafka_broker, "prerequisites", lambda: ("java", "cp", "4.1.1"))
     from types import SimpleNamespace
 
-    monkeypatch.setattr(broker.proxy_mod, "start", lambda *a: (SimpleNamespace(pid=6), 1, 2))
-    monkeypatch.setattr(broker.proxy_mod, "set_upstream", lambda *a: None)
+    monkeypatch.setattr(broker.proxy_start, "start", lambda *a: (SimpleNamespace(pid=6), 1, 2))
+    monkeypatch.setattr(broker.proxy_start, "set_upstream", lambda *a: None)
     started = []
     monkeypatch.setattr(kafka_broker, "start", lambda *a: started.append(a) or (SimpleNamespace(pid=7), 3))
     info = broker.start_embedded(tmp_path, archive_at_exit=tmp_path / "new.jsa")

@@ -62,8 +62,8 @@ def closed_by_peer(conn) -> bool:
         return True
 
 
-def request(conn, api_key, corr, client_id=b""):
-    body = struct.pack(">hhi", api_key, 0, corr) + struct.pack(">h", len(client_id)) + client_id
+def request(conn, api_key, corr, client_id=b"", payload=b"", version=0):
+    body = struct.pack(">hhi", api_key, version, corr) + struct.pack(">h", len(client_id)) + client_id + payload
     conn.sendall(struct.pack(">i", len(body)) + body)
 
 
@@ -183,6 +183,40 @@ def test_hold_keeps_requests_until_it_ends_in_order_and_a_heal_ends_it_early(run
         proxy.control(ctl, {"cmd": "heal"})
         _recv(c, 4)
         assert struct.unpack(">i", _recv(c, 8)[:4])[0] == 9
+
+
+def test_hold_produce_keeps_one_matching_request_unanswered_and_release_sends_it_late(running_proxy):
+    listen, ctl, upstream = running_proxy
+    assert proxy.control(ctl, {"cmd": "hold_produce", "contains": '"late":true'})["held_produce"]["state"] == "armed"
+    with socket.create_connection(("127.0.0.1", listen)) as c:
+        c.settimeout(0.5)
+        request(c, 0, 1, b"lab-txn", b'{"late":false}', version=11)  # produce, not the one: forwarded
+        assert struct.unpack(">i", _recv(c, 12)[4:8])[0] == 1
+        request(c, 0, 2, b"lab-txn", b'{"late":true}', version=11)   # kept: never forwarded, never answered
+        with pytest.raises(socket.timeout):
+            c.recv(1)
+        assert upstream.requests == 1
+    held = proxy.control(ctl, {"cmd": "status"})["held_produce"]
+    assert (held["state"], held["version"], held["client_id"]) == ("held", 11, "lab-txn") and held["held_at"]
+    assert b'{"late":true}' in bytes.fromhex(held["request"])
+    # the client's retry on a new connection, the same bytes: forwarded (only one request is kept)
+    with socket.create_connection(("127.0.0.1", listen)) as again:
+        again.settimeout(2)
+        request(again, 0, 3, b"lab-txn", b'{"late":true}', version=11)
+        assert struct.unpack(">i", _recv(again, 12)[4:8])[0] == 3
+    assert proxy.control(ctl, {"cmd": "release"})["held_produce"]["state"] == "released"
+    deadline = time.monotonic() + 5
+    while (held := proxy.control(ctl, {"cmd": "status"})["held_produce"])["state"] == "released":
+        assert time.monotonic() < deadline, held
+        time.sleep(0.05)
+    # the kept request reached the broker after its retry, and the broker's answer is kept: correlation id 2
+    assert held["state"] == "answered" and upstream.requests == 3, held
+    answer = bytes.fromhex(held["response"])
+    assert struct.unpack(">ii", answer[:8]) == (8, 2) and held["answered_at"] >= held["released_at"]
+    again = proxy.control(ctl, {"cmd": "release"})
+    assert not again["ok"] and "no produce request is kept" in again["error"]
+    bad = proxy.control(ctl, {"cmd": "hold_produce", "contains": ""})
+    assert not bad["ok"] and "bad contains ''" in bad["error"]
 
 
 def test_unknown_command_is_an_error_reply(running_proxy):
