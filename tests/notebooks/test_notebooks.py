@@ -495,6 +495,16 @@ def check_05(reports):
     answers = {q["scenario"]: q["measured"] for q in questions}
     assert answers == {"kafka-python's transactions": "one epoch",
                        "the Java client's transactions": "a new epoch per transaction"}, answers
+    # Section 8: the late write on the cluster, each client's verdict from its answer and its readers' counts
+    (late,) = Path(reports[0]["run_dir"]).parent.glob("cluster/late-write-*")
+    summary = pd.read_csv(late / "summary.csv").set_index("client")
+    assert summary.loc["java", "broker's answer"] == "INVALID_PRODUCER_EPOCH", summary
+    assert summary.loc["python", "verdict"].startswith("recognised as a duplicate"), summary
+    assert (summary["duplicated (read_committed)"] == 0).all() and (summary["lost"] == 0).all(), summary
+    questions = [json.loads(f.read_text()) for f in late.glob("question-*.json")]
+    answers = {q["scenario"]: q["measured"] for q in questions}
+    assert answers == {"kafka-python's late request": "recognised as a duplicate",
+                       "the Java client's late request": "fenced"}, answers
 
 
 def check_06(reports):
