@@ -235,27 +235,32 @@ def txn_epochs(transactions: int = 5, records: int = 20, abort_every: int = 3, p
         ``results`` (per client, :class:`lab.lessons.txn_epochs.ClientTransactions`), ``work_dir``, and
         ``outcome(client)``, the answer to the question "txn epochs" for ``python`` or ``java``.
     """
-    from types import SimpleNamespace
-
-    from IPython.display import display
-
     from lab.broker.log_files import broker_data_dir
     from lab.lessons.txn_epochs import compare
     from lab.views import txn_epochs as view
 
     info = start_broker()
-    work = Path(make_config().runs_dir) / f"txn-epochs-{time.strftime('%Y%m%d-%H%M%S')}"
-    work.mkdir(parents=True, exist_ok=True)
     results = compare(info.bootstrap, broker_data_dir(info), transactions, records, abort_every, partitions)
-    summary, table = view.summary_table(results), view.transactions_table(results)
+    return _client_lesson(Path(make_config().runs_dir) / f"txn-epochs-{time.strftime('%Y%m%d-%H%M%S')}", results,
+                          view.summary_table(results), ("transactions", view.transactions_table(results)),
+                          view.epochs_figure(results), view.epochs_outcome)
+
+
+def _client_lesson(work: Path, results, summary, table: tuple, figure, outcome):
+    """Save a per-client lesson's tables under ``work``; show the summary, the figure and the table; return
+    ``results``, ``work_dir`` and ``outcome(client)`` (``outcome`` applied to that client's result)."""
+    from types import SimpleNamespace
+
+    from IPython.display import display
+
+    work.mkdir(parents=True, exist_ok=True)
     summary.to_csv(work / "summary.csv")
-    table.to_csv(work / "transactions.csv")
+    table[1].to_csv(work / f"{table[0]}.csv")
     display(summary)
-    view.epochs_figure(results).show()
-    display(table)
+    figure.show()
+    display(table[1])
     by_client = {r.client: r for r in results}
-    return SimpleNamespace(results=results, work_dir=work,
-                           outcome=lambda client: view.epochs_outcome(by_client[client]))
+    return SimpleNamespace(results=results, work_dir=work, outcome=lambda client: outcome(by_client[client]))
 
 
 def late_write(records: int = 10):
@@ -270,33 +275,21 @@ def late_write(records: int = 10):
         ``results`` (per client, :class:`lab.lessons.late_write.LateWrite`), ``work_dir``, and
         ``outcome(client)``, the answer to the question "late write" for ``python`` or ``java``.
     """
-    from types import SimpleNamespace
-
-    from IPython.display import display
-
     from lab.broker import shared as shared_broker
     from lab.lessons.late_write import CLIENTS, run as late_run
     from lab.views import txn_epochs as view
 
     runs = start_cluster()
     info = shared_broker.load_running(runs)
-    work = Path(runs) / f"late-write-{time.strftime('%Y%m%d-%H%M%S')}"
-    work.mkdir(parents=True, exist_ok=True)
     results = []
     for client in CLIENTS:
         print(f"{client}: writing its transactions; one produce request kept by the leader's proxy ...", flush=True)
         results.append(late_run(info, client, records))
         for line in results[-1].could_not_show:
             print(f"  could not show: {line}")
-    summary, table = view.late_summary_table(results), view.late_log_table(results)
-    summary.to_csv(work / "summary.csv")
-    table.to_csv(work / "log.csv")
-    display(summary)
-    view.late_epochs_figure(results).show()
-    display(table)
-    by_client = {r.client: r for r in results}
-    return SimpleNamespace(results=results, work_dir=work,
-                           outcome=lambda client: view.late_write_outcome(by_client[client]))
+    return _client_lesson(Path(runs) / f"late-write-{time.strftime('%Y%m%d-%H%M%S')}", results,
+                          view.late_summary_table(results), ("log", view.late_log_table(results)),
+                          view.late_epochs_figure(results), view.late_write_outcome)
 
 
 def show_code(name: str) -> None:

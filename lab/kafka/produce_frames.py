@@ -60,10 +60,7 @@ def read_answer(frame: bytes, version: int) -> list[PartitionAnswer]:
     """
     from kafka.protocol.producer.produce import ProduceResponse
 
-    try:
-        decoded = ProduceResponse.decode(bytes(frame), version=version, header=True, framed=True)
-    except Exception as e:  # kafka-python raises its own decoding errors, and struct's
-        raise ValueError(f"not a Produce response v{version}: {type(e).__name__}: {e}") from None
+    decoded = _decode(ProduceResponse, "response", frame, version)
     return [PartitionAnswer(partition=p.index, error=error_name(p.error_code), error_code=p.error_code,
                             base_offset=p.base_offset, message=getattr(p, "error_message", None))
             for topic in decoded.responses for p in topic.partition_responses]
@@ -80,9 +77,14 @@ def request_batches(frame: bytes, version: int) -> list[tuple[int, Batch]]:
     """
     from kafka.protocol.producer.produce import ProduceRequest
 
-    try:
-        decoded = ProduceRequest.decode(bytes(frame), version=version, header=True, framed=True)
-    except Exception as e:  # kafka-python raises its own decoding errors, and struct's
-        raise ValueError(f"not a Produce request v{version}: {type(e).__name__}: {e}") from None
+    decoded = _decode(ProduceRequest, "request", frame, version)
     return [(p.index, b) for topic in decoded.topic_data for p in topic.partition_data
             for b in read_batches(bytes(p.records or b""))]
+
+
+def _decode(message, kind: str, frame: bytes, version: int):
+    """``frame`` decoded as kafka-python's ``message`` class at ``version``; ValueError naming ``kind`` if not."""
+    try:
+        return message.decode(bytes(frame), version=version, header=True, framed=True)
+    except Exception as e:  # kafka-python raises its own decoding errors, and struct's
+        raise ValueError(f"not a Produce {kind} v{version}: {type(e).__name__}: {e}") from None
