@@ -256,12 +256,14 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, timeout_s: float = 
 
 
 def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: str = "read_uncommitted",
-                 timeout_s: float = 120.0) -> dict[str, list]:
+                 timeout_s: float = 120.0, key=None) -> dict:
     """Each event id's copies in the topic, read straight from the broker: ``{id: [copies, partition, offset]}``
     with the partition and offset of its first copy.
 
     Reads every partition from the beginning to its log end (stopping on the
-    consumer's position, since transaction markers occupy offsets).
+    consumer's position, since transaction markers occupy offsets). ``key``, if
+    given, names a record from its decoded JSON value in place of its ``"id"``;
+    a record it cannot name (a value that is not JSON, a missing field) is skipped.
 
     Raises
     ------
@@ -279,7 +281,7 @@ def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: s
     try:
         for r in read_to_end(c, {tp: ends[tp.partition] for tp in tps}, timeout_s, topic):
             try:
-                eid = json.loads(r.value)["id"]
+                eid = (key or _event_id)(json.loads(r.value))
             except (ValueError, KeyError, TypeError):
                 continue
             if eid in counts:
@@ -289,6 +291,10 @@ def topic_copies(bootstrap: str, topic: str, partitions: int, isolation_level: s
     finally:
         c.close()
     return counts
+
+
+def _event_id(value: dict) -> str:
+    return value["id"]
 
 
 def read_to_end(c, ends: dict, timeout_s: float, what: str):

@@ -31,7 +31,6 @@ through of the late request is what the readers count (:func:`audit_copies`), ne
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 import uuid
@@ -116,14 +115,14 @@ class LateWrite:
         """The client's row: the late request, the broker's answer, and what the readers got."""
         a = self.audit()
         answer = self.answer[0] if self.answer else {}
-        open_epochs = [t.data_epochs for t in self.logged if t.records and t.partition == self.partition]
+        epochs = [t.data_epochs for t in self.logged if t.records and t.partition == self.partition]
         return {"client": self.client, "version": self.version,
                 "late request (producer id, epoch, sequence)": (
                     (self.late["producer_id"], self.late["epoch"], self.late["base_sequence"]) if self.late else None),
                 "its transaction": outcome_of(self.reported, LATE_INDEX),
-                "epochs of the partition's transactions": [list(e) for e in open_epochs],
+                "epochs of the partition's transactions": [list(e) for e in epochs],
                 "broker's answer": answer.get("error", self.held.get("error") or self.held.get("state")),
-                "written again": a["late_copies_uncommitted"] > a["late_expected_uncommitted"],
+                "written again": written_again(a),
                 "duplicated (read_committed)": a["duplicated"], "lost": a["lost"],
                 "aborted records read (read_committed)": a["aborted_read"],
                 "verdict": verdict(answer.get("error"), a)}
@@ -141,7 +140,8 @@ def audit_copies(reported: list[dict], copies: dict, records: int) -> dict:
     transaction's records must each be read once by a ``read_committed`` reader (``lost`` those not read,
     ``duplicated`` those read more than once); an aborted or failed one's, never (``aborted_read``).
     ``late_copies_uncommitted``: the late transaction's records in the log at all (a ``read_uncommitted`` reader),
-    against ``late_expected_uncommitted``, what its sends and their retries wrote once.
+    against ``late_expected_uncommitted``, what its sends and their retries wrote once (None when the late
+    transaction failed or was never reached: then no count of copies is expected).
     """
     committed = copies.get("read_committed", {})
     everything = copies.get("read_uncommitted", {})
@@ -157,7 +157,7 @@ def audit_copies(reported: list[dict], copies: dict, records: int) -> dict:
     sent_once = outcome_of(reported, LATE_INDEX) in ("COMMIT", "ABORT")
     return {"lost": lost, "duplicated": duplicated, "aborted_read": aborted_read,
             "late_copies_uncommitted": sum(late.values()),
-            "late_expected_uncommitted": records if sent_once else sum(late.values())}
+            "late_expected_uncommitted": records if sent_once else None}
 
 
 def verdict(error: str | None, audit: dict) -> str:
@@ -169,12 +169,21 @@ def verdict(error: str | None, audit: dict) -> str:
         return "no answer"
     if error in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"):
         return f"fenced: an epoch older than the producer's ({error})"
-    if error in ("NONE", "DUPLICATE_SEQUENCE_NUMBER") and audit["late_copies_uncommitted"] <= \
-            audit["late_expected_uncommitted"]:
+    if error in ("NONE", "DUPLICATE_SEQUENCE_NUMBER") and written_again(audit) is None:
+        return f"answered {error}; its transaction failed at the client, so no count of copies is expected"
+    if error in ("NONE", "DUPLICATE_SEQUENCE_NUMBER") and not written_again(audit):
         return f"recognised as a duplicate by its sequence number, not written again ({error})"
     if error == "NONE":
         return "written again, in a transaction the readers skip"
     return f"refused ({error})"
+
+
+def written_again(audit: dict) -> bool | None:
+    """Whether the log holds more of the late transaction's records than its sends wrote (None: nothing expected,
+    the late transaction failed)."""
+    if audit["late_expected_uncommitted"] is None:
+        return None
+    return audit["late_copies_uncommitted"] > audit["late_expected_uncommitted"]
 
 
 def pick_partition(bootstrap: str, topic: str) -> tuple[int, int, int]:
@@ -198,23 +207,15 @@ def pick_partition(bootstrap: str, topic: str) -> tuple[int, int, int]:
                    "the late write needs the lab's three-broker cluster with every broker up")
 
 
-def read_copies(bootstrap: str, topic: str, partition: int, isolation: str) -> dict[int, dict[int, int]]:
-    """``{transaction: {record: copies}}`` of one partition, as a reader with ``isolation`` gets it."""
-    from kafka import TopicPartition
-
+def read_copies(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, dict[int, int]]:
+    """``{transaction: {record: copies}}`` of the topic, as a reader with ``isolation`` gets it."""
     from lab.kafka import tools as kafka_tools
 
-    tp = TopicPartition(topic, partition)
-    c = kafka_tools.bulk_consumer(bootstrap, isolation)
     out: dict[int, dict[int, int]] = {}
-    try:
-        end = c.end_offsets([tp])[tp]
-        for r in kafka_tools.read_to_end(c, {tp: end}, 30.0, topic):
-            v = json.loads(r.value)
-            per = out.setdefault(int(v["transaction"]), {})
-            per[int(v["record"])] = per.get(int(v["record"]), 0) + 1
-    finally:
-        c.close()
+    by_record = kafka_tools.topic_copies(bootstrap, topic, partitions, isolation, 30.0,
+                                         key=lambda v: (int(v["transaction"]), int(v["record"])))
+    for (transaction, record), (n, _, _) in by_record.items():
+        out.setdefault(transaction, {})[record] = n
     return out
 
 
@@ -298,8 +299,8 @@ def run(broker, client: str, records: int = 10) -> LateWrite:
             proxy.control(control_port, {"cmd": "heal"})
     held = release.record or held
     wait_for_markers(broker.bootstrap, topic, len(broker.nodes))
-    copies = {iso: read_copies(broker.bootstrap, topic, partition, iso) for iso in ("read_committed",
-                                                                                  "read_uncommitted")}
+    copies = {iso: read_copies(broker.bootstrap, topic, len(broker.nodes), iso)  # one partition is written
+              for iso in ("read_committed", "read_uncommitted")}
     logged = []
     for d in broker_data_dirs(broker):
         path = partition_dirs(d, topic).get(partition)

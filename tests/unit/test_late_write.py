@@ -3,7 +3,7 @@
 import pytest
 
 from lab.errors import LabError
-from lab.lessons.late_write import LATE_INDEX, audit_copies, run, verdict
+from lab.lessons.late_write import LATE_INDEX, audit_copies, run, verdict, written_again
 
 RECORDS = 4
 
@@ -50,6 +50,15 @@ def test_a_late_copy_written_only_where_readers_skip_it_says_so():
               "read_uncommitted": {**once(0, 2, 3), LATE_INDEX: {j: 2 for j in range(RECORDS)}}}
     a = audit_copies(reported("COMMIT", "COMMIT", "COMMIT", "COMMIT"), copies, RECORDS)
     assert verdict("NONE", a) == "written again, in a transaction the readers skip"
+
+
+def test_a_failed_late_transaction_expects_no_count_of_copies():
+    # the client's late transaction failed: whatever of it the log holds, nothing says how many copies it should
+    copies = {"read_committed": once(0, 2, 3), "read_uncommitted": {**once(0, 2, 3), LATE_INDEX: {0: 1}}}
+    a = audit_copies(reported("COMMIT", "FAILED"), copies, RECORDS)
+    assert (a["late_expected_uncommitted"], a["late_copies_uncommitted"], written_again(a)) == (None, 1, None)
+    assert verdict("NONE", a).startswith("answered NONE; its transaction failed at the client")
+    assert verdict("INVALID_PRODUCER_EPOCH", a).startswith("fenced")
 
 
 def test_a_committed_transaction_missing_records_counts_them_lost():
