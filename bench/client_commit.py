@@ -35,7 +35,7 @@ PARTITIONS = 3
 
 
 def _kafka_python(bootstrap: str, txn_id: str, delivery_s: float):
-    from lab.pipelines.kafka_eos import _producer
+    from lab.pipelines.shared.eos_producer import producer as _producer
 
     p = _producer(bootstrap, txn_id, int(delivery_s * 1000))  # the kafka-eos driver's producer, every setting
     p.init_transactions()

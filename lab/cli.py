@@ -105,6 +105,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="kafka-eos: commit each transaction without first checking that every send in it was "
                         "acknowledged, leaving it to kafka-python's commit (a lesson: the client commits a "
                         "transaction one of whose sends timed out)")
+    p.add_argument("--txn-client", default=None,
+                   help="kafka-eos: the transactional producer's client: python (kafka-python, transactions v1; the "
+                        "default) or java (Kafka's Java client in a JVM beside the driver, transactions v2)")
     p.add_argument("--delivery-timeout", type=float, default=None,
                    help=f"kafka-eos: seconds a send may take, retries included, before it fails "
                         f"({DELIVERY_TIMEOUT_RANGE_S[0]:g} to {DELIVERY_TIMEOUT_RANGE_S[1]:g}, default "
@@ -233,6 +236,9 @@ def _print_table(report: dict) -> None:
                                              f"topic: {there} record{'' if there == 1 else 's'} there)"))
         hist = ", ".join(f"{n}: {c}" for n, c in deliveries["histogram"].items())
         rows.append(("delivery counts", f"{hist}  (events by the most deliveries one had)"))
+    if report["pipeline"] == "kafka-eos":  # its transactional producer's client (--txn-client)
+        rows.insert(-1, ("transactional client", {"java": "Kafka's Java client (--txn-client java)"}.get(
+            report["settings"].get("txn_client"), "kafka-python")))
     if "read_uncommitted_records" in report:  # kafka-eos: the output topic, audited read_committed
         rows.insert(6, ("output read_uncommitted", f"{report['read_uncommitted_records']} records, "
                                                    f"{report['read_uncommitted_duplicated']} events more than once "
@@ -297,7 +303,8 @@ def cmd_run(a) -> int:
         late_by_s=a.late_by, checkpointing=a.checkpointing, flink_delivery=a.flink_delivery, slow_sink=a.slow_sink,
         backlog=a.backlog, storm_mode=a.storm_mode, samza_store_cache=a.samza_store_cache, consumers=a.consumers,
         dlq=a.dlq, on_pause=a.on_pause, elr=a.elr, trigger=a.trigger, trust_commit=a.trust_commit,
-        delivery_timeout_s=a.delivery_timeout, acks=a.acks, retries=a.retries, idempotence=a.idempotence == "on",
+        txn_client=a.txn_client, delivery_timeout_s=a.delivery_timeout, acks=a.acks, retries=a.retries,
+        idempotence=a.idempotence == "on",
         transactional=a.transactional == "on", producer_client=a.producer_client,
     )
     # With --json only the UI's address is echoed (stderr): stdout stays the one report.

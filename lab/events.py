@@ -103,8 +103,8 @@ STATE_PROGRESS = "state-progress"
 #: (kafka-eos --trust-commit) kafka-python committed batch ``batch`` although ``failed_sends`` of its ``sends`` had
 #: failed (``error``, the first)
 COMMITTED_WITH_FAILED_SENDS = "committed-with-failed-sends"
-#: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``producer_id``, ``epoch``, ``took_s``,
-#: ``same_id_as_attempt``
+#: (kafka-eos) the transactional producer initialised: ``transactional_id``, ``client`` (library and version),
+#: ``producer_id``, ``epoch``, ``took_s``, ``same_id_as_attempt``
 EOS_INIT = "eos-init"
 #: (kafka-eos key-count; samza, per task) the new store restored from the changelog: ``attempt``, ``records``, ``keys``,
 #: ``bytes``, ``took_s``, ``topic`` (samza: ``task``, ``partition``, ``counted``; ``records``, ``bytes`` null)

@@ -80,6 +80,7 @@ def _structured_label(sink, s: dict, query: str) -> str:
 def _kafka_eos_label(sink, s: dict, query: str) -> str:
     return (f"kafka-eos{query}, offsets in the producer's transaction"
             + ("" if sink in ("topic", None) else f", {sink_words(sink)}")
+            + (", Kafka's Java producer" if s.get("txn_client") == "java" else "")
             + (", commit trusted without checking its sends" if s.get("trust_commit") is True else ""))
 
 

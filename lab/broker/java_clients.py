@@ -16,3 +16,6 @@ from lab.host.java_build import JavaSources
 
 TXN_PRODUCER = JavaSources("txn-producer", Path(__file__).resolve().parent / "java", KAFKA_JARS,
                            "lab.broker.LabTxnProducer")
+#: The same classes' ``LabTxnServer``: Kafka's Java producer called one request at a time
+#: (:mod:`lab.broker.java_producer`).
+TXN_SERVER = JavaSources("txn-producer", TXN_PRODUCER.source_dir, KAFKA_JARS, "lab.broker.LabTxnServer")

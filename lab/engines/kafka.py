@@ -1,8 +1,8 @@
 """The pipelines that are a Kafka client only (plain, share, kafka-eos): their options group and checks.
 
 ``--commit`` (when a consumer commits, or a share consumer acknowledges), ``--consumers`` (the share group's
-consumers), ``--dlq`` (the share group's dead-letter topic), ``--trust-commit`` and ``--delivery-timeout``
-(kafka-eos's transactional producer).
+consumers), ``--dlq`` (the share group's dead-letter topic), ``--trust-commit``, ``--delivery-timeout`` and
+``--txn-client`` (kafka-eos's transactional producer).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class KafkaOptions:
     dlq: str = "off"
     trust_commit: bool = False
     delivery_timeout_s: float = eos_settings.DELIVERY_TIMEOUT_S
+    txn_client: str = eos_settings.DEFAULT_TXN_CLIENT
 
 
 def check(cfg, spec, pipelines) -> None:

@@ -17,6 +17,11 @@ Protocol, per batch
 4. ``commit_transaction()``: the output records and the offsets become visible
    together, or, if the transaction is aborted, neither.
 
+The producer (:mod:`lab.pipelines.shared.eos_producer`) is kafka-python's, or with ``--txn-client java`` Kafka's
+Java client in a JVM beside the driver (:mod:`lab.broker.java_producer`): the same calls, checks and bounds;
+kafka-python keeps one epoch for all of a driver's transactions (transactions v1), the Java client gets a new
+one at each transaction's end (v2), as the report's ``transactions_in_log`` shows.
+
 The producer's ``transactional_id`` is fixed per run (``lab-<run id>-eos``), so a
 restarted driver's ``init_transactions()`` names the dead driver's id: the
 transaction coordinator bumps the producer epoch (fencing the dead producer)
@@ -87,8 +92,8 @@ Killed anywhere (``driver-crash``): the supervisor restarts the driver, whose
 ``init_transactions()`` aborts the open transaction, as above, and (``key-count``)
 restores a new store from the committed changelog. A broker that is
 away holds the open batch up: its sends and its commit are retried within
-the delivery timeout and ``TRANSACTION_TIMEOUT_MS`` (measured: with
-``broker-outage@at=2s:for=3s``, ``broker-crash@at=2s:for=3s`` and
+the delivery timeout and the transaction timeout (:mod:`lab.pipelines.shared.eos_producer`;
+measured: with ``broker-outage@at=2s:for=3s``, ``broker-crash@at=2s:for=3s`` and
 ``ack-loss@at=1s:count=5``, 3,000 events each, exactly once, no restart). A batch that
 fails with a Kafka error the producer can recover from (a send that ran out of
 its delivery timeout while the broker was away) is aborted, recorded as
@@ -124,23 +129,17 @@ from lab.kafka import tools as kafka_tools
 from lab.kafka.read import event_fields
 from lab.kafka.transactions import CallTimedOut, SendFailed, Sends, bounded, transactional_id
 from lab.pipelines.driver import DriverContext
+from lab.pipelines.shared.eos_producer import (
+    MAX_BLOCK_MS,
+    REQUEST_TIMEOUT_MS,
+    epoch as _epoch,
+    fenced as _fenced,
+    kafka_python_version,
+    producer as _producer,
+)
 from lab.sinks import changelog as changelog_state
 from lab.sinks.topic import output_topic
 
-#: The transaction timeout the coordinator enforces: an open transaction older than this is aborted
-#: and its producer fenced. A live driver's transaction must outlast a broker fault it rides out:
-#: measured, broker-crash@at=2s:for=3s kept the first batch's transaction open about 9 s (the broker
-#: back after 5.3 s more), committed once the broker was back, and the run was exactly once. A dead
-#: driver's transaction never waits for it: the restart's init_transactions() aborts it (the
-#: supervisor restarts a driver 0.2 s after a kill; init_transactions() measured 0.2-0.4 s).
-TRANSACTION_TIMEOUT_MS = 60_000
-#: A request without an answer fails after 10 s and is retried (within the delivery timeout). Measured:
-#: ack-loss@at=1s:count=5 dropped the answers to the driver's first batch, which then took one such
-#: timeout longer (first batch done at 11.2 s), and the run was exactly once.
-REQUEST_TIMEOUT_MS = 10_000
-#: How long init_transactions() and a send waiting for metadata may block before a KafkaTimeoutError; also the
-#: bound on the consumer's offset look-ups.
-MAX_BLOCK_MS = 30_000
 #: The bound on each of send_offsets_to_transaction(), commit_transaction() and abort_transaction(), which
 #: kafka-python 3.0.12 leaves unbounded (lab.kafka.transactions); the Java client bounds them by max.block.ms.
 TXN_CALL_S = MAX_BLOCK_MS / 1000
@@ -180,48 +179,6 @@ def batch_from_metadata(metadata: str | None) -> int:
     return int(number) if key == "batch" and number.isdigit() else -1
 
 
-def _producer(bootstrap: str, txn_id: str, delivery_timeout_ms: int):
-    """The transactional producer; every setting that decides delivery is stated here."""
-    from kafka import KafkaProducer
-
-    return KafkaProducer(
-        bootstrap_servers=bootstrap,
-        transactional_id=txn_id,
-        # Transactions need an idempotent producer writing to every in-sync replica.
-        enable_idempotence=True,
-        acks="all",
-        # Idempotence makes each retry safe (the broker drops a repeated sequence number), so only the
-        # time bound decides when a send gives up: the delivery timeout, not a count.
-        retries=2**31 - 1,
-        max_in_flight_requests_per_connection=5,  # the most idempotence keeps in order
-        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-        delivery_timeout_ms=delivery_timeout_ms,
-        request_timeout_ms=REQUEST_TIMEOUT_MS,
-        max_block_ms=MAX_BLOCK_MS,
-        linger_ms=5,
-        # The driver creates the output topic with the input's partition count; a metadata request
-        # must never create it first with the broker's default of one.
-        allow_auto_create_topics=False,
-        # Named after the transactional id, so the lab's proxy can cut this client alone (leader-unreachable).
-        client_id=txn_id,
-    )
-
-
-def _fenced(error, fenced_type) -> bool:
-    """Whether a Kafka error says a newer producer with this transactional id fenced this one.
-
-    kafka-python raises the fencing itself from a transactional call, but a send after it raises a plain
-    ``KafkaError`` that carries the ``ProducerFencedError`` as its argument (kafka-python 3.0, measured).
-    """
-    return isinstance(error, fenced_type) or any(isinstance(a, fenced_type) for a in getattr(error, "args", ()))
-
-
-def _epoch(producer) -> tuple[int | None, int | None]:
-    """``(producer id, epoch)`` after init_transactions() (kafka-python keeps them in its transaction manager)."""
-    pe = getattr(getattr(producer, "_transaction_manager", None), "producer_id_and_epoch", None)
-    return getattr(pe, "producer_id", None), getattr(pe, "epoch", None)
-
-
 def _init(ctx: DriverContext, producer, txn_id: str) -> None:
     """init_transactions(), timed, and the ``eos-init`` event saying which earlier attempt had the same id."""
     before = [e for e in read_events(ctx.run_dir)
@@ -230,7 +187,9 @@ def _init(ctx: DriverContext, producer, txn_id: str) -> None:
     producer.init_transactions()  # bounded by MAX_BLOCK_MS: KafkaTimeoutError, and the driver ends
     took = time.monotonic() - began
     pid, epoch = _epoch(producer)
-    ctx.events.write(ev.EOS_INIT, transactional_id=txn_id, producer_id=pid, epoch=epoch, took_s=round(took, 4),
+    client = getattr(producer, "client", None) or f"kafka-python {kafka_python_version()}"
+    ctx.events.write(ev.EOS_INIT, transactional_id=txn_id, client=client, producer_id=pid, epoch=epoch,
+                     took_s=round(took, 4),
                      attempt=ctx.attempt, same_id_as_attempt=before[-1].get("attempt") if before else None,
                      previous_epoch=before[-1].get("epoch") if before else None)
 
@@ -292,7 +251,8 @@ def run(ctx: DriverContext) -> None:
     """
     names = _Names.of(ctx)
     _create_topics(ctx, names)
-    producer = _producer(ctx.bootstrap, names.txn_id, int(ctx.config.kafka.delivery_timeout_s * 1000))
+    producer = _producer(ctx.bootstrap, names.txn_id, int(ctx.config.kafka.delivery_timeout_s * 1000),
+                         ctx.config.kafka.txn_client)
     consumer = store = None
     try:
         # Before the consumer asks for the group's offsets: a read_committed consumer's offset fetch
@@ -380,7 +340,7 @@ class _Transactions:
             This producer fenced by a newer one with its id (``producer-fenced``), or the abort failed.
         """
         from kafka import OffsetAndMetadata
-        from kafka.errors import KafkaError, ProducerFencedError
+        from kafka.errors import KafkaError
 
         ctx, producer, names = self.ctx, self.producer, self.names
         ctx.batch_start(batch, _ranges(records), len(records), transactional_id=names.txn_id)
@@ -409,7 +369,7 @@ class _Transactions:
             ctx.events.write(ev.BATCH_ERROR, batch=batch, error=str(e), attempt=ctx.attempt, action="exit")
             raise
         except (KafkaError, SendFailed) as e:
-            if _fenced(e.error if isinstance(e, SendFailed) else e, ProducerFencedError):
+            if _fenced(e.error if isinstance(e, SendFailed) else e):
                 # A newer driver owns the id (a restart, or the replacement of this one while it was paused):
                 # this one must stop writing. Its open transaction was aborted when the newer one started.
                 ctx.events.write(ev.PRODUCER_FENCED, batch=batch, attempt=ctx.attempt, error=repr(e)[:300])

@@ -3,7 +3,8 @@
 A send fails by its delivery timeout while the broker stays up: ``leader-unreachable`` cuts the client
 proxy of a broker that leads an output partition (not the transaction coordinator) for longer than the
 producer's delivery timeout. kafka-python 3.0.12 then commits the transaction without the failed sends
-(``--trust-commit`` leaves the commit to it); the driver's own check aborts it and reads the batch again.
+(``--trust-commit`` leaves the commit to it); the driver's own check aborts it and reads the batch again. Kafka's
+Java client (``--txn-client java``) refuses that commit itself.
 One cluster for the module (``lab broker start --nodes 3``), each run its own topic.
 """
 
@@ -64,3 +65,17 @@ def test_with_trust_commit_the_client_commits_without_the_failed_sends_and_they_
     assert r["lost"] == sum(e["failed_sends"] for e in let_through) > 0, (r, let_through)
     assert r["exactly_once"] + r["lost"] == r["acked"] == 2000 and r["duplicated"] == 0 and result.drained, r
     assert_all_gone(driver_pids(events))  # the cluster is the module's
+
+
+def test_kafka_s_java_client_refuses_to_commit_past_a_failed_send_even_when_trusted(cluster_runs):
+    """``--txn-client java --trust-commit``: the Java client moves the transaction to an abortable error when a send
+    expires (KAFKA-5385), so its commit fails and the driver aborts and reads the batch again."""
+    result = run_scenario(make_config(**CUT, trust_commit=True, txn_client="java", runs_dir=str(cluster_runs)))
+    r, events = result.report, read_events(result.run_dir)
+    cut_of(events)
+    assert not [e for e in events if e["type"] == "committed-with-failed-sends"]
+    refused = [e for e in events if e["type"] == "batch-error" and e["action"] == "abort-and-rewind"]
+    assert refused and all("failed_sends" not in e for e in refused), refused  # the client's refusal, not the check
+    assert r["acked"] == 2000 and (r["lost"], r["duplicated"], r["unseen"], r["unexpected"]) == (0, 0, 0, 0), r
+    assert r["guarantee"] == "exactly-once" and result.drained
+    assert_all_gone(driver_pids(events))

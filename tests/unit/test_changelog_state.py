@@ -140,7 +140,8 @@ def driver(tmp_path, monkeypatch):
         ctx = SimpleNamespace(
             config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=2, topic_configs={},
                                    query=query, cluster=SimpleNamespace(nodes=1),
-                                   kafka=SimpleNamespace(trust_commit=False, delivery_timeout_s=45.0)),
+                                   kafka=SimpleNamespace(trust_commit=False, delivery_timeout_s=45.0,
+                                                         txn_client="python")),
             run_id="r1", bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, written=written,
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), last_batch=lambda: -1,
             batch_start=lambda b, ranges, rows, **x: None, batch_done=lambda b, rows: None,

@@ -148,3 +148,13 @@ def test_trust_commit_and_delivery_timeout_are_the_kafka_eos_pipelines_and_bound
         make_config(pipeline="kafka-eos", delivery_timeout_s=5)
     with pytest.raises(LabError, match=r"--delivery-timeout is the kafka-eos"):
         make_config(pipeline="structured", delivery_timeout_s=20)
+
+
+def test_the_transactional_client_is_kafka_eos_s_and_one_of_two():
+    assert make_config(pipeline="kafka-eos", txn_client="java").settings["txn_client"] == "java"
+    assert "txn_client" not in make_config(pipeline="kafka-eos").settings  # python, stated only when changed
+    with pytest.raises(LabError, match=r"unknown transactional client \(--txn-client\) 'go'; valid choices: java, "
+                                       r"python"):
+        make_config(pipeline="kafka-eos", txn_client="go")
+    with pytest.raises(LabError, match=r"--txn-client is the kafka-eos pipeline's .* pipeline is 'plain'"):
+        make_config(pipeline="plain", txn_client="java")

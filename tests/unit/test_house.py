@@ -273,6 +273,7 @@ NOT_MODULE_NAMES = {"lab.fetch": "the Maven groupId of the pom that fetches jars
                     "lab.samza.LabSamza": "the Samza job's Java class (lab/samza/java)",
                     "lab.share.LabShareState": "the share group's state reader, a Java class (lab/share/java)",
                     "lab.broker.LabTxnProducer": "the Java transactional producer's class (lab/broker/java)",
+                    "lab.broker.LabTxnServer": "the Java producer called one request at a time (lab/broker/java)",
                     **{key: "a key of the Samza job's configuration (lab/samza/settings.py)"
                        for key in ("lab.input.topic", "lab.output.topic", "lab.attempt")}}
 

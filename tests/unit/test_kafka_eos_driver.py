@@ -116,7 +116,8 @@ def driver(tmp_path, monkeypatch):
         ctx = SimpleNamespace(
             config=SimpleNamespace(topic="events.r1", partitions=1, max_batch_records=batch, topic_configs={},
                                    query="passthrough", cluster=SimpleNamespace(nodes=1),
-                                   kafka=SimpleNamespace(trust_commit=trust_commit, delivery_timeout_s=45.0)),
+                                   kafka=SimpleNamespace(trust_commit=trust_commit, delivery_timeout_s=45.0,
+                                                        txn_client="python")),
             run_id="r1",
             bootstrap="127.0.0.1:9", attempt=1, run_dir=tmp_path, stopping=False, points=[], progressed=[],
             events=SimpleNamespace(write=lambda type_, **f: written.append((type_, f))), written=written,
