@@ -51,7 +51,12 @@ def check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(r: dict)
     assert r["exactly_once"] == n > 0 and (r["lost"], r["duplicated"], r["unseen"]) == (0, 0, 0), r
     assert r["guarantee"] == "exactly-once" and r["settings"]["flink_delivery"] == "exactly-once"
     # the dead job's open transaction is in the log, aborted: read_uncommitted sees it, the audit does not
-    assert r["aborted_output_records"] == r["read_uncommitted_records"] - n > 0, r
+    # It held records unless the restored checkpoint held every event the job had read (`reread` 0: a loaded
+    # suite's job started late, read the whole input by checkpoint 2, and the kill found no transaction to abort)
+    if [x.get("reread") for x in r["flink_replays"]["restarts"]] == [0]:
+        assert r["aborted_output_records"] == r["read_uncommitted_records"] - n, r
+    else:
+        assert r["aborted_output_records"] == r["read_uncommitted_records"] - n > 0, r
     assert r["flink_replays"]["predicted_extra_copies"] == 0, r["flink_replays"]
 
 

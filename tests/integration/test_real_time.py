@@ -115,7 +115,9 @@ def test_an_output_trigger_crashes_the_driver_with_output_written_whatever_its_s
 def test_a_crash_mid_batch_writes_again_exactly_what_lay_past_the_last_commit(crash_mid_batch):
     result = crash_mid_batch
     a = result.audit
-    assert result.drained and a.lost == 0 and a.duplicated > 0, a.counts()
+    # What is written twice is decided below by the run's files (the kill against the last commit); a kill that
+    # came just after a commit finds nothing past it (measured once in a loaded suite; notebook 03's table says so)
+    assert result.drained and a.lost == 0, a.counts()
     # The output topic read here, apart from the audit: the same copies.
     cfg = result.config
     copies = kafka_tools.topic_copies(_bootstrap(result.run_dir), output_topic(cfg.topic), cfg.partitions)

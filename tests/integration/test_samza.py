@@ -1,11 +1,12 @@
 """The samza pipeline end to end: Samza's job killed for real, its output and its restored state audited per key."""
 
+import pandas as pd
 import pytest
 
 from lab.config import make_config
 from lab.events import read_events
 from lab.run.supervisor import run_scenario
-from tests.integration.conftest import assert_all_gone, run_pids
+from tests.integration.conftest import assert_all_gone, resumed_at, run_pids
 
 pytestmark = pytest.mark.integration
 
@@ -18,8 +19,16 @@ def test_a_crash_replays_output_and_every_key_is_restored_exactly_from_the_chang
     result = run_scenario(make_config(**STREAM))
     r = result.report
     assert result.drained and result.restarts == 1 and r["settings"]["query"] == "key-count"
-    # the output, as Samza documents it: at least once, the replay since the last checkpoint sent again
-    assert r["lost"] == 0 and r["duplicated"] > 0 and r["guarantee"] == "at-least-once", r
+    # the output, as Samza documents it: at least once, the replay since the last checkpoint sent again: in each
+    # partition the events written twice are one unbroken run of offsets from where the restarted job resumed (none
+    # when the kill came just after a checkpoint: measured once in a loaded suite, Samza checkpoints every second)
+    assert r["lost"] == 0 and r["guarantee"] == ("at-least-once" if r["duplicated"] else "exactly-once"), r
+    table = pd.read_csv(result.run_dir / "audit.csv")
+    twice = {int(p): sorted(int(o) for o in g["kafka_offset"])
+             for p, g in table[table["delivered"] > 1].groupby("partition")}
+    resume = resumed_at(result.run_dir)
+    assert twice == {p: list(range(resume[p], resume[p] + len(o))) for p, o in twice.items()}, (resume, twice)
+    assert sum(map(len, twice.values())) == r["duplicated"], r
     state = r["changelog"]
     assert state["keys"] > 0 and state["keys_exact"] == state["keys"], state
     restores = [e for e in read_events(result.run_dir) if e["type"] == "changelog-restore"]
