@@ -56,11 +56,9 @@ def error_of(answer: dict) -> Exception:
 
 def _jvm_command() -> list[str]:
     from lab.broker.java_clients import TXN_SERVER
-    from lab.host.java import find_java
 
-    return [find_java().executable, "-Xmx192m", "-XX:TieredStopAtLevel=1",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",  # the client's INFO lines: 144 at each start
-            "-cp", TXN_SERVER.ensure(), TXN_SERVER.main_class]
+    # the client's INFO lines: 144 at each start
+    return TXN_SERVER.command("-Xmx192m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn")
 
 
 class SendFuture:

@@ -104,6 +104,11 @@ class JavaSources:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def command(self, *jvm_flags: str) -> list[str]:
+        """The JVM command line that runs :attr:`main_class` (compiled first if missing, :meth:`ensure`): the
+        arguments follow it. ``jvm_flags`` go before the classpath; C1 only, as these programs are short."""
+        return [find_java().executable, *jvm_flags, "-XX:TieredStopAtLevel=1", "-cp", self.ensure(), self.main_class]
+
     def ensure(self, progress=None) -> str:
         """The classpath (the classes first, then the jar set), fetching and compiling what is missing.
 

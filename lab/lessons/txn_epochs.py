@@ -140,10 +140,7 @@ def java_transactions(bootstrap: str, topic: str, transactional_id: str, transac
     import tempfile
     import threading
 
-    from lab.host.java import find_java
-
-    args = [find_java().executable, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", TXN_PRODUCER.ensure(),
-            TXN_PRODUCER.main_class, bootstrap, topic, transactional_id, str(transactions), str(records),
+    args = [*TXN_PRODUCER.command("-Xmx128m"), bootstrap, topic, transactional_id, str(transactions), str(records),
             str(abort_every), *[str(a) for k, v in (options or {}).items() for a in (f"--{k}", v)]]
     lines: list[dict] = []
     with tempfile.TemporaryFile("w+") as err:
