@@ -328,7 +328,8 @@ def _echo_event(e: dict, pipeline: str) -> None:
     elif t in (ev.FAULT, ev.FAULT_DEFERRED, ev.FAULT_NOT_APPLIED, ev.DRIVER_START, ev.DRIVER_EXIT, ev.DRAINED,
                ev.DEADLINE, ev.NO_MORE_BATCHES, ev.FINAL_STOP, ev.PRODUCER_DONE, ev.RUN_ERROR, ev.BROKER_RESTART,
                ev.TXN_ABORTED, ev.NODE_RESTART, ev.PARTITION_STATE, ev.DRIVER_REPLACED, ev.DRIVER_RESUME, ev.ZOMBIE_END,
-               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.COMMITTED_WITH_FAILED_SENDS, ev.DEAD_LETTERED):
+               ev.PRODUCER_FENCED, ev.STORM_REPLAY_GAP, ev.STORM_REPLAY_REPOLL, ev.COMMITTED_WITH_FAILED_SENDS,
+               ev.DEAD_LETTERED):
         detail = {k: v for k, v in e.items() if k not in ("t", "type", "source", "proxy")}
         print(f"  [{t}] {json.dumps(detail)}", file=sys.stderr, flush=True)
 

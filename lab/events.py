@@ -132,6 +132,10 @@ STORM_COMMIT = "storm-commit"            #: (storm, trident) Trident committed a
 #: them): an empty batch was stored for it, so its replay takes nothing there and the next txid starts at
 #: ``resumes_at``: ``txid``, ``partition`` (Trident's id), ``resumes_at``, ``attempt``
 STORM_REPLAY_GAP = "storm-replay-gap"
+#: (storm, trident) a replayed txid's first poll of a partition came back without all of its batch, so the lab's
+#: spout polled again until it had emitted the batch's last offset: ``txid``, ``partition`` (Trident's id),
+#: ``polls``, ``offsets`` (the batch's first and last), ``attempt``
+STORM_REPLAY_REPOLL = "storm-replay-repoll"
 # driver: the receiver pipeline's feeder and receiver
 #: (share) a share consumer subscribed: ``consumer`` (its index), ``pid``, ``attempt`` (its driver's)
 CONSUMER_START = "consumer-start"

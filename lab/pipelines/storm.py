@@ -172,6 +172,9 @@ def run(ctx: DriverContext) -> None:
             elif op == "replay-gap":
                 ctx.events.write(ev.STORM_REPLAY_GAP, txid=message.get("txid"), partition=message.get("partition"),
                                  resumes_at=message.get("resumes_at"), attempt=ctx.attempt)
+            elif op == "replay-repoll":
+                ctx.events.write(ev.STORM_REPLAY_REPOLL, txid=message.get("txid"), partition=message.get("partition"),
+                                 polls=message.get("polls"), offsets=message.get("offsets"), attempt=ctx.attempt)
             elif op == "submitted":
                 ctx.events.write(ev.STORM_TOPOLOGY, storm_mode=cfg.storm.storm_mode, attempt=ctx.attempt,
                                  spout=("KafkaTridentSpoutTransactional" if cfg.storm.storm_mode == "trident"

@@ -21,9 +21,7 @@ import org.apache.storm.kafka.spout.KafkaSpoutConfig;
 import org.apache.storm.kafka.spout.KafkaSpoutConfig.ProcessingGuarantee;
 import org.apache.storm.kafka.spout.KafkaSpoutRetryExponentialBackoff;
 import org.apache.storm.kafka.spout.KafkaSpoutRetryExponentialBackoff.TimeInterval;
-import org.apache.storm.kafka.spout.trident.KafkaTridentSpoutBatchMetadata;
 import org.apache.storm.kafka.spout.trident.KafkaTridentSpoutConfig;
-import org.apache.storm.kafka.spout.trident.KafkaTridentSpoutTopicPartition;
 import org.apache.storm.kafka.spout.trident.KafkaTridentSpoutTransactional;
 import org.apache.storm.task.IMetricsContext;
 import org.apache.storm.task.OutputCollector;
@@ -37,10 +35,7 @@ import org.apache.storm.trident.TridentTopology;
 import org.apache.storm.trident.operation.TridentCollector;
 import org.apache.storm.trident.state.BaseStateUpdater;
 import org.apache.storm.trident.state.State;
-import org.apache.storm.trident.spout.IPartitionedTridentSpout;
 import org.apache.storm.trident.state.StateFactory;
-import org.apache.storm.trident.topology.state.RotatingTransactionalState;
-import org.apache.storm.trident.topology.state.TransactionalState;
 import org.apache.storm.trident.tuple.TridentTuple;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
@@ -288,96 +283,6 @@ public final class LabTopology {
         builder.setBolt("parse-bolt", new ParseBolt(), 1).shuffleGrouping("kafka-spout");
         builder.setBolt("sink-bolt", new SinkBolt(maxRecords, intervalMs), 1).globalGrouping("parse-bolt");
         return builder.createTopology();
-    }
-
-    /**
-     * KafkaTridentSpoutTransactional, with the offsets of a txid whose attempt was killed while Trident stored
-     * them completed before the topology replays it.
-     *
-     * <p>Trident stores a new batch's offsets one partition at a time (PartitionedTridentSpoutExecutor writes a
-     * ZooKeeper node per partition after the batch is emitted). A kill between two of those writes leaves the txid
-     * with offsets for some partitions only. Every later topology replays that txid and hands the Kafka emitter a
-     * null for the others: its NullPointerException kills the worker, and each restart dies the same way
-     * (measured: 1 crash in 12, and once in the test suite). Leaving such a partition out of the replay is not
-     * enough: once the txid succeeds, Trident deletes every older txid's offsets, the partition has none left, and
-     * its next batch starts again from offset 0 (measured: 334 duplicates).
-     *
-     * <p>So before the executor reads that state (it creates its emitter first), the emitter of this spout writes,
-     * for each partition missing from the newest txid, an empty batch that ends where the partition's previous
-     * batch ended: first = previous last + 1, last = previous last. Its replay emits nothing (the first record
-     * polled is past its end) and the next batch starts after it. The txid was never committed (its commit follows
-     * the emit), so replaying nothing from those partitions, and their records in the next txid, is exactly once.
-     */
-    static final class CompleteReplaySpout implements
-            IPartitionedTridentSpout<List<Map<String, Object>>, KafkaTridentSpoutTopicPartition, Map<String, Object>> {
-        private static final long serialVersionUID = 1L;
-        private final KafkaTridentSpoutTransactional<String, String> spout;
-        private final String stream;
-
-        CompleteReplaySpout(String stream, KafkaTridentSpoutTransactional<String, String> spout) {
-            this.stream = stream;
-            this.spout = spout;
-        }
-
-        @Override
-        public Coordinator<List<Map<String, Object>>> getCoordinator(Map<String, Object> conf, TopologyContext context) {
-            return spout.getCoordinator(conf, context);
-        }
-
-        @Override
-        public Emitter<List<Map<String, Object>>, KafkaTridentSpoutTopicPartition, Map<String, Object>> getEmitter(
-                Map<String, Object> conf, TopologyContext context) {
-            completeNewestTxid(conf);
-            return spout.getEmitter(conf, context);
-        }
-
-        /** The repair described above, on the state PartitionedTridentSpoutExecutor.Emitter is about to read. */
-        @SuppressWarnings("unchecked")
-        private void completeNewestTxid(Map<String, Object> conf) {
-            TransactionalState state = TransactionalState.newUserState(conf, stream);
-            try {
-                Map<String, RotatingTransactionalState> partitions = new LinkedHashMap<>();
-                long newest = -1;
-                for (String partition : state.list("")) {
-                    RotatingTransactionalState offsets = new RotatingTransactionalState(state, partition);
-                    partitions.put(partition, offsets);
-                    for (String txid : state.list(partition)) {
-                        newest = Math.max(newest, Long.parseLong(txid));
-                    }
-                }
-                for (Map.Entry<String, RotatingTransactionalState> entry : partitions.entrySet()) {
-                    RotatingTransactionalState offsets = entry.getValue();
-                    if (newest < 0 || offsets.hasCache(newest)) {
-                        continue;
-                    }
-                    Map<String, Object> before = (Map<String, Object>) offsets.getPreviousState(newest);
-                    // No batch before it: the partition's first, so it starts again at offset 0 (the run's topic is new).
-                    long last = before == null ? -1 : KafkaTridentSpoutBatchMetadata.fromMap(before).getLastOffset();
-                    String topology = before == null ? "" : KafkaTridentSpoutBatchMetadata.fromMap(before).getTopologyId();
-                    offsets.overrideState(newest, new KafkaTridentSpoutBatchMetadata(last + 1, last, topology).toMap());
-                    Map<String, Object> gap = new LinkedHashMap<>();
-                    gap.put("op", "replay-gap");
-                    gap.put("txid", newest);
-                    gap.put("partition", entry.getKey());
-                    gap.put("resumes_at", last + 1);
-                    Bridge.say(gap);
-                }
-                System.err.println("INFO  lab.storm.LabTopology - Trident offsets checked: " + partitions.size()
-                        + " partitions, newest txid " + newest);
-            } finally {
-                state.close();
-            }
-        }
-
-        @Override
-        public Map<String, Object> getComponentConfiguration() {
-            return spout.getComponentConfiguration();
-        }
-
-        @Override
-        public Fields getOutputFields() {
-            return spout.getOutputFields();
-        }
     }
 
     static StormTopology trident(Map<String, Object> spec) {
