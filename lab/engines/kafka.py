@@ -50,11 +50,20 @@ def _needs_commit_before_output(cfg) -> str | None:
 
 
 def prepare(cfg, spec, write_event) -> None:
-    """A share run's state reader is compiled once (``lab fetch`` does it online); here only when missing."""
+    """A share run's state reader is compiled once (``lab fetch`` does it online); here only when missing.
+
+    A kafka-eos run with ``--txn-client java`` needs a JVM, which an external broker does not bring: without one,
+    the error names how to get Java before any driver starts (not after three of them failed). Its classes are
+    compiled by the driver when missing, from the broker's jar set.
+    """
     if spec.share_group:
         from lab.share.build import STATE
 
         STATE.ensure()
+    if cfg.kafka.txn_client == "java":
+        from lab.host.java import find_java
+
+        find_java()
 
 
 ENGINE = Engine(name="kafka", words="Kafka (no engine)", options=KafkaOptions, check=check,

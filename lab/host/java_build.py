@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,10 @@ from lab.host.java import find_java
 
 #: Seconds a compilation may take (measured: 1.6 s for the Storm topology on 2 cores).
 COMPILE_TIMEOUT_S = 120.0
+#: Seconds after its last use that another version's classes are removed when a new version is compiled. Not at
+#: once: two checkouts with different sources (a clone under test beside a working copy) share the cache, and
+#: the other's JVMs load its classes as they first use them, from a directory removed under them.
+UNUSED_FOR_S = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,10 @@ class JavaSources:
                         progress(f"{self.name}: compiling {len(self.sources())} Java files into {target}")
                     self._compile(target)
                     for old in target.parent.glob("classes-*"):
-                        if old != target:
+                        if old != target and time.time() - old.stat().st_mtime > UNUSED_FOR_S:
                             shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.utime(target)  # its last use, for UNUSED_FOR_S
+        except OSError:
+            pass  # a read-only cache (a bundle): nothing is removed from it either
         return f"{target}:{jar_cp}"

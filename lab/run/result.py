@@ -36,7 +36,7 @@ from lab.audit.auditor import Audit, audit_run
 from lab.audit.latency import topic_latency
 from lab.audit.ledger import LEDGER_FILE, aborted_event_ids, acked_per_key, place_acks, sends_frame
 from lab.audit.restarts import driver_restarts
-from lab.audit.shown import cautions, could_not_show, nothing_replayed
+from lab.audit.shown import cautions, could_not_show, nothing_replayed, nothing_to_abort, resumed_at_the_output_end
 from lab.audit.topic import audit_topic
 from lab.events import read_events
 from lab.kafka import tools as kafka_tools
@@ -337,8 +337,11 @@ def audited_result(run_dir: Path, config, broker, positions: dict[int, int], top
                        faults_fired=faults_fired, restarts=restarts, drained=drained, batches=batches)
     result.report = {**build_report(result, timeline), **source, "broker_features": broker_features}
     if "flink_replays" in source:  # lab.audit.shown: a restart that wrote nothing again shows no replay
-        result.report["could_not_show"] += nothing_replayed(
-            source["flink_replays"], timeline, result.report["settings"].get("flink_delivery", ""))
+        delivery = result.report["settings"].get("flink_delivery", "")
+        result.report["could_not_show"] += nothing_replayed(source["flink_replays"], timeline, delivery)
+        result.report["cautions"] += nothing_to_abort(source["flink_replays"], timeline, delivery)
+    if PIPELINES[config.pipeline].engine == "samza":  # lab.audit.shown: a restart that sent nothing again
+        result.report["could_not_show"] += resumed_at_the_output_end(timeline, audit.duplicated)
     (run_dir / "report.json").write_text(json.dumps(result.report, indent=2))
     return result
 

@@ -53,10 +53,13 @@ def check_aligned_checkpoints_and_a_transactional_sink_are_exactly_once(r: dict)
     # the dead job's open transaction is in the log, aborted: read_uncommitted sees it, the audit does not
     # It held records unless the restored checkpoint held every event the job had read (`reread` 0: a loaded
     # suite's job started late, read the whole input by checkpoint 2, and the kill found no transaction to abort)
+    held_all = [line for line in r["cautions"] if "no transaction was open to abort" in line]
     if [x.get("reread") for x in r["flink_replays"]["restarts"]] == [0]:
         assert r["aborted_output_records"] == r["read_uncommitted_records"] - n, r
+        assert len(held_all) == 1, r["cautions"]  # and the reader is told why
     else:
         assert r["aborted_output_records"] == r["read_uncommitted_records"] - n > 0, r
+        assert held_all == [], r["cautions"]
     assert r["flink_replays"]["predicted_extra_copies"] == 0, r["flink_replays"]
 
 

@@ -23,6 +23,7 @@ def test_a_crash_replays_output_and_every_key_is_restored_exactly_from_the_chang
     # partition the events written twice are one unbroken run of offsets from where the restarted job resumed (none
     # when the kill came just after a checkpoint: measured once in a loaded suite, Samza checkpoints every second)
     assert r["lost"] == 0 and r["guarantee"] == ("at-least-once" if r["duplicated"] else "exactly-once"), r
+    assert len(r["could_not_show"]) == (r["duplicated"] == 0), r["could_not_show"]  # and then it says so
     table = pd.read_csv(result.run_dir / "audit.csv")
     twice = {int(p): sorted(int(o) for o in g["kafka_offset"])
              for p, g in table[table["delivered"] > 1].groupby("partition")}

@@ -158,3 +158,18 @@ def test_the_transactional_client_is_kafka_eos_s_and_one_of_two():
         make_config(pipeline="kafka-eos", txn_client="go")
     with pytest.raises(LabError, match=r"--txn-client is the kafka-eos pipeline's .* pipeline is 'plain'"):
         make_config(pipeline="plain", txn_client="java")
+
+
+def test_the_java_client_s_jvm_is_looked_for_before_any_driver_starts(monkeypatch):
+    from lab.engines import kafka as kafka_engine
+    from lab.host import java
+    from lab.registry import PIPELINES
+
+    def no_java():
+        raise LabError("no Java 17 or newer found; install one")
+
+    monkeypatch.setattr(java, "find_java", no_java)
+    spec = PIPELINES["kafka-eos"]
+    with pytest.raises(LabError, match="no Java 17"):
+        kafka_engine.prepare(make_config(pipeline="kafka-eos", txn_client="java"), spec, lambda *a, **k: None)
+    kafka_engine.prepare(make_config(pipeline="kafka-eos"), spec, lambda *a, **k: None)  # the Python client: none

@@ -89,3 +89,36 @@ def test_a_flink_restart_that_wrote_nothing_again_shows_no_replay():
     assert nothing_replayed({"restarts": []}, crash, "at-least-once") == []
     # the exactly-once sink writes nothing again by design, whatever the crash: not a run without its lesson
     assert nothing_replayed(empty, crash, "exactly-once") == []
+
+
+def test_a_flink_exactly_once_restart_with_nothing_to_abort_says_so_as_a_caution():
+    from lab.audit.shown import nothing_to_abort
+
+    crash = [{"type": "fault", "kind": "driver-crash", "batch": 2, "point": "mid-output", "t": 5.0}]
+    held_all = {"restarts": [{"attempt": 2, "checkpoint": 2, "written_before": 4500, "replayed": 0, "reread": 0}]}
+    assert nothing_to_abort(held_all, crash, "exactly-once") == [
+        "the driver-crash came when checkpoint 2, which the restart restored, held every record the job had read: "
+        "no transaction was open to abort, so this run shows no aborted records; run it again to see them"]
+    read_again = {"restarts": [{"attempt": 2, "checkpoint": 4, "written_before": 2759, "replayed": 0, "reread": 80}]}
+    assert nothing_to_abort(read_again, crash, "exactly-once") == []
+    assert nothing_to_abort(held_all, crash, "at-least-once") == []  # its line is nothing_replayed's
+    assert nothing_to_abort({"restarts": [{"attempt": 2, "checkpoint": 2, "replayed": 0}]}, crash,
+                            "exactly-once") == []  # reread unknown: not said
+    assert nothing_to_abort(held_all, [], "exactly-once") == []
+
+
+
+def test_a_samza_restart_that_resumed_where_the_output_ended_shows_no_replay():
+    from lab.audit.shown import resumed_at_the_output_end
+
+    crash = {"type": "fault", "kind": "driver-crash", "elapsed_s": 5.02, "t": 5.0}
+    window = {"type": "batch-start", "attempt": 1, "t": 4.0, "replayed": 0}
+    resumed = {"type": "batch-start", "attempt": 2, "t": 9.0, "replayed": 0}
+    events = [window, crash, resumed]
+    assert resumed_at_the_output_end(events, 0) == [
+        "the driver-crash (@at=5.0s) came just after a checkpoint: the restarted job resumed where the output had "
+        "ended and sent nothing again; this run shows no replay; run it again"]
+    assert resumed_at_the_output_end([window, crash, {**resumed, "replayed": 40}], 40) == []
+    assert resumed_at_the_output_end(events, 3) == []  # an output sent but not yet reported: written again
+    assert resumed_at_the_output_end([crash, resumed], 0) == []  # before any window: could_not_show's to say
+    assert resumed_at_the_output_end([window, {**crash, "batch": 2}, resumed], 0) == []  # at a point: it says

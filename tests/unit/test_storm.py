@@ -105,6 +105,28 @@ def test_the_classes_key_follows_the_sources(tmp_path, monkeypatch):
     assert sources.key() != before and len(before) == 16
 
 
+def test_a_new_version_of_the_classes_keeps_another_in_use_and_removes_one_long_unused(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from lab.host import jars, java_build
+
+    (tmp_path / "src" / "lab").mkdir(parents=True)
+    (tmp_path / "src" / "lab" / "A.java").write_text("class A {}")
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(jars, "classpath", lambda name, **kw: "jars")
+    monkeypatch.setattr(JavaSources, "_compile", lambda self, target: target.mkdir())
+    sources = JavaSources("x", tmp_path / "src", "storm", "lab.A")
+    in_use = sources.classes_dir().parent / "classes-of-another-checkout"
+    unused = sources.classes_dir().parent / "classes-of-last-month"
+    for d in (in_use, unused):
+        d.mkdir(parents=True)
+    long_ago = time.time() - java_build.UNUSED_FOR_S - 60
+    os.utime(unused, (long_ago, long_ago))
+    assert sources.ensure() == f"{sources.classes_dir()}:jars"
+    assert in_use.exists() and not unused.exists()
+
+
 class FakeCtx:
     def __init__(self, mode, faults=""):
         self.config = make_config(pipeline="storm", storm_mode=mode, faults=faults)
