@@ -12,7 +12,7 @@ from lab.events import read_events
 from lab.run.supervisor import run_scenario
 from lab.views.panel import Panel
 from tests.conftest import clean_env, lab_cmd
-from tests.integration.conftest import assert_all_gone, run_pids
+from tests.integration.conftest import assert_all_gone, resumed_at, run_pids
 
 pytestmark = pytest.mark.integration
 
@@ -34,20 +34,13 @@ def _read_again(run_dir) -> tuple[int, int]:
     events = read_events(run_dir)
     crash = next(e["t"] for e in events if e["type"] == "fault")
     done = {e["batch"] for e in events if e["type"] == "batch-done" and e.get("attempt") == 1 and e["t"] < crash}
-    started: dict[int, dict] = {}
-    resumed: dict[str, int] = {}
-    for e in events:
-        if e["type"] != "batch-start":
-            continue
-        if e.get("attempt") == 1 and e["t"] < crash:
-            started[e["batch"]] = e.get("ranges", {})
-        elif e.get("attempt", 1) > 1:
-            for partition, (start, _) in e.get("ranges", {}).items():
-                resumed.setdefault(partition, start)
+    started = {e["batch"]: e.get("ranges", {}) for e in events
+               if e["type"] == "batch-start" and e.get("attempt") == 1 and e["t"] < crash}
+    resumed = resumed_at(run_dir)
 
     def again(batches) -> int:
-        return sum(max(0, end - max(start, resumed[p])) for b in batches
-                   for p, (start, end) in started[b].items() if p in resumed)
+        return sum(max(0, end - max(start, resumed[int(p)])) for b in batches
+                   for p, (start, end) in started[b].items() if int(p) in resumed)
 
     return again(done & started.keys()), again(started)
 
